@@ -1,0 +1,53 @@
+# Set-up and everyday targets. Every target is idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := $(shell grep -v '^\s*\#' deploy/apt-packages.txt | grep -v '^\s*$$')
+OVS_PREFIX_FILE := .ovs-prefix
+
+.PHONY: all deps venv ovs test test-fast lint format bench demo clean
+
+all: venv
+
+# Install the Debian packages that are missing (skips apt entirely when none are).
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Build (or reuse) the patched Open vSwitch; the prefix is cached by the hash of the patch series.
+ovs: deps
+	ovs-patches/build.sh > $(OVS_PREFIX_FILE).tmp && mv $(OVS_PREFIX_FILE).tmp $(OVS_PREFIX_FILE)
+	@echo "patched OVS in $$(cat $(OVS_PREFIX_FILE))"
+
+test: deps venv ovs
+	PAZZ_OVS_PREFIX=$$(cat $(OVS_PREFIX_FILE)) $(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: venv
+	$(PY) -m pytest -q -m 'not ovs and not slow'
+
+lint: venv
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix . && $(VENV)/bin/ruff format .
+
+bench: venv
+	$(PY) bench/cpc.py --topology fattree --k 4 --rules 100000 --json
+
+demo: deps venv
+	$(PY) -m pazzd.demo
+
+clean:
+	rm -rf $(VENV) $(OVS_PREFIX_FILE) .pytest_cache

@@ -1,0 +1,1 @@
+"""PAZZ pazzd package."""

@@ -1,0 +1,1 @@
+"""PAZZ tester package."""
