@@ -1,0 +1,209 @@
+"""Algorithm 3 of the PAZZ paper and further: compare a report's tags with the model's.
+
+Pure functions over `cpc.results.Expected` lists and the tag values; no model,
+no I/O. `compare()` is what runs per report sample; on the consistent path it
+only looks the actual tag pair up in a precomputed set (see `Alternatives`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cpc.results import Expected, Hop, RuleRef
+from cpc.tags import VERIFY_RULE_INIT, port_bits, set_verify_rule
+
+__all__ = [
+    "TYPE_A",
+    "TYPE_P_ACTION",
+    "TYPE_P_MATCH",
+    "BLACKHOLE",
+    "Alternatives",
+    "Verdict",
+    "compare",
+    "first_missing_hop",
+    "switches_in_filter",
+    "narrow_rule_candidates",
+]
+
+TYPE_A = "type_a"  # a header the model expects nowhere at this egress got there
+TYPE_P_ACTION = "type_p_action"  # different path (same or different rules): a misroute
+TYPE_P_MATCH = "type_p_match"  # same path, different rules: a match fault
+BLACKHOLE = "blackhole"  # a critical flow stopped arriving
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def hop_bits(dpid: int, in_port: int) -> int:
+    return port_bits(dpid, in_port)
+
+
+class Alternatives:
+    """The model's expected alternatives for one (egress, header class, model version).
+
+    Built once per cache entry; `tags` makes the per-sample check a set lookup.
+    """
+
+    __slots__ = ("expected", "tags", "rules")
+
+    def __init__(self, expected: Sequence[Expected]) -> None:
+        self.expected = tuple(expected)
+        self.tags = frozenset((e.verify_port, e.verify_rule) for e in self.expected)
+        self.rules = frozenset(e.verify_rule for e in self.expected)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of comparing one report with its alternatives (only built for faults)."""
+
+    kind: str  # TYPE_A, TYPE_P_ACTION or TYPE_P_MATCH
+    location: str  # stable text key: "dpid:N", "ingress:...", "candidates:..."
+    candidates: tuple[int, ...]  # dpids to poll, most likely first
+    culprit: int | None  # the dpid blamed when localization by path is exact
+    expected: Expected | None  # the alternative that matched best
+    missing_hop: int | None  # index into expected.hops of the first missing hop
+    detail: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def first_missing_hop(hops: Sequence[Hop], verify_port: int) -> int:
+    """Index of the first hop whose three Bloom bits are not all in verify_port (len if none)."""
+    for i, hop in enumerate(hops):
+        b = hop_bits(hop.dpid, hop.in_port)
+        if verify_port & b != b:
+            return i
+    return len(hops)
+
+
+def switches_in_filter(verify_port: int, ports: Iterable[tuple[int, int]]) -> tuple[int, ...]:
+    """The dpids with some (dpid, in_port) whose bits are all set in verify_port."""
+    out = []
+    seen = set()
+    for dpid, port in ports:
+        if dpid in seen:
+            continue
+        b = hop_bits(dpid, port)
+        if verify_port & b == b:
+            seen.add(dpid)
+            out.append(dpid)
+    return tuple(sorted(out))
+
+
+def _chain(hops: Sequence[Hop]) -> list[int]:
+    """Verify_Rule after each hop (element i = value after hop i)."""
+    v = VERIFY_RULE_INIT
+    out = []
+    for hop in hops:
+        for r in hop.rules:
+            v = set_verify_rule(v, hop.dpid, r.table, r.priority, r.cookie, r.rule_id)
+        out.append(v)
+    return out
+
+
+def narrow_rule_candidates(
+    exp: Expected,
+    verify_rule: int,
+    rules_at: Callable[[int], Iterable[RuleRef]] | None,
+) -> tuple[tuple[int, ...], int | None]:
+    """Switches on a same-path rule fault, narrowed where the chain allows.
+
+    The CRC chain can't be inverted, so every hop is a candidate. When `rules_at(dpid)`
+    lists the switch's known entries, try replacing one hop's rules by one known
+    entry (or dropping the last of them): a hop where that reproduces verify_rule is
+    where the packet matched another intended entry: it comes first and is returned
+    as the culprit when it is the only one. A hidden entry (unknown identity) can't
+    be reproduced: all hops stay candidates and the culprit is None.
+    """
+    hops = exp.hops
+    path = tuple(dict.fromkeys(h.dpid for h in hops))
+    if rules_at is None:
+        return path, None
+    prefix = [VERIFY_RULE_INIT] + _chain(hops)
+    hits = []
+    for i, hop in enumerate(hops):
+        for ref in rules_at(hop.dpid):
+            for k in range(len(hop.rules)):
+                alt = list(hop.rules)
+                alt[k] = ref
+                v = prefix[i]
+                for r in alt:
+                    v = set_verify_rule(v, hop.dpid, r.table, r.priority, r.cookie, r.rule_id)
+                for later in hops[i + 1 :]:
+                    for r in later.rules:
+                        v = set_verify_rule(v, later.dpid, r.table, r.priority, r.cookie, r.rule_id)
+                if v == verify_rule:
+                    hits.append(hop.dpid)
+    if hits:
+        hits = list(dict.fromkeys(hits))
+        return tuple(hits) + tuple(d for d in path if d not in hits), (
+            hits[0] if len(hits) == 1 else None
+        )
+    return path, None
+
+
+def compare(
+    alts: Alternatives,
+    verify_port: int,
+    verify_rule: int,
+    ports: Iterable[tuple[int, int]] = (),
+    rules_at: Callable[[int], Iterable[RuleRef]] | None = None,
+) -> Verdict | None:
+    """None when the report is consistent with one alternative, else the fault Verdict.
+
+    - No alternatives: Type-a, candidates are the switches whose bits are in Verify_Port.
+    - Verify_Rule equal to an alternative's but Verify_Port differs: the same entries
+      took another path (e.g. a wrong output port onto a parallel link): Type-p action.
+    - Verify_Rule matches none: the alternative with the longest prefix of hops present
+      in Verify_Port is the reference. If all of its hops are present and Verify_Port
+      equals its filter, the path is the same and the rules differ: Type-p match,
+      localized by rule. Otherwise the first missing hop's predecessor misrouted:
+      Type-p action.
+    """
+    if (verify_port, verify_rule) in alts.tags:
+        return None
+    if not alts.expected:
+        cands = switches_in_filter(verify_port, ports)
+        return Verdict(
+            TYPE_A, "candidates:" + ",".join(map(str, cands)), cands, None, None, None,
+            "header not expected at this egress",
+        )  # fmt: skip
+    best = None
+    best_i = -1
+    for e in alts.expected:
+        i = first_missing_hop(e.hops, verify_port)
+        # Prefer the longest matching prefix; on ties the exact Bloom filter, then same rules.
+        score = (i, e.verify_port == verify_port, e.verify_rule == verify_rule)
+        if best is None or score > best_i:
+            best, best_i = e, score
+    exp = best
+    i = best_i[0]
+    same_path = i == len(exp.hops) and exp.verify_port == verify_port
+    if same_path:
+        cands, culprit = narrow_rule_candidates(exp, verify_rule, rules_at)
+        return Verdict(
+            TYPE_P_MATCH, f"dpid:{culprit}" if culprit is not None else "path:" + ",".join(map(str, cands)),
+            cands, culprit, exp, None,
+            "same path, different rules",
+        )  # fmt: skip
+    if i == len(exp.hops):
+        # Every expected hop is present but there are extra bits: a detour that came back.
+        extra_ports = [p for p in ports if hop_bits(*p) & ~exp.verify_port & verify_port]
+        cands = switches_in_filter(verify_port & ~exp.verify_port, extra_ports)
+        return Verdict(
+            TYPE_P_ACTION, "detour:" + ",".join(map(str, cands)), cands, None, exp, None,
+            "expected path plus extra switches",
+        )  # fmt: skip
+    if i == 0:
+        cands = switches_in_filter(verify_port, ports)
+        h = exp.hops[0]
+        return Verdict(
+            TYPE_P_ACTION, f"ingress:{h.dpid}:{h.in_port}", cands, None, exp, 0,
+            "expected ingress hop missing: entered elsewhere",
+        )  # fmt: skip
+    culprit = exp.hops[i - 1].dpid
+    cands = (culprit,) + tuple(d for d in (exp.hops[i].dpid,) if d != culprit)
+    return Verdict(
+        TYPE_P_ACTION, f"dpid:{culprit}", cands, culprit, exp, i,
+        f"hop {i} (dpid {exp.hops[i].dpid} in_port {exp.hops[i].in_port}) missing; "
+        f"dpid {culprit} misrouted",
+    )  # fmt: skip

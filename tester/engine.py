@@ -1,0 +1,462 @@
+"""The tester: sFlow datagrams in, stored and reported faults out.
+
+Per report sample the hot path is: decode, map ifIndex to (dpid, port), parse the
+frame, `model.classify(header)`, a dict lookup of the expected alternatives keyed by
+(egress, class id) and checked against `model.version`, and a set lookup of the
+actual (Verify_Port, Verify_Rule). Only on a miss or a fault does it do more.
+
+The daemon calls `process_datagram()` (the collector does), `tick()` about once a
+second, `answer_localization()` when it has polled flow tables, and reads `stats`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cpc.fields import format_header
+from cpc.results import Expected, Port, RuleRef
+
+from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare
+from .ifmap import IfMap
+from .packet import is_report, parse_frame
+from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
+from .store import FaultStore
+from .timers import BlackholeAlarm, BlackholeMonitor, TransientGuard
+
+__all__ = [
+    "Tester",
+    "TesterStats",
+    "LocalizationRequest",
+    "FaultEvent",
+    "ModelLike",
+    "RateLimitedLog",
+    "egress_if_index",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ModelLike(Protocol):
+    version: int
+
+    def expected(self, egress: Port, header: dict) -> list[Expected]: ...
+
+    def classify(self, header: dict) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocalizationRequest:
+    """Ask the daemon to poll these switches' flow tables for the rule behind a fault."""
+
+    fault_id: int
+    kind: str
+    candidates: tuple[int, ...]  # dpids, most likely first
+    header: dict
+    egress: Port | None
+    location: str
+
+
+@dataclass(frozen=True, slots=True)
+class FaultEvent:
+    """A fault sample after it was stored (`new` on first sight or reopening) or a resolution."""
+
+    fault_id: int
+    kind: str
+    location: str
+    header_class: str
+    egress: Port | None
+    header: dict
+    candidates: tuple[int, ...]
+    new: bool
+    resolved: bool = False
+
+
+class RateLimitedLog:
+    """At most one log line per key per `interval` seconds, with the count suppressed."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 10.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        last, suppressed = self._last.get(key, (-1e18, 0))
+        if now - last >= self.interval:
+            if suppressed:
+                msg += f" ({suppressed} more suppressed)"
+            self.logger.warning(msg, *args)
+            self._last[key] = (now, 0)
+        else:
+            self._last[key] = (last, suppressed + 1)
+
+
+@dataclass
+class TesterStats:
+    datagrams: int = 0
+    malformed: int = 0
+    lost_datagrams: int = 0
+    reordered_datagrams: int = 0
+    agent_restarts: int = 0
+    flow_samples: int = 0
+    counter_samples: int = 0
+    reports: int = 0
+    ingress_samples: int = 0
+    unknown_interface: int = 0
+    undecodable_reports: int = 0
+    consistent: int = 0
+    fault_samples: int = 0
+    held_transient: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    faults_opened: int = 0
+    faults_resolved: int = 0
+    blackhole_alarms: int = 0
+    interfaces_down: int = 0
+    interface_errors: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d.update(self.extra)
+        return d
+
+
+def egress_if_index(sample) -> int:
+    """The egress ifIndex of a report: its single output interface, else its data source."""
+    if sample.output_format == IF_FORMAT_SINGLE and sample.output:
+        return sample.output
+    return sample.source_index
+
+
+def _tags(e: Expected) -> dict:
+    return {
+        "ingress": list(e.ingress),
+        "verify_port": e.verify_port,
+        "verify_rule": e.verify_rule,
+        "path": [[h.dpid, h.in_port, h.out_port] for h in e.hops],
+    }
+
+
+class Tester:
+    """Algorithm 3 over a live sFlow feed. Not thread-safe: one per worker process."""
+
+    CACHE_MAX = 1 << 18
+
+    def __init__(
+        self,
+        model: ModelLike,
+        store: FaultStore,
+        ifmap: IfMap,
+        *,
+        ports: Iterable[Port] | None = None,
+        guard: TransientGuard | None = None,
+        blackholes: BlackholeMonitor | None = None,
+        resolve_after: float = 60.0,
+        on_fault: Callable[[FaultEvent], None] | None = None,
+        on_localize: Callable[[LocalizationRequest], None] | None = None,
+        rules_at: Callable[[int], Iterable[RuleRef]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model = model
+        self.store = store
+        self.ifmap = ifmap
+        self._ports = list(ports) if ports is not None else None
+        self.guard = guard
+        self.blackholes = blackholes
+        self.resolve_after = resolve_after
+        self.on_fault = on_fault
+        self.localization_queue: queue.SimpleQueue[LocalizationRequest] = queue.SimpleQueue()
+        self.on_localize = on_localize or self.localization_queue.put
+        self.rules_at = rules_at
+        self.clock = clock
+        self.stats = TesterStats()
+        self.rlog = RateLimitedLog(log)
+        self._cache: dict[tuple[Port, int], tuple[int, Alternatives]] = {}
+        self._seq: dict[tuple[str, int], int] = {}
+        self._ifstate: dict[tuple[str, int], tuple[bool, int]] = {}
+        # Resolution watch: header-class key -> fault ids; fault id -> consistent-since.
+        self._by_class: dict[str, set[int]] = {}
+        self._since: dict[int, float | None] = {}
+        self._last_fault: dict[int, tuple[str, float]] = {}
+        self._blackhole_fault: dict[str, int] = {}
+        now = clock()
+        for row in store.faults("open"):
+            self._watch(row.id, row.header_class, row.kind, row.last_seen or now)
+            if row.kind == BLACKHOLE:
+                self._blackhole_fault[row.header_class] = row.id
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def ports(self) -> list[Port]:
+        return self._ports if self._ports is not None else self.ifmap.ports()
+
+    def _watch(self, fid: int, key: str, kind: str, now: float) -> None:
+        self._by_class.setdefault(key, set()).add(fid)
+        self._since[fid] = None
+        self._last_fault[fid] = (kind, now)
+
+    def alternatives(self, egress: Port, header: dict, cls: int) -> Alternatives:
+        key = (egress, cls)
+        ver = self.model.version
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == ver:
+            self.stats.cache_hits += 1
+            return hit[1]
+        self.stats.cache_misses += 1
+        alts = Alternatives(self.model.expected(egress, header))
+        if len(self._cache) >= self.CACHE_MAX:
+            self._cache.clear()
+        self._cache[key] = (ver, alts)
+        return alts
+
+    # ------------------------------------------------------------ input
+
+    def process_datagram(self, data: bytes, now: float | None = None) -> None:
+        """Decode and handle one sFlow datagram; malformed ones are counted and dropped."""
+        self.stats.datagrams += 1
+        try:
+            dg = decode(data)
+        except SflowError as e:
+            self.stats.malformed += 1
+            self.rlog.warning("malformed", "malformed sFlow datagram dropped: %s", e)
+            return
+        self.handle_datagram(dg, self.clock() if now is None else now)
+
+    def _sequence(self, dg: Datagram) -> None:
+        key = (dg.agent, dg.sub_agent)
+        last = self._seq.get(key)
+        self._seq[key] = dg.seq
+        if last is None:
+            return
+        gap = (dg.seq - last) & 0xFFFFFFFF
+        if gap == 0 or gap > 0x7FFFFFFF:
+            if dg.seq <= 1 or last - dg.seq > 1000:
+                self.stats.agent_restarts += 1
+            else:
+                self.stats.reordered_datagrams += 1
+                self._seq[key] = last
+        elif gap > 1:
+            self.stats.lost_datagrams += gap - 1
+
+    def handle_datagram(self, dg: Datagram, now: float) -> None:
+        self._sequence(dg)
+        st = self.stats
+        agent, sub = dg.agent, dg.sub_agent
+        lookup = self.ifmap.lookup
+        for s in dg.flows:
+            st.flow_samples += 1
+            if is_report(s):
+                st.reports += 1
+                ifi = egress_if_index(s)
+                egress = lookup(agent, sub, ifi)
+                if egress is None:
+                    st.unknown_interface += 1
+                    self.rlog.warning(
+                        f"if:{agent}", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
+                        agent, sub, ifi,
+                    )  # fmt: skip
+                    continue
+                self.handle_report(egress, s.header, now, s.sampling_rate)
+            else:
+                st.ingress_samples += 1
+                if self.blackholes is None:
+                    continue
+                ingress = lookup(agent, sub, s.input) if s.input_format == IF_FORMAT_SINGLE else None
+                if ingress is None:
+                    st.unknown_interface += 1
+                    continue
+                pf = parse_frame(s.header)
+                self.blackholes.on_ingress(ingress, pf.header, now, s.sampling_rate)
+        for c in dg.counters:
+            st.counter_samples += 1
+            g = c.generic
+            if g is None:
+                continue
+            key = (agent, g.if_index)
+            errs = g.in_errors + g.out_errors
+            prev = self._ifstate.get(key)
+            self._ifstate[key] = (g.oper_up, errs)
+            if prev is not None:
+                if prev[0] and not g.oper_up:
+                    st.interfaces_down += 1
+                    self.rlog.warning(f"down:{key}", "interface down: agent=%s ifIndex=%d", *key)
+                if errs > prev[1]:
+                    st.interface_errors += errs - prev[1]
+
+    def interface_health(self) -> dict[tuple[str, int], tuple[bool, int]]:
+        """(agent, ifIndex) -> (oper up, in+out errors) from the latest counter samples."""
+        return dict(self._ifstate)
+
+    def handle_report(
+        self, egress: Port, raw: bytes, now: float, sampling_rate: int = 1
+    ) -> Verdict | None:
+        """Judge one report's raw header bytes at egress. Returns the Verdict of a fault."""
+        st = self.stats
+        pf = parse_frame(raw)
+        if not pf.has_verify or not pf.complete:
+            st.undecodable_reports += 1
+            self.rlog.warning("undecodable", "report without a complete Verify/IPv4 header")
+            return None
+        hdr = pf.header
+        if self.blackholes is not None:
+            recovered = self.blackholes.on_report(egress, hdr, now, sampling_rate)
+            for flow in recovered:
+                fid = self._blackhole_fault.get("flow:" + flow.name)
+                if fid is not None and self._since.get(fid, 0) is None:
+                    self._since[fid] = now
+        cls = self.model.classify(hdr)
+        if self.guard is not None and self.guard.held(cls, now):
+            st.held_transient += 1
+            return None
+        alts = self.alternatives(egress, hdr, cls)
+        if (pf.verify_port, pf.verify_rule) in alts.tags:
+            st.consistent += 1
+            watched = self._by_class.get(f"c{cls}")
+            if watched:
+                for fid in watched:
+                    if self._since.get(fid, 0) is None:
+                        self._since[fid] = now
+            return None
+        verdict = compare(alts, pf.verify_port, pf.verify_rule, self.ports, self.rules_at)
+        if verdict is None:  # pragma: no cover - compare agrees with the tag set
+            st.consistent += 1
+            return None
+        st.fault_samples += 1
+        self._record(verdict, f"c{cls}", egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        return verdict
+
+    # ------------------------------------------------------------ faults
+
+    def _record(
+        self, v: Verdict, key: str, egress: Port, hdr: dict, raw: bytes, vp: int, vr: int, now: float
+    ) -> None:
+        location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
+        localization = {
+            "candidates": list(v.candidates),
+            "culprit": v.culprit,
+            "missing_hop": v.missing_hop,
+            "detail": v.detail,
+            "filter_location": v.location,
+        }
+        expected = [_tags(e) for e in self._alts_for_record(egress, hdr, key)]
+        fid, new = self.store.record(
+            v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
+            expected, {"verify_port": vp, "verify_rule": vr}, localization,
+        )  # fmt: skip
+        self._note_fault(fid, key, v.kind, now, new)
+        self._emit(
+            FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
+            LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location) if new else None,
+        )
+
+    def _alts_for_record(self, egress: Port, hdr: dict, key: str) -> tuple[Expected, ...]:
+        hit = self._cache.get((egress, int(key[1:])))
+        return hit[1].expected if hit else ()
+
+    def _note_fault(self, fid: int, key: str, kind: str, now: float, new: bool) -> None:
+        if new:
+            self.stats.faults_opened += 1
+        if fid not in self._since:
+            self._watch(fid, key, kind, now)
+        self._last_fault[fid] = (kind, now)
+        for other in self._by_class.get(key, ()):
+            self._since[other] = None
+
+    def _emit(self, event: FaultEvent, request: LocalizationRequest | None) -> None:
+        # The store has committed by now: reporting comes after.
+        if self.on_fault is not None:
+            try:
+                self.on_fault(event)
+            except Exception:  # a broken consumer must not stop the tester
+                log.exception("fault callback failed")
+        if request is not None:
+            try:
+                self.on_localize(request)
+            except Exception:
+                log.exception("localization callback failed")
+
+    def answer_localization(self, fault_id: int, answer: Any) -> None:
+        """Store what polling the candidates' flow tables found (e.g. the offending entry)."""
+        self.store.set_polled(fault_id, answer)
+
+    def _blackhole(self, alarm: BlackholeAlarm, now: float) -> None:
+        flow = alarm.flow
+        key = "flow:" + flow.name
+        cands: tuple[int, ...] = ()
+        exp_list: list[Expected] = []
+        if flow.header is not None:
+            try:
+                exp_list = [
+                    e for e in self.model.expected(flow.egress, flow.header) if e.ingress == flow.ingress
+                ]
+            except Exception:  # the model may not know the flow: still alarm
+                log.exception("expected path of critical flow %s", flow.name)
+            cands = tuple(dict.fromkeys(h.dpid for e in exp_list for h in e.hops))
+        location = f"flow:{flow.ingress[0]}:{flow.ingress[1]}->{flow.egress[0]}:{flow.egress[1]}"
+        localization = {
+            "candidates": list(cands),
+            "detail": alarm.detail,
+            "threshold_s": alarm.threshold,
+            "expected_gap_s": alarm.expected_gap,
+            "silent_since": alarm.since,
+        }
+        hdr = flow.header or dict(flow.match)
+        fid, new = self.store.record(
+            BLACKHOLE, location, key, now, b"", hdr, flow.egress,
+            [_tags(e) for e in exp_list], None, localization,
+        )  # fmt: skip
+        self.stats.blackhole_alarms += 1
+        self._blackhole_fault[key] = fid
+        self._note_fault(fid, key, BLACKHOLE, now, new)
+        self._emit(
+            FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
+            LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location) if new else None,
+        )
+
+    def tick(self, now: float | None = None) -> None:
+        """Timers: blackhole alarms, automatic resolution, transient expiry. Call ~1/s."""
+        now = self.clock() if now is None else now
+        if self.blackholes is not None:
+            for alarm in self.blackholes.check(now):
+                self._blackhole(alarm, now)
+        done = []
+        for fid, since in self._since.items():
+            kind, last = self._last_fault[fid]
+            if since is not None and now - since >= self.resolve_after:
+                done.append(fid)
+            elif kind == TYPE_A and now - last >= self.resolve_after:
+                # A Type-a header has no consistent report anywhere at that egress: it
+                # resolves when its samples stop (fuzz probes keep probing the class).
+                done.append(fid)
+        for fid in done:
+            self._resolve(fid, now)
+        if self.guard is not None:
+            self.guard.expire(now)
+
+    def _resolve(self, fid: int, now: float) -> None:
+        self.store.resolve(fid, now)
+        self.stats.faults_resolved += 1
+        self._since.pop(fid, None)
+        kind, _ = self._last_fault.pop(fid)
+        for key, ids in list(self._by_class.items()):
+            ids.discard(fid)
+            if not ids:
+                del self._by_class[key]
+        row = self.store.get(fid)
+        if self.on_fault is not None and row is not None:
+            try:
+                self.on_fault(
+                    FaultEvent(
+                        fid, kind, row.location, row.header_class, row.egress, row.header, (),
+                        False, resolved=True,
+                    )  # fmt: skip
+                )
+            except Exception:
+                log.exception("fault callback failed")

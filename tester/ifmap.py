@@ -1,0 +1,137 @@
+"""sFlow (agent, sub-agent, ifIndex) to OpenFlow (dpid, port).
+
+Sources, in order: each switch's OVSDB where reachable (`ovs-vsctl --db=DB
+--format=json list ...`: Interface ofport and ifindex, Port to Interface,
+Bridge datapath_id and ports), then a config mapping. A lookup that finds
+nothing returns None; the caller counts it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from collections.abc import Callable, Iterable
+
+from cpc.results import Port
+
+__all__ = ["IfMap", "parse_ovsdb"]
+
+log = logging.getLogger(__name__)
+ANY_SUB = -1  # matches every sub-agent id
+
+
+def _cell(v):
+    """Decode one OVSDB JSON cell: ["uuid", x], ["set", [...]], ["map", [...]] or an atom."""
+    if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str):
+        kind, val = v
+        if kind == "uuid":
+            return val
+        if kind == "set":
+            return [_cell(x) for x in val]
+        if kind == "map":
+            return {_cell(k): _cell(x) for k, x in val}
+    return v
+
+
+def _table(text: str) -> list[dict]:
+    doc = json.loads(text)
+    heads = doc["headings"]
+    return [{h: _cell(c) for h, c in zip(heads, row, strict=False)} for row in doc["data"]]
+
+
+def _one(v):
+    if isinstance(v, list):
+        return v[0] if v else None
+    return v
+
+
+def parse_ovsdb(bridges: str, ports: str, interfaces: str) -> dict[int, Port]:
+    """ifindex -> (dpid, ofport) from `ovs-vsctl --format=json list Bridge/Port/Interface`."""
+    iface_by_uuid = {r["_uuid"]: r for r in _table(interfaces)}
+    port_by_uuid = {r["_uuid"]: r for r in _table(ports)}
+    out: dict[int, Port] = {}
+    for br in _table(bridges):
+        dpid_text = _one(br.get("datapath_id"))
+        if not dpid_text:
+            continue
+        dpid = int(dpid_text, 16)
+        bports = br.get("ports")
+        bports = bports if isinstance(bports, list) else [bports]
+        for pu in bports:
+            port = port_by_uuid.get(pu)
+            if port is None:
+                continue
+            ifs = port.get("interfaces")
+            for iu in ifs if isinstance(ifs, list) else [ifs]:
+                iface = iface_by_uuid.get(iu)
+                if iface is None:
+                    continue
+                ofport, ifindex = _one(iface.get("ofport")), _one(iface.get("ifindex"))
+                if isinstance(ofport, int) and isinstance(ifindex, int) and ofport > 0 and ifindex > 0:
+                    out[ifindex] = (dpid, ofport)
+    return out
+
+
+class IfMap:
+    def __init__(self) -> None:
+        self._map: dict[tuple[str, int, int], Port] = {}
+
+    def add(self, agent: str, if_index: int, port: Port, sub_agent: int = ANY_SUB) -> None:
+        self._map[(agent, sub_agent, if_index)] = (int(port[0]), int(port[1]))
+
+    def lookup(self, agent: str, sub_agent: int, if_index: int) -> Port | None:
+        m = self._map
+        return m.get((agent, sub_agent, if_index)) or m.get((agent, ANY_SUB, if_index))
+
+    def ports(self) -> list[Port]:
+        return sorted(set(self._map.values()))
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    @classmethod
+    def from_config(cls, entries: Iterable[dict]) -> IfMap:
+        """Entries {agent, ifindex, dpid, port[, sub_agent]}; dpid may be int or hex text."""
+        m = cls()
+        for e in entries:
+            dpid = e["dpid"]
+            dpid = int(dpid, 16) if isinstance(dpid, str) else int(dpid)
+            m.add(str(e["agent"]), int(e["ifindex"]), (dpid, int(e["port"])), int(e.get("sub_agent", ANY_SUB)))
+        return m
+
+    def load_ovsdb(
+        self,
+        agent: str,
+        db: str,
+        sub_agent: int = ANY_SUB,
+        run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+        timeout: float = 5.0,
+    ) -> int:
+        """Add one switch's mapping from its OVSDB; returns the entries added, 0 if unreachable."""
+        texts = []
+        for table, cols in (
+            ("Bridge", "_uuid,datapath_id,ports"),
+            ("Port", "_uuid,interfaces"),
+            ("Interface", "_uuid,name,ofport,ifindex"),
+        ):
+            try:
+                res = run(
+                    ["ovs-vsctl", f"--db={db}", "--format=json", f"--columns={cols}", "list", table],
+                    capture_output=True, text=True, timeout=timeout, check=False,
+                )  # fmt: skip
+            except (OSError, subprocess.SubprocessError) as e:
+                log.warning("OVSDB %s for agent %s unreachable: %s", db, agent, e)
+                return 0
+            if res.returncode != 0:
+                log.warning("OVSDB %s for agent %s: %s", db, agent, res.stderr.strip())
+                return 0
+            texts.append(res.stdout)
+        try:
+            mapping = parse_ovsdb(*texts)
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("OVSDB %s for agent %s: unreadable answer: %s", db, agent, e)
+            return 0
+        for ifindex, port in mapping.items():
+            self.add(agent, ifindex, port, sub_agent)
+        return len(mapping)

@@ -1,0 +1,214 @@
+"""The fault store: one SQLite file in WAL mode, one row per distinct fault.
+
+A fault is keyed by (kind, location, header class). Each new sample of it bumps
+`count` and `last_seen` and replaces the evidence. Rows are written and
+committed before anything is reported (callers report after `record()` returns).
+Schema changes are migrations keyed on PRAGMA user_version.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FaultStore", "FaultRow", "OPEN", "RESOLVED"]
+
+OPEN = "open"
+RESOLVED = "resolved"
+
+_MIGRATIONS: list[str] = [
+    # 1: the faults table
+    """
+    CREATE TABLE faults (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        location TEXT NOT NULL,
+        header_class TEXT NOT NULL,
+        first_seen REAL NOT NULL,
+        last_seen REAL NOT NULL,
+        count INTEGER NOT NULL,
+        evidence TEXT NOT NULL,
+        header TEXT NOT NULL,
+        egress TEXT NOT NULL,
+        expected TEXT NOT NULL,
+        actual TEXT NOT NULL,
+        localization TEXT NOT NULL,
+        state TEXT NOT NULL,
+        resolved_at REAL,
+        UNIQUE (kind, location, header_class)
+    );
+    CREATE INDEX faults_state ON faults (state);
+    """,
+    # 2: the answers of flow-table polling, and how often a fault was reopened
+    """
+    ALTER TABLE faults ADD COLUMN polled TEXT;
+    ALTER TABLE faults ADD COLUMN reopened INTEGER NOT NULL DEFAULT 0;
+    """,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRow:
+    id: int
+    kind: str
+    location: str
+    header_class: str
+    first_seen: float
+    last_seen: float
+    count: int
+    evidence: str
+    header: dict
+    egress: tuple | None
+    expected: Any
+    actual: Any
+    localization: Any
+    state: str
+    resolved_at: float | None
+    polled: Any
+    reopened: int
+
+
+_COLS = (
+    "id, kind, location, header_class, first_seen, last_seen, count, evidence, header, egress, "
+    "expected, actual, localization, state, resolved_at, polled, reopened"
+)
+
+
+def _row(r: tuple) -> FaultRow:
+    (fid, kind, loc, hc, fs, ls, cnt, ev, hdr, eg, exp, act, locz, st, ra, polled, reo) = r
+    return FaultRow(
+        fid, kind, loc, hc, fs, ls, cnt, ev, json.loads(hdr),
+        tuple(json.loads(eg)) if json.loads(eg) is not None else None,
+        json.loads(exp), json.loads(act), json.loads(locz), st, ra,
+        json.loads(polled) if polled else None, reo,
+    )  # fmt: skip
+
+
+class FaultStore:
+    """Thread-safe (one connection, one lock); open with a path or ':memory:'."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._migrate()
+
+    @property
+    def schema_version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        with self._lock:
+            have = self.schema_version
+            for version, sql in enumerate(_MIGRATIONS, start=1):
+                if version <= have:
+                    continue
+                try:
+                    self._db.executescript(
+                        f"BEGIN IMMEDIATE;{sql};PRAGMA user_version={version};COMMIT;"
+                    )
+                except Exception:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def record(
+        self,
+        kind: str,
+        location: str,
+        header_class: str,
+        now: float,
+        evidence: bytes,
+        header: dict,
+        egress: tuple | None,
+        expected: Any,
+        actual: Any,
+        localization: Any,
+    ) -> tuple[int, bool]:
+        """Insert or bump a fault; returns (id, is_new_or_reopened). Committed on return."""
+        args_json = (
+            json.dumps(header, sort_keys=True),
+            json.dumps(list(egress) if egress is not None else None),
+            json.dumps(expected),
+            json.dumps(actual),
+            json.dumps(localization),
+        )
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT id, state FROM faults WHERE kind=? AND location=? AND header_class=?",
+                    (kind, location, header_class),
+                ).fetchone()
+                if row is None:
+                    cur = db.execute(
+                        "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
+                        " evidence, header, egress, expected, actual, localization, state)"
+                        " VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?)",
+                        (kind, location, header_class, now, now, evidence.hex(), *args_json, OPEN),
+                    )
+                    fid, fresh = cur.lastrowid, True
+                else:
+                    fid, state = row
+                    fresh = state != OPEN
+                    db.execute(
+                        "UPDATE faults SET last_seen=?, count=count+1, evidence=?, header=?, egress=?,"
+                        " expected=?, actual=?, localization=?, state=?, resolved_at=NULL,"
+                        " reopened=reopened+? WHERE id=?",
+                        (now, evidence.hex(), *args_json, OPEN, int(fresh), fid),
+                    )
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+        return fid, fresh
+
+    def resolve(self, fault_id: int, now: float) -> bool:
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE faults SET state=?, resolved_at=? WHERE id=? AND state=?",
+                (RESOLVED, now, fault_id, OPEN),
+            )
+            return cur.rowcount == 1
+
+    def set_polled(self, fault_id: int, answer: Any) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE faults SET polled=? WHERE id=?", (json.dumps(answer), fault_id)
+            )
+
+    def get(self, fault_id: int) -> FaultRow | None:
+        with self._lock:
+            r = self._db.execute(f"SELECT {_COLS} FROM faults WHERE id=?", (fault_id,)).fetchone()
+        return _row(r) if r else None
+
+    def faults(self, state: str | None = None) -> list[FaultRow]:
+        with self._lock:
+            if state is None:
+                rs = self._db.execute(f"SELECT {_COLS} FROM faults ORDER BY id").fetchall()
+            else:
+                rs = self._db.execute(
+                    f"SELECT {_COLS} FROM faults WHERE state=? ORDER BY id", (state,)
+                ).fetchall()
+        return [_row(r) for r in rs]
+
+    def open_by_class(self) -> dict[str, list[int]]:
+        """Open fault ids per header class: what the tester watches for resolution."""
+        out: dict[str, list[int]] = {}
+        with self._lock:
+            for fid, hc in self._db.execute(
+                "SELECT id, header_class FROM faults WHERE state=?", (OPEN,)
+            ):
+                out.setdefault(hc, []).append(fid)
+        return out

@@ -1,0 +1,85 @@
+"""Algorithm 3 on hand-built hops: detection, classification, localization."""
+
+from __future__ import annotations
+
+from tester.detect import (
+    TYPE_A,
+    TYPE_P_ACTION,
+    TYPE_P_MATCH,
+    Alternatives,
+    compare,
+    first_missing_hop,
+)
+from tester_helpers import ALL_PORTS, GOOD, R1, R2, R3, R4, expected, path, rule, tags_of
+
+
+def test_consistent() -> None:
+    alts = Alternatives([expected(GOOD)])
+    assert compare(alts, *tags_of(GOOD), ALL_PORTS) is None
+
+
+def test_misroute_localized_to_predecessor() -> None:
+    # s1 sends out port 3 to s4, which forwards to s3: s2 is missing, s1 misrouted.
+    actual = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.culprit == 1 and v.missing_hop == 1
+    assert v.candidates[0] == 1
+
+
+def test_misroute_at_second_hop() -> None:
+    # s2 outputs on port 3 to s4, which forwards to s3.
+    actual = path((1, 1, 2, R1), (2, 1, 3, R2), (4, 2, 2, R4), (3, 3, 2, R3))
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.culprit == 2 and v.location == "dpid:2"
+
+
+def test_same_rules_parallel_link() -> None:
+    # s1 outputs on port 4 (a parallel link into s2 port 4): same entries, other path.
+    actual = path((1, 1, 4, R1), (2, 4, 2, R2), (3, 1, 2, R3))
+    assert tags_of(actual)[1] == tags_of(GOOD)[1]
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.culprit == 1
+
+
+def test_match_fault_same_path() -> None:
+    hidden = rule(100, 0, cookie=0xBAD)
+    actual = path((1, 1, 2, R1), (2, 1, 2, hidden), (3, 1, 2, R3))
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_MATCH and set(v.candidates) == {1, 2, 3}
+    assert v.culprit is None
+
+
+def test_match_fault_narrowed_by_known_entries() -> None:
+    other = rule(5, 77)  # an intended entry on s2 that the packet should not have matched
+    actual = path((1, 1, 2, R1), (2, 1, 2, other), (3, 1, 2, R3))
+    known = {1: [R1], 2: [R2, other], 3: [R3]}
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS, known.get)
+    assert v.kind == TYPE_P_MATCH and v.candidates[0] == 2 and v.culprit == 2
+
+
+def test_type_a() -> None:
+    actual = path((1, 1, 2, rule(1)), (2, 1, 2, rule(1)), (3, 1, 2, rule(1)))
+    v = compare(Alternatives([]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_A and {1, 2, 3} <= set(v.candidates)
+
+
+def test_multipath_longest_prefix() -> None:
+    via4 = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
+    alts = Alternatives([expected(GOOD), expected(via4)])
+    assert compare(alts, *tags_of(via4), ALL_PORTS) is None
+    # Went s1 -> s2 and then s2 misrouted to s4: the GOOD alternative matches 2 hops.
+    actual = path((1, 1, 2, R1), (2, 1, 3, R2), (4, 2, 2, R4), (3, 3, 2, R3))
+    v = compare(alts, *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.culprit == 2 and v.expected.hops == GOOD
+
+
+def test_wrong_ingress() -> None:
+    actual = path((4, 4, 2, R4), (3, 3, 2, R3))
+    v = compare(Alternatives([expected(GOOD)]), *tags_of(actual), ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.missing_hop == 0 and v.location == "ingress:1:1"
+
+
+def test_first_missing_hop() -> None:
+    vp, _ = tags_of(GOOD)
+    assert first_missing_hop(GOOD, vp) == 3
+    assert first_missing_hop(GOOD, 0) == 0
