@@ -1,0 +1,485 @@
+"""The model of what the controller intends, and the answers other components ask of it.
+
+    model = Model(load_topology("net.yaml"))
+    model.load_rules("rules.jsonl")           # bulk load, then one build
+    model.apply(flowmod)                      # one incremental update
+    model.expected((dpid, port), header)      # the tester's hot path
+    model.trace((dpid, port), header)         # what pazzctl trace prints
+    model.reach(ingress, egress)              # reachable header set
+    model.corpus(ingress, egress)             # S_i and S_e for the fuzzer
+
+Updates touch only the classes that the rule's match intersects (cpc.partition)
+and re-walk only those classes (cpc.walk).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import ofctl
+from .partition import Partition
+from .results import Delivery, Expected, Port
+from .rules import (
+    OFPG_ANY,
+    OFPP_ALL,
+    OFPP_ANY,
+    OFPP_FLOOD,
+    OFPTT_ALL,
+    FlowEntry,
+    FlowMod,
+    Group,
+    ModelError,
+)
+from .space import HeaderSpace
+from .tables import Behaviour, Element
+from .tags import port_bits
+from .topology import Topology
+from .walk import Outcome, Walker
+
+log = logging.getLogger(__name__)
+FLAG_CHECK_OVERLAP = 2
+
+
+@dataclass(frozen=True)
+class Update:
+    """What one model update changed; sent to subscribers (tester hold-back, fuzzer corpus)."""
+
+    version: int
+    classes: frozenset[int]  # classes created, moved or removed
+    region: object  # BDD of the header space the update touched
+
+
+@dataclass(frozen=True)
+class Loop:
+    ingress: Port
+    class_id: int
+    delivery: Delivery
+
+
+class Model:
+    def __init__(self, topology: Topology) -> None:
+        self.topo = topology
+        self.space = HeaderSpace()
+        self.part = Partition(self.space)
+        self.walker = Walker(self)
+        self._elements: dict[tuple[int, int, int | None], Element] = {}
+        self._elem_list: list[Element] = []
+        self._behaviours: dict[tuple, Behaviour] = {}
+        self._groups: dict[tuple[int, int], Group] = {}
+        self._ingresses = topology.edge_ports()
+        # Walk results, per start class, and the indexes built from them.
+        self._walks: dict[int, list[Outcome]] = {}
+        self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
+        self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
+        self._expect: dict[int, dict[Port, list]] = {}  # final class -> egress -> [(Expected, hdr)]
+        self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
+        self._built = False
+        self.version = 0
+        self._subscribers: list[Callable[[Update], None]] = []
+        self._region = self.space.false
+
+    # --- elements and lookups ------------------------------------------------------------
+    def _element(
+        self, dpid: int, table: int, in_port: int | None, create: bool = True
+    ) -> Element | None:
+        key = (dpid, table, in_port)
+        el = self._elements.get(key)
+        if el is None and create:
+            el = Element(len(self._elem_list), dpid, table, in_port)
+            self._elements[key] = el
+            self._elem_list.append(el)
+        return el
+
+    def lookup(self, dpid: int, table: int, in_port: int, ap: int) -> Behaviour | None:
+        """The behaviour that (dpid, table) applies to class ap arriving on in_port."""
+        owners = self.part.owners[ap]
+        w = self._elements.get((dpid, table, None))
+        p = self._elements.get((dpid, table, in_port))
+        bw = owners.get(w.idx) if w is not None else None
+        bp = owners.get(p.idx) if p is not None else None
+        if bw is None:
+            return bp
+        if bp is None or bw.priority > bp.priority:
+            return bw
+        return bp
+
+    def group(self, dpid: int, gid: int) -> Group | None:
+        return self._groups.get((dpid, gid))
+
+    @staticmethod
+    @lru_cache(maxsize=65536)
+    def port_bits(dpid: int, port: int) -> int:
+        return port_bits(dpid, port)
+
+    def _behaviour(self, e: FlowEntry) -> Behaviour:
+        k = (e.dpid, e.table, e.priority, e.cookie, e.rule_id, e.instructions)
+        b = self._behaviours.get(k)
+        if b is None:
+            b = self._behaviours[k] = Behaviour(*k)
+        return b
+
+    # --- rules in ----------------------------------------------------------------------------
+    def load_rules(self, path: str | Path) -> int:
+        """Bulk-load a rule file (JSON lines or dump-flows text) and build. Returns the count."""
+        items = list(ofctl.read_rules(path))
+        for it in items:
+            if isinstance(it, Group):
+                self._check_switch(it.dpid, it.source)
+                self._groups[(it.dpid, it.group_id)] = it
+        n = 0
+        for it in items:
+            if isinstance(it, FlowEntry):
+                self._add(it, check_overlap=False)
+                n += 1
+        self.build()
+        return n
+
+    def add_flow(self, dpid: int, text: str) -> Update:
+        """Add one flow given in ovs-ofctl syntax (add-flow form)."""
+        return self.apply(ofctl.parse_flow(text, dpid, "add"))
+
+    def add_entries(self, entries: Iterable[FlowEntry], groups: Iterable[Group] = ()) -> None:
+        """Bulk-add entries and groups without walking, then build once."""
+        for g in groups:
+            self._groups[(g.dpid, g.group_id)] = g
+        for e in entries:
+            self._add(e, check_overlap=False)
+        self.build()
+
+    def apply(self, fm: FlowMod) -> Update:
+        """Apply one FlowMod with OpenFlow 1.3 semantics; returns what changed."""
+        self._check_switch(fm.dpid, fm.source)
+        if fm.command == "add":
+            self._add(fm.entry(), check_overlap=bool(fm.flags & FLAG_CHECK_OVERLAP))
+        elif fm.command in ("modify", "modify_strict"):
+            for e in self._select(fm, strict=fm.command == "modify_strict"):
+                self._replace(e, fm)
+        elif fm.command in ("delete", "delete_strict"):
+            for e in self._select(fm, strict=fm.command == "delete_strict"):
+                self._remove(e)
+        else:
+            raise ModelError(f"unknown FlowMod command {fm.command!r}")
+        return self._commit()
+
+    def flow_removed(self, dpid: int, table: int, priority: int, match, cookie: int) -> Update:
+        """An entry expired or was evicted (OFPT_FLOW_REMOVED)."""
+        fm = FlowMod(
+            "delete_strict", dpid, table, priority, match, cookie=cookie, cookie_mask=(1 << 64) - 1
+        )
+        return self.apply(fm)
+
+    def set_group(self, group: Group) -> Update:
+        """GroupMod ADD or MODIFY."""
+        self._check_switch(group.dpid, group.source)
+        self._groups[(group.dpid, group.group_id)] = group
+        return self._commit(extra=self._group_users.get((group.dpid, group.group_id), set()))
+
+    def delete_group(self, dpid: int, group_id: int) -> Update:
+        self._groups.pop((dpid, group_id), None)
+        return self._commit(extra=self._group_users.get((dpid, group_id), set()))
+
+    def port_status(self, dpid: int, port: int, up: bool) -> Update:
+        """A port went up or down: outputs to a down port are dropped."""
+        loc = (dpid, port)
+        if up:
+            self.topo.down.discard(loc)
+        else:
+            self.topo.down.add(loc)
+        return self._commit(extra=set(self._walks))
+
+    def _check_switch(self, dpid: int, source: str = "") -> None:
+        if dpid not in self.topo.switches:
+            where = f"{source}: " if source else ""
+            raise ModelError(f"{where}unknown switch dpid {dpid} (not in the topology)")
+
+    def _select(self, fm: FlowMod, strict: bool) -> list[FlowEntry]:
+        """Entries a MODIFY or DELETE applies to (OpenFlow 1.3, section 6.4)."""
+        out = []
+        for el in self._elem_list:
+            if el.dpid != fm.dpid or (fm.table != OFPTT_ALL and el.table != fm.table):
+                continue
+            if strict:
+                if el.in_port != fm.match.in_port:
+                    continue
+                e = el.entries.get((fm.match.fields, fm.priority))
+                cands = [e] if e is not None else []
+            else:
+                cands = [e for e in el.entries.values() if e.match.within(fm.match)]
+            for e in cands:
+                if (e.cookie ^ fm.cookie) & fm.cookie_mask:
+                    continue
+                if fm.command.startswith("delete"):
+                    if fm.out_port != OFPP_ANY and fm.out_port not in e.instructions.outputs():
+                        continue
+                    if fm.out_group != OFPG_ANY and fm.out_group not in e.instructions.groups():
+                        continue
+                out.append(e)
+        return out
+
+    # --- the partition edits ---------------------------------------------------------------------
+    def _add(self, entry: FlowEntry, check_overlap: bool) -> None:
+        self._check_switch(entry.dpid, entry.source)
+        if entry.instructions.goto is not None and entry.instructions.goto <= entry.table:
+            raise ModelError(f"{entry.source or 'flow'}: goto_table must go to a later table")
+        el = self._element(entry.dpid, entry.table, entry.match.in_port)
+        old = el.entries.get(Element.key_of(entry))
+        if old is not None:
+            self._replace(old, entry)
+            return
+        if check_overlap and any(o.priority == entry.priority for o in el.overlapping(entry)):
+            raise ModelError("check_overlap: an entry with the same priority overlaps")
+        el.add(entry)
+        beh = self._behaviour(entry)
+        m = self.space.match_bdd(entry.match.fields)
+        self._region = self._region | m
+        part = self.part
+        for ap in part.candidates(m):
+            cur = part.owners[ap].get(el.idx)
+            if cur is not None and cur.priority >= entry.priority:
+                continue
+            a = part.bdd_of[ap]
+            p = a & m
+            target = ap if p == a else part.split(ap, p)
+            part.set_owner(target, el.idx, beh)
+
+    def _replace(self, old: FlowEntry, new) -> None:
+        """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
+        el = self._element(old.dpid, old.table, old.match.in_port)
+        entry = FlowEntry(
+            dpid=old.dpid, table=old.table, priority=old.priority, match=old.match,
+            instructions=new.instructions, cookie=new.cookie if isinstance(new, FlowEntry) else old.cookie,
+            rule_id=new.rule_id, idle_timeout=new.idle_timeout, hard_timeout=new.hard_timeout,
+            flags=new.flags, source=new.source,
+        )  # fmt: skip
+        old_b, new_b = self._behaviour(old), self._behaviour(entry)
+        el.remove(old)
+        el.add(entry)
+        if old_b is new_b:
+            return
+        m = self.space.match_bdd(old.match.fields)
+        self._region = self._region | m
+        part = self.part
+        for ap in part.candidates(m):
+            if part.owners[ap].get(el.idx) is not old_b:
+                continue
+            a = part.bdd_of[ap]
+            p = a & m
+            target = ap if p == a else part.split(ap, p)
+            part.set_owner(target, el.idx, new_b)
+
+    def _remove(self, entry: FlowEntry) -> None:
+        el = self._element(entry.dpid, entry.table, entry.match.in_port)
+        beh = self._behaviour(entry)
+        lower = sorted(
+            (e for e in el.overlapping(entry) if e.priority <= entry.priority),
+            key=lambda e: -e.priority,
+        )
+        el.remove(entry)
+        m = self.space.match_bdd(entry.match.fields)
+        self._region = self._region | m
+        part = self.part
+        lower_bdds = [(self.space.match_bdd(e.match.fields), self._behaviour(e)) for e in lower]
+        for ap in part.candidates(m):
+            if part.owners[ap].get(el.idx) is not beh:
+                continue
+            a = part.bdd_of[ap]
+            p = a & m
+            rest = ap if p == a else part.split(ap, p)
+            # Hand the freed headers to the lower-priority entries, highest first.
+            for lm, lb in lower_bdds:
+                r = part.bdd_of[rest]
+                q = r & lm
+                if q == self.space.false:
+                    continue
+                if q == r:
+                    part.set_owner(rest, el.idx, lb)
+                    rest = None
+                    break
+                part.set_owner(part.split(rest, q), el.idx, lb)
+            if rest is not None:
+                part.set_owner(rest, el.idx, None)
+
+    # --- walks and indexes -------------------------------------------------------------------
+    def build(self) -> None:
+        """Walk every class from every edge ingress (after a bulk load)."""
+        moved, reshaped, gone = self.part.drain()
+        self.part.merge_alike(moved)
+        self.part.drain()
+        self._walks.clear()
+        self._through.clear()
+        self._group_users.clear()
+        self._expect.clear()
+        self._pairs.clear()
+        for ap in list(self.part.bdd_of):
+            self._walk(ap)
+        self._built = True
+        self.version += 1
+        self._region = self.space.false
+
+    def _commit(self, extra: Iterable[int] = ()) -> Update:
+        part = self.part
+        moved, reshaped, gone = part.drain()
+        part.merge_alike(moved)
+        moved2, reshaped2, gone2 = part.drain()
+        gone |= gone2
+        reshaped |= reshaped2
+        moved = (moved | moved2) - gone
+        dirty = set(moved) | set(extra)
+        for ap in reshaped | gone | moved:
+            dirty |= self._through.pop(ap, set())
+        dirty -= gone
+        for ap in gone:
+            self._unwalk(ap)
+        if self._built:
+            for ap in dirty:
+                if ap in part.bdd_of:
+                    self._unwalk(ap)
+                    self._walk(ap)
+        self.version += 1
+        upd = Update(self.version, frozenset(dirty | gone), self._region)
+        self._region = self.space.false
+        for fn in self._subscribers:
+            fn(upd)
+        return upd
+
+    def _walk(self, ap: int) -> None:
+        res = self.walker.walk(ap, self._ingresses)
+        self._walks[ap] = res.outcomes
+        for t in res.through:
+            self._through[t].add(ap)
+        for g in res.groups:
+            self._group_users[g].add(ap)
+        for o in res.outcomes:
+            d = o.delivery
+            if d.kind != "egress":
+                continue
+            exp = Expected(d.ingress, d.hops, d.verify_port, d.verify_rule)
+            self._expect.setdefault(o.final_ap, {}).setdefault(d.egress, []).append(
+                (exp, o.final_hdr, ap)
+            )
+            self._pairs[(d.ingress, d.egress)].add(ap)
+
+    def _unwalk(self, ap: int) -> None:
+        outcomes = self._walks.pop(ap, None)
+        if not outcomes:
+            return
+        for o in outcomes:
+            d = o.delivery
+            if d.kind != "egress":
+                continue
+            by_eg = self._expect.get(o.final_ap)
+            if by_eg is not None and d.egress in by_eg:
+                lst = [x for x in by_eg[d.egress] if x[2] != ap]
+                if lst:
+                    by_eg[d.egress] = lst
+                else:
+                    del by_eg[d.egress]
+                    if not by_eg:
+                        del self._expect[o.final_ap]
+            self._pairs[(d.ingress, d.egress)].discard(ap)
+
+    # --- queries -----------------------------------------------------------------------------
+    def subscribe(self, fn: Callable[[Update], None]) -> None:
+        self._subscribers.append(fn)
+
+    def classify(self, header) -> int:
+        return self.part.classify(header)
+
+    def expected(self, egress: Port, header) -> list[Expected]:
+        """Every (ingress, path, tags) the model allows for header sampled leaving at egress."""
+        by_eg = self._expect.get(self.part.classify(header))
+        if not by_eg:
+            return []
+        lst = by_eg.get(egress)
+        if not lst:
+            return []
+        return [e for e, hdr, _ in lst if hdr is None or self.space.contains(hdr, header)]
+
+    def trace(self, ingress: Port, header) -> list[Delivery]:
+        """What happens to one concrete header sent in at ingress."""
+        if ingress[0] not in self.topo.switches:
+            raise ModelError(f"unknown switch dpid {ingress[0]}")
+        ap = self.part.classify(header)
+        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header))
+        return [o.delivery for o in res.outcomes]
+
+    def reach(self, ingress: Port, egress: Port):
+        """The header set (BDD) that the model delivers from ingress to egress."""
+        u = self.space.false
+        for ap in self._pairs.get((ingress, egress), ()):
+            for o in self._walks.get(ap, ()):
+                d = o.delivery
+                if d.kind == "egress" and d.ingress == ingress and d.egress == egress:
+                    u = u | (o.src if o.src is not None else self.part.bdd_of[ap])
+        return u
+
+    def corpus(self, ingress: Port, egress: Port):
+        """(S_i, S_e) of Algorithm 2 for one pair.
+
+        S_i: the headers the model delivers from ingress to egress.
+        S_e: the headers the exit switch would send out of egress, from any of its ports:
+        the regions of the exit switch's behaviours that output to egress (directly, by
+        FLOOD/ALL, or through a group).
+        """
+        s_i = self.reach(ingress, egress)
+        dpid, port = egress
+        u = self.space.false
+        for el in self._elem_list:
+            if el.dpid != dpid:
+                continue
+            for beh, aps in self.part.members.get(el.idx, {}).items():
+                if self._outputs_to(dpid, beh, port):
+                    for ap in aps:
+                        u = u | self.part.bdd_of[ap]
+        return s_i, u
+
+    def _outputs_to(self, dpid: int, beh: Behaviour, port: int) -> bool:
+        ins = beh.instructions
+        outs = ins.outputs()
+        if port in outs or outs & {OFPP_ALL, OFPP_FLOOD}:
+            return True
+        for gid in ins.groups():
+            g = self._groups.get((dpid, gid))
+            if g and any(a[0] == "output" and a[1] == port for b in g.buckets for a in b):
+                return True
+        return False
+
+    def loops(self) -> list[Loop]:
+        return [
+            Loop(o.delivery.ingress, ap, o.delivery)
+            for ap, outs in self._walks.items()
+            for o in outs
+            if o.delivery.kind == "loop"
+        ]
+
+    def entries(self, dpid: int | None = None) -> list[FlowEntry]:
+        return [
+            e
+            for el in self._elem_list
+            if dpid is None or el.dpid == dpid
+            for e in el.entries.values()
+        ]
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    def rule_count(self) -> int:
+        return sum(len(el.entries) for el in self._elem_list)
+
+    def class_count(self) -> int:
+        return len(self.part)
+
+    def identity_collisions(self) -> list[list[FlowEntry]]:
+        """Entries on one switch and table that share a Verify identity but differ in match.
+
+        Match faults between such entries cannot be detected from the tags.
+        """
+        by_id: dict[tuple, list[FlowEntry]] = defaultdict(list)
+        for e in self.entries():
+            by_id[e.identity()].append(e)
+        return [v for v in by_id.values() if len(v) > 1]

@@ -1,0 +1,371 @@
+"""Reading rules: the ovs-ofctl flow and group syntax, dump-flows output, and JSON lines.
+
+Rule files are either JSON lines, one object per line:
+
+    {"dpid": 1, "flow": "table=0,priority=10,ip,nw_dst=10.0.0.0/24,actions=output:2"}
+    {"dpid": 1, "group": "group_id=1,type=select,bucket=output:1,bucket=output:2"}
+
+or the text that `ovs-ofctl -O OpenFlow13 --no-names dump-flows BR` (and `dump-groups`)
+prints, with a `## dpid=N` line before each switch's section. Every error names the
+file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, parse_value
+from .rules import (
+    GROUP_TYPES,
+    OFPP_ALL,
+    OFPP_ANY,
+    OFPP_CONTROLLER,
+    OFPP_FLOOD,
+    OFPP_IN_PORT,
+    OFPP_LOCAL,
+    OFPP_MAX,
+    OFPP_NORMAL,
+    OFPP_TABLE,
+    FlowEntry,
+    FlowMod,
+    Group,
+    Instructions,
+    Match,
+    ModelError,
+)
+
+PROTOCOL_WORDS = {
+    "ip": {"eth_type": 0x0800},
+    "ipv4": {"eth_type": 0x0800},
+    "tcp": {"eth_type": 0x0800, "ip_proto": 6},
+    "udp": {"eth_type": 0x0800, "ip_proto": 17},
+    "icmp": {"eth_type": 0x0800, "ip_proto": 1},
+    "arp": {"eth_type": 0x0806},
+}
+# Keys of dump-flows output and FlowMod options that carry no match semantics.
+STAT_KEYS = {"duration", "n_packets", "n_bytes", "idle_age", "hard_age", "importance"}
+FLAG_WORDS = {
+    "send_flow_rem": 1,
+    "check_overlap": 2,
+    "reset_counts": 4,
+    "no_packet_counts": 8,
+    "no_byte_counts": 16,
+}
+SPECIAL_PORTS = {
+    "in_port": OFPP_IN_PORT,
+    "table": OFPP_TABLE,
+    "normal": OFPP_NORMAL,
+    "flood": OFPP_FLOOD,
+    "all": OFPP_ALL,
+    "controller": OFPP_CONTROLLER,
+    "local": OFPP_LOCAL,
+    "any": OFPP_ANY,
+    "none": OFPP_ANY,
+}
+# Actions that change nothing the model matches on: accepted as no-ops.
+NOOP_ACTIONS = {
+    "dec_ttl",
+    "set_queue",
+    "meter",
+    "note",
+    "mod_nw_tos",
+    "mod_nw_ecn",
+    "set_mpls_ttl",
+    "dec_mpls_ttl",
+}
+VERIFY_ACTIONS = {"push_verify", "pop_verify", "set_verify_port"}
+
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """Split on sep outside parentheses."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur or parts:
+        parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_port(text: str) -> int:
+    t = text.strip().strip('"')
+    if t.lower() in SPECIAL_PORTS:
+        return SPECIAL_PORTS[t.lower()]
+    try:
+        port = int(t, 0)
+    except ValueError:
+        raise ModelError(f"port {text!r} is not a number (dump flows with --no-names)") from None
+    if not 0 < port < OFPP_MAX and port not in SPECIAL_PORTS.values():
+        raise ModelError(f"port {port} is out of range")
+    return port
+
+
+def parse_actions(text: str) -> tuple[Instructions, int]:
+    """Parse an ovs-ofctl action list into (instructions, rule_id)."""
+    apply: list[tuple] = []
+    write: list[tuple] = []
+    clear = False
+    goto = None
+    rule_id = 0
+    for item in split_top(text):
+        low = item.lower()
+        if low == "drop":
+            continue
+        if low == "clear_actions":
+            clear = True
+            continue
+        if low.startswith("write_actions(") and item.endswith(")"):
+            inner, _ = parse_actions(item[len("write_actions(") : -1])
+            write.extend(inner.apply)
+            continue
+        if low.startswith("goto_table:"):
+            goto = _int(item.split(":", 1)[1], "goto_table")
+            continue
+        if low.startswith("set_verify_rule"):
+            rule_id = _int(item.split(":", 1)[1], "set_verify_rule") if ":" in item else 0
+            continue
+        apply.append(parse_action(item))
+    return Instructions(tuple(a for a in apply if a), tuple(write), clear, goto), rule_id
+
+
+def parse_action(item: str) -> tuple:
+    name, _, arg = item.partition(":")
+    if "(" in name:
+        name = name.split("(", 1)[0]
+    name = name.strip().lower()
+    if arg == "" and name.isdigit():
+        return ("output", parse_port(name))
+    if name == "output":
+        return ("output", parse_port(arg))
+    if name in SPECIAL_PORTS and name not in ("any", "none", "table", "normal"):
+        return ("output", SPECIAL_PORTS[name])
+    if name in ("table", "normal", "resubmit", "learn", "ct", "enqueue", "bundle", "multipath"):
+        raise ModelError(
+            f"action {item!r} is not modelled (the model needs explicit OpenFlow forwarding)"
+        )
+    if name == "group":
+        return ("group", _int(arg, "group"))
+    if name == "set_field" or name == "load" and "->" in arg:
+        value_text, _, target = arg.partition("->")
+        field = ALIASES.get(target.strip())
+        if field is None:
+            if target.strip() in ("nw_tos", "ip_dscp", "nw_ttl", "ip_ecn"):
+                return ()
+            raise ModelError(f"set_field on {target!r} is not modelled")
+        value, _ = _value(field, value_text)
+        return ("set_field", field, value)
+    if name.startswith("mod_") or name.startswith("set_"):
+        target = name[4:]
+        if target in ("vlan_vid",):
+            return ("set_field", "vlan_vid", OFPVID_PRESENT | _int(arg, name))
+        field = ALIASES.get(target)
+        if field is not None:
+            value, _ = _value(field, arg)
+            return ("set_field", field, value)
+    if name in ("strip_vlan", "pop_vlan"):
+        return ("pop_vlan",)
+    if name == "push_vlan":
+        return ("push_vlan",)
+    if name in NOOP_ACTIONS or name in VERIFY_ACTIONS:
+        return ()
+    raise ModelError(f"action {item!r} is not modelled")
+
+
+def parse_flow(text: str, dpid: int, command: str = "add") -> FlowMod:
+    """Parse one flow in ovs-ofctl syntax (add-flow form or a dump-flows line)."""
+    text = text.strip()
+    # dump-flows separates the match from the actions with a space, add-flow with a comma.
+    idx = text.find("actions=")
+    if idx < 0:
+        if command.startswith("delete"):
+            head, actions = text, None
+        else:
+            raise ModelError("flow has no actions= part")
+    else:
+        head, actions = text[:idx].rstrip(", "), text[idx + len("actions=") :]
+    values: dict[str, tuple[int, int]] = {}
+    fm = FlowMod(command=command, dpid=dpid)
+    in_port = None
+    for item in filter(None, (p.strip() for p in head.replace(" ", ",").split(","))):
+        key, sep, val = item.partition("=")
+        key = key.strip().lower()
+        if not sep:
+            if key in PROTOCOL_WORDS:
+                for f, v in PROTOCOL_WORDS[key].items():
+                    values[f] = (v, (1 << 16) - 1 if f == "eth_type" else 0xFF)
+                continue
+            if key in FLAG_WORDS:
+                fm.flags |= FLAG_WORDS[key]
+                continue
+            raise ModelError(f"unknown match keyword {key!r}")
+        if key in STAT_KEYS:
+            continue
+        if key == "table":
+            fm.table = _int(val, "table")
+        elif key == "priority":
+            fm.priority = _int(val, "priority")
+        elif key == "cookie":
+            value_text, _, mask_text = val.partition("/")
+            fm.cookie = _int(value_text, "cookie")
+            fm.cookie_mask = _int(mask_text, "cookie mask") if mask_text else 0
+        elif key == "idle_timeout":
+            fm.idle_timeout = _int(val, key)
+        elif key == "hard_timeout":
+            fm.hard_timeout = _int(val, key)
+        elif key == "out_port":
+            fm.out_port = parse_port(val)
+        elif key == "out_group":
+            fm.out_group = _int(val, key)
+        elif key == "in_port":
+            in_port = parse_port(val)
+        elif key == "dl_vlan":
+            vid = _int(val, key)
+            values["vlan_vid"] = (0, 0x1FFF) if vid == 0xFFFF else (OFPVID_PRESENT | vid, 0x1FFF)
+        elif key == "vlan_tci":
+            tci, mask = _value_mask16(val)
+            if mask & 0xE000:
+                raise ModelError("matching VLAN PCP bits is not modelled")
+            values["vlan_vid"] = (tci & 0x1FFF, mask & 0x1FFF)
+        elif key in ALIASES:
+            field = ALIASES[key]
+            values[field] = _value(field, val)
+            if key in PROTO_OF_ALIAS:
+                values.setdefault("ip_proto", (PROTO_OF_ALIAS[key], 0xFF))
+                values.setdefault("eth_type", (0x0800, 0xFFFF))
+        else:
+            raise ModelError(f"match field {key!r} is not modelled")
+    if values.keys() & {"ipv4_dst", "ipv4_src", "ip_proto"}:
+        values.setdefault("eth_type", (0x0800, 0xFFFF))
+    fm.match = Match.build(values, in_port)
+    if actions is not None:
+        fm.instructions, fm.rule_id = parse_actions(actions)
+    return fm
+
+
+def parse_group(text: str, dpid: int) -> Group:
+    """Parse ovs-ofctl group syntax: group_id=N,type=all|select|indirect,bucket=...,bucket=..."""
+    head, *buckets = text.strip().split("bucket=")
+    gid = gtype = None
+    for item in filter(None, (p.strip() for p in head.split(","))):
+        key, _, val = item.partition("=")
+        if key == "group_id":
+            gid = _int(val, "group_id")
+        elif key == "type":
+            gtype = val.strip().lower()
+        elif key in ("selection_method", "selection_method_param", "fields"):
+            continue
+        else:
+            raise ModelError(f"unknown group keyword {key!r}")
+    if gid is None:
+        raise ModelError("group has no group_id")
+    if gtype not in GROUP_TYPES:
+        raise ModelError(
+            f"group type {gtype!r} is not modelled (use one of {', '.join(GROUP_TYPES)})"
+        )
+    parsed = []
+    for b in buckets:
+        b = b.strip().rstrip(",")
+        items = []
+        for part in split_top(b):
+            if part.startswith(("bucket_id:", "weight:", "watch_port:", "watch_group:", "weight=")):
+                continue
+            items.append(part[len("actions=") :] if part.startswith("actions=") else part)
+        instr, _ = parse_actions(",".join(items))
+        parsed.append(instr.apply)
+    if gtype == "indirect" and len(parsed) != 1:
+        raise ModelError("an indirect group has exactly one bucket")
+    return Group(dpid, gid, gtype, tuple(parsed))
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(str(text).strip().strip('"'), 0)
+    except ValueError:
+        raise ModelError(f"{what} value {text!r} is not a number") from None
+
+
+def _value(field: str, text: str) -> tuple[int, int]:
+    try:
+        return parse_value(field, text.strip().strip('"'))
+    except ValueError as e:
+        raise ModelError(f"{field}: {e}") from None
+
+
+def _value_mask16(text: str) -> tuple[int, int]:
+    v, _, m = text.partition("/")
+    return _int(v, "vlan_tci"), _int(m, "vlan_tci mask") if m else 0xFFFF
+
+
+# --- rule files -------------------------------------------------------------------------------
+def read_rules(path: str | Path) -> Iterator[FlowEntry | Group]:
+    """Yield the flow entries and groups of a rule file; errors name file and line."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise ModelError(f"{path}: {e.strerror}") from None
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    is_json = first.startswith("{")
+    dpid = None
+    for no, line in enumerate(lines, 1):
+        where = f"{path}:{no}"
+        s = line.strip()
+        if not s:
+            continue
+        try:
+            if is_json:
+                yield _json_item(s, where)
+                continue
+            if s.startswith("##"):
+                key, _, val = s.lstrip("#").strip().partition("=")
+                if key.strip() != "dpid":
+                    raise ModelError("section line must be '## dpid=N'")
+                dpid = _int(val, "dpid")
+                continue
+            if s.startswith("#") or s.startswith(("OFPST_", "NXST_", "OFPST_GROUP")):
+                continue
+            if dpid is None:
+                raise ModelError("no '## dpid=N' line before the first flow")
+            if s.startswith("group_id="):
+                g = parse_group(s, dpid)
+                g.source = where
+                yield g
+            else:
+                e = parse_flow(s, dpid).entry()
+                e.source = where
+                yield e
+        except ModelError as e:
+            raise ModelError(f"{where}: {e}") from None
+
+
+def _json_item(s: str, where: str) -> FlowEntry | Group:
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise ModelError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict) or "dpid" not in obj:
+        raise ModelError("each line needs an object with a 'dpid'")
+    dpid = _int(obj["dpid"], "dpid")
+    if "flow" in obj:
+        e = parse_flow(str(obj["flow"]), dpid).entry()
+        e.source = where
+        return e
+    if "group" in obj:
+        g = parse_group(str(obj["group"]), dpid)
+        g.source = where
+        return g
+    raise ModelError("each line needs a 'flow' or a 'group' key")
+
+
+def format_flow(e: FlowEntry) -> str:
+    """The ovs-ofctl add-flow text of an entry (round-trips through parse_flow)."""
+    return str(e).replace(" actions=", ",actions=").replace(",any,", ",")

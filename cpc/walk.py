@@ -1,0 +1,261 @@
+"""Forwarding walks: what happens to a header class sent in at one edge port.
+
+The walker follows a class through the pipeline of each switch (tables, goto,
+apply and write actions, groups) and across links, accumulating the Verify
+tags exactly as the data plane writes them (DESIGN.md, Algorithm 1). A
+set_field rewrites the header: the rewritten set is re-classified and the walk
+forks into every class it meets. Loops are detected by revisiting a
+(switch, in_port, class) on the same path and reported, never followed.
+"""
+
+from __future__ import annotations
+
+from binascii import crc_hqx
+from dataclasses import dataclass, field
+
+from .fields import OFPVID_PRESENT, WIDTH
+from .results import Delivery, Hop
+from .rules import (
+    OFPP_ALL,
+    OFPP_CONTROLLER,
+    OFPP_FLOOD,
+    OFPP_IN_PORT,
+    OFPP_LOCAL,
+)
+from .tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT
+
+
+@dataclass(slots=True)
+class State:
+    """One packet (or header set) in flight."""
+
+    ingress: tuple[int, int]
+    dpid: int
+    in_port: int
+    ap: int
+    hdr: object | None  # None: the whole class ap; else a BDD subset of it (after a rewrite)
+    src: object | None  # the headers at the ingress that lead here (None: the whole start class)
+    vport: int
+    vrule: int
+    hops: tuple
+    visited: frozenset
+    rules: tuple = ()
+    action_set: tuple = ()
+    alternative: bool = False
+    rewritten: bool = False
+
+    def copy(self, **kw) -> State:
+        s = State(
+            self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
+            self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
+            self.rewritten,
+        )  # fmt: skip
+        for k, v in kw.items():
+            setattr(s, k, v)
+        return s
+
+
+@dataclass(slots=True)
+class Outcome:
+    delivery: Delivery
+    final_ap: int
+    final_hdr: object | None  # set when the header was rewritten
+    src: object | None
+
+
+@dataclass
+class WalkResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    through: set[int] = field(default_factory=set)  # classes entered through a rewrite
+    groups: set[tuple[int, int]] = field(default_factory=set)
+
+
+class Walker:
+    """Walks header classes through a model (see cpc.model.Model for the state it reads)."""
+
+    def __init__(self, model) -> None:
+        self.m = model
+        self.part = model.part
+        self.space = model.space
+        self.topo = model.topo
+
+    def walk(self, ap: int, ingresses, hdr=None, local: bool = False) -> WalkResult:
+        res = WalkResult()
+        for ing in ingresses:
+            if ing in self.topo.down:
+                continue
+            st = State(ing, ing[0], ing[1], ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
+                       (), frozenset())  # fmt: skip
+            self._switch(res, st, local)
+        return res
+
+    # --- one switch -------------------------------------------------------------------------
+    def _switch(self, res: WalkResult, st: State, local: bool) -> None:
+        key = (st.dpid, st.in_port, st.ap)
+        if key in st.visited:
+            self._end(
+                res, st, "loop", None, f"loop back to {self.topo.port_name((st.dpid, st.in_port))}"
+            )
+            return
+        st.visited = st.visited | {key}
+        st.rules = ()
+        st.action_set = ()
+        self._table(res, st, 0, local)
+
+    def _table(self, res: WalkResult, st: State, table: int, local: bool) -> None:
+        beh = self.m.lookup(st.dpid, table, st.in_port, st.ap)
+        if beh is None:
+            self._end(res, st, "drop", None, f"table-miss in table {table}")
+            return
+        st.vport |= self.m.port_bits(st.dpid, st.in_port)
+        st.vrule = crc_hqx(beh.ur, st.vrule)
+        st.rules = st.rules + (beh.ref,)
+        ins = beh.instructions
+
+        def after_apply(s: State) -> None:
+            aset = () if ins.clear else s.action_set
+            if ins.write:
+                aset = _merge_action_set(aset, ins.write)
+            s.action_set = aset
+            if ins.goto is not None:
+                self._table(res, s, ins.goto, local)
+            else:
+                self._run(res, _action_set_list(aset), 0, s, local, lambda _s: None)
+
+        self._run(res, ins.apply, 0, st, local, after_apply)
+
+    def _run(self, res, actions, i, st: State, local: bool, cont) -> None:
+        n = len(actions)
+        while i < n:
+            a = actions[i]
+            op = a[0]
+            if op == "output":
+                self._output(res, st, a[1], local)
+            elif op == "group":
+                self._group(res, st, a[1], local)
+            else:
+                branches = self._rewrite(res, st, a)
+                if len(branches) != 1:
+                    for b in branches:
+                        self._run(res, actions, i + 1, b, local, cont)
+                    return
+                st = branches[0]
+            i += 1
+        cont(st)
+
+    def _group(self, res: WalkResult, st: State, gid: int, local: bool) -> None:
+        res.groups.add((st.dpid, gid))
+        group = self.m.group(st.dpid, gid)
+        if group is None:
+            self._end(res, st, "drop", None, f"group {gid} does not exist")
+            return
+        alt = group.type == "select" and len(group.buckets) > 1
+        for bucket in group.buckets:
+            # Buckets act on a clone of the packet: their rewrites stay inside the bucket.
+            self._run(res, bucket, 0, st.copy(alternative=st.alternative or alt), local,
+                      lambda _s: None)  # fmt: skip
+
+    def _output(self, res: WalkResult, st: State, port: int, local: bool) -> None:
+        topo = self.topo
+        if port == OFPP_CONTROLLER:
+            self._end(res, st, "controller", None, "sent to the controller")
+            return
+        if port == OFPP_LOCAL:
+            self._end(res, st, "local", None, "sent to the bridge's local port")
+            return
+        if port == OFPP_IN_PORT:
+            ports = [st.in_port]
+        elif port in (OFPP_FLOOD, OFPP_ALL):
+            ports = [p for p in topo.ports_of(st.dpid) if p != st.in_port]
+        elif port == st.in_port:
+            # OpenFlow drops output to the input port unless it is written as IN_PORT.
+            self._end(res, st, "drop", None, "output to the input port")
+            return
+        else:
+            ports = [port]
+        for p in ports:
+            hop = Hop(st.dpid, st.in_port, st.rules, p)
+            loc = (st.dpid, p)
+            if loc in topo.down:
+                self._end(res, st, "drop", p, f"port {topo.port_name(loc)} is down", hop)
+            elif loc in topo.edges or local:
+                self._end(res, st, "egress", p, "", hop)
+            elif loc in topo.links:
+                nxt = topo.links[loc]
+                self._switch(
+                    res, st.copy(dpid=nxt[0], in_port=nxt[1], hops=st.hops + (hop,)), local
+                )
+            else:
+                self._end(res, st, "drop", p, f"port {topo.port_name(loc)} leads nowhere", hop)
+
+    def _rewrite(self, res: WalkResult, st: State, a) -> list[State]:
+        space = self.space
+        src = st.hdr if st.hdr is not None else self.part.bdd_of[st.ap]
+        op = a[0]
+        if op == "set_field":
+            fname, value = a[1], a[2]
+            img = space.exist_fields(src, [fname]) & space.field_bdd(
+                fname, value, (1 << WIDTH[fname]) - 1
+            )
+        elif op == "pop_vlan":
+            fname = "vlan_vid"
+            img = space.exist_fields(src, [fname]) & space.field_bdd(fname, 0, 0x1FFF)
+        elif op == "push_vlan":
+            # The new outer tag copies the VID of a present tag, or carries VID 0.
+            fname = "vlan_vid"
+            untagged = space.field_bdd(fname, 0, OFPVID_PRESENT)
+            img = (src & ~untagged) | (
+                space.exist_fields(src & untagged, [fname])
+                & space.field_bdd(fname, OFPVID_PRESENT, 0x1FFF)
+            )
+        else:
+            raise AssertionError(op)
+        out = []
+        for ap in self.part.candidates(img):
+            sub = img & self.part.bdd_of[ap]
+            res.through.add(ap)
+            pre = (st.src if st.src is not None else self.part.bdd_of[st.ap]) & space.exist_fields(
+                sub, [fname]
+            )
+            out.append(st.copy(ap=ap, hdr=sub, src=pre, rewritten=True))
+        if not out:  # cannot happen while classes cover the header space; keep the path visible
+            self._end(res, st, "drop", None, "rewrite produced no header")
+        return out
+
+    def _end(self, res, st: State, kind: str, port, reason: str, hop: Hop | None = None) -> None:
+        if hop is None:
+            hop = Hop(st.dpid, st.in_port, st.rules, None)
+        d = Delivery(
+            ingress=st.ingress,
+            kind=kind,
+            egress=(st.dpid, port) if kind == "egress" else None,
+            hops=st.hops + (hop,),
+            verify_port=st.vport,
+            verify_rule=st.vrule,
+            reason=reason,
+            alternative=st.alternative,
+            rewritten=st.rewritten,
+        )
+        res.outcomes.append(Outcome(d, st.ap, st.hdr if st.rewritten else None, st.src))
+
+
+_SET_ORDER = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
+
+
+def _merge_action_set(aset: tuple, write: tuple) -> tuple:
+    """OpenFlow action set: at most one action of each type (one set_field per field)."""
+    slots = {_slot(a): a for a in aset}
+    for a in write:
+        slots[_slot(a)] = a
+    return tuple(slots.values())
+
+
+def _slot(a) -> tuple:
+    return ("set_field", a[1]) if a[0] == "set_field" else (a[0],)
+
+
+def _action_set_list(aset: tuple) -> tuple:
+    acts = sorted(aset, key=lambda a: _SET_ORDER[a[0]])
+    if any(a[0] == "group" for a in acts):  # a group action makes the output action ignored
+        acts = [a for a in acts if a[0] != "output"]
+    return tuple(acts)

@@ -1,0 +1,78 @@
+"""YAML loading that remembers line numbers, so errors can name the line of a bad field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+
+class PosDict(dict):
+    """A mapping that knows its own line and the line of each key."""
+
+    line: int = 0
+    key_lines: dict
+
+
+class PosList(list):
+    line: int = 0
+    item_lines: list
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _mapping(loader, node):
+    loader.flatten_mapping(node)
+    d = PosDict()
+    d.line = node.start_mark.line + 1
+    d.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        d[key] = loader.construct_object(value_node, deep=True)
+        d.key_lines[key] = key_node.start_mark.line + 1
+    return d
+
+
+def _sequence(loader, node):
+    lst = PosList(loader.construct_object(n, deep=True) for n in node.value)
+    lst.line = node.start_mark.line + 1
+    lst.item_lines = [n.start_mark.line + 1 for n in node.value]
+    return lst
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _sequence)
+
+
+class YamlError(ValueError):
+    pass
+
+
+def load(path: str | Path):
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise YamlError(f"{path}: {e.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise YamlError(f"{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def line_of(container, key=None) -> int:
+    """Best line for container[key] (or the container itself)."""
+    if key is not None:
+        if isinstance(container, PosDict) and key in container.key_lines:
+            return container.key_lines[key]
+        if (
+            isinstance(container, PosList)
+            and isinstance(key, int)
+            and key < len(container.item_lines)
+        ):
+            return container.item_lines[key]
+    return getattr(container, "line", 0)
