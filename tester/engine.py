@@ -146,6 +146,7 @@ def _tags(e: Expected) -> dict:
 class Tester:
     """Algorithm 3 over a live sFlow feed. Not thread-safe: one per worker process."""
 
+    __test__ = False  # not a pytest test class
     CACHE_MAX = 1 << 18
 
     def __init__(
