@@ -8,6 +8,7 @@ datagram cannot stop collection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Callable
@@ -20,7 +21,9 @@ SFLOW_PORT = 6343
 log = logging.getLogger(__name__)
 
 
-def open_socket(host: str, port: int, reuse_port: bool = False, rcvbuf: int = 4 << 20) -> socket.socket:
+def open_socket(
+    host: str, port: int, reuse_port: bool = False, rcvbuf: int = 4 << 20
+) -> socket.socket:
     """A bound UDP socket; '::' is IPv6-only so that '0.0.0.0' can be bound beside it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_DGRAM)
@@ -29,10 +32,8 @@ def open_socket(host: str, port: int, reuse_port: bool = False, rcvbuf: int = 4 
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        try:
+        with contextlib.suppress(OSError):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        except OSError:
-            pass
         s.bind((host, port))
         s.setblocking(False)
     except BaseException:

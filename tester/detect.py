@@ -150,7 +150,8 @@ def compare(
 ) -> Verdict | None:
     """None when the report is consistent with one alternative, else the fault Verdict.
 
-    - No alternatives: Type-a, candidates are the switches whose bits are in Verify_Port.
+    - No alternatives, or none whose ingress hop is in Verify_Port: Type-a, candidates
+      are the switches whose bits are in Verify_Port.
     - Verify_Rule equal to an alternative's but Verify_Port differs: the same entries
       took another path (e.g. a wrong output port onto a parallel link): Type-p action.
     - Verify_Rule matches none: the alternative with the longest prefix of hops present
@@ -194,11 +195,13 @@ def compare(
             "expected path plus extra switches",
         )  # fmt: skip
     if i == 0:
+        # No alternative's ingress is in the filter: the model delivers this header to this
+        # egress only from other ingresses, so where it did enter it was to be dropped or
+        # sent elsewhere. That is a Type-a fault for this ingress (a bypassed ACL, say).
         cands = switches_in_filter(verify_port, ports)
-        h = exp.hops[0]
         return Verdict(
-            TYPE_P_ACTION, f"ingress:{h.dpid}:{h.in_port}", cands, None, exp, 0,
-            "expected ingress hop missing: entered elsewhere",
+            TYPE_A, "candidates:" + ",".join(map(str, cands)), cands, None, exp, 0,
+            "header not expected at this egress from the ingress it came from",
         )  # fmt: skip
     culprit = exp.hops[i - 1].dpid
     cands = (culprit,) + tuple(d for d in (exp.hops[i].dpid,) if d != culprit)

@@ -269,7 +269,9 @@ class Tester:
                 st.ingress_samples += 1
                 if self.blackholes is None:
                     continue
-                ingress = lookup(agent, sub, s.input) if s.input_format == IF_FORMAT_SINGLE else None
+                ingress = (
+                    lookup(agent, sub, s.input) if s.input_format == IF_FORMAT_SINGLE else None
+                )
                 if ingress is None:
                     st.unknown_interface += 1
                     continue
@@ -336,7 +338,15 @@ class Tester:
     # ------------------------------------------------------------ faults
 
     def _record(
-        self, v: Verdict, key: str, egress: Port, hdr: dict, raw: bytes, vp: int, vr: int, now: float
+        self,
+        v: Verdict,
+        key: str,
+        egress: Port,
+        hdr: dict,
+        raw: bytes,
+        vp: int,
+        vr: int,
+        now: float,
     ) -> None:
         location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
         localization = {
@@ -395,7 +405,9 @@ class Tester:
         if flow.header is not None:
             try:
                 exp_list = [
-                    e for e in self.model.expected(flow.egress, flow.header) if e.ingress == flow.ingress
+                    e
+                    for e in self.model.expected(flow.egress, flow.header)
+                    if e.ingress == flow.ingress
                 ]
             except Exception:  # the model may not know the flow: still alarm
                 log.exception("expected path of critical flow %s", flow.name)
@@ -455,8 +467,15 @@ class Tester:
             try:
                 self.on_fault(
                     FaultEvent(
-                        fid, kind, row.location, row.header_class, row.egress, row.header, (),
-                        False, resolved=True,
+                        fid,
+                        kind,
+                        row.location,
+                        row.header_class,
+                        row.egress,
+                        row.header,
+                        (),
+                        False,
+                        resolved=True,
                     )  # fmt: skip
                 )
             except Exception:

@@ -68,7 +68,12 @@ def parse_ovsdb(bridges: str, ports: str, interfaces: str) -> dict[int, Port]:
                 if iface is None:
                     continue
                 ofport, ifindex = _one(iface.get("ofport")), _one(iface.get("ifindex"))
-                if isinstance(ofport, int) and isinstance(ifindex, int) and ofport > 0 and ifindex > 0:
+                if (
+                    isinstance(ofport, int)
+                    and isinstance(ifindex, int)
+                    and ofport > 0
+                    and ifindex > 0
+                ):
                     out[ifindex] = (dpid, ofport)
     return out
 
@@ -97,7 +102,12 @@ class IfMap:
         for e in entries:
             dpid = e["dpid"]
             dpid = int(dpid, 16) if isinstance(dpid, str) else int(dpid)
-            m.add(str(e["agent"]), int(e["ifindex"]), (dpid, int(e["port"])), int(e.get("sub_agent", ANY_SUB)))
+            m.add(
+                str(e["agent"]),
+                int(e["ifindex"]),
+                (dpid, int(e["port"])),
+                int(e.get("sub_agent", ANY_SUB)),
+            )
         return m
 
     def load_ovsdb(

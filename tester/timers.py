@@ -191,5 +191,3 @@ class TransientGuard:
         old = [c for c, t in self._done.items() if now - t >= self.settle]
         for c in old:
             del self._done[c]
-
-

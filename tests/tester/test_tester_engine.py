@@ -6,6 +6,8 @@ import asyncio
 import json
 import sqlite3
 
+from tester_helpers import ALL_PORTS, GOOD, HDR, R1, R3, R4, FakeModel, expected, path, tags_of
+
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION
 from tester.emit import ReferenceEmitter, agent_of, synthetic_ifmap
@@ -14,7 +16,6 @@ from tester.ifmap import IfMap, parse_ovsdb
 from tester.sflow import encode_datagram
 from tester.store import OPEN, RESOLVED, FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
-from tester_helpers import ALL_PORTS, GOOD, HDR, R1, R3, R4, FakeModel, expected, path, tags_of
 
 EGRESS = (3, 2)
 BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
@@ -50,7 +51,10 @@ def test_consistent_then_fault_then_resolved(tmp_path) -> None:
     assert len(rows) == 1
     f = rows[0]
     assert (f.kind, f.location, f.count, f.state) == (TYPE_P_ACTION, "dpid:1", 3, OPEN)
-    assert f.actual["verify_port"] == tags_of(BAD)[0] and f.expected[0]["verify_rule"] == tags_of(GOOD)[1]
+    assert (
+        f.actual["verify_port"] == tags_of(BAD)[0]
+        and f.expected[0]["verify_rule"] == tags_of(GOOD)[1]
+    )
     assert bytes.fromhex(f.evidence)[12:14] == b"\x08\x20"
     assert len(requests) == 1 and requests[0].candidates[0] == 1 and requests[0].fault_id == f.id
     assert [e.new for e in events] == [True, False, False]
@@ -158,7 +162,9 @@ def test_model_version_invalidates_cache(tmp_path) -> None:
 
 
 def test_blackhole(tmp_path) -> None:
-    flow = CriticalFlow("web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=5.0, header=HDR)
+    flow = CriticalFlow(
+        "web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=5.0, header=HDR
+    )
     mon = BlackholeMonitor([flow], k=10.0, now=0.0)
     t, _, store, events, requests = make(tmp_path, blackholes=mon)
     em = ReferenceEmitter(sampling_rate=100)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
@@ -71,7 +72,7 @@ def test_fields() -> None:
     assert dg.agent == "192.0.2.1" and dg.seq == 1001 and dg.uptime == 5001
     f = dg.flows[2]
     assert (f.seq, f.sampling_rate, f.input, f.output_format, f.output) == (102, 256, 7, 2, 10)
-    assert f.expanded and not dg.flows[0].header[12:14] == b"\x08\x20"
+    assert f.expanded and dg.flows[0].header[12:14] != b"\x08 "
     assert is_report(dg.flows[1]) and not is_report(dg.flows[0])
     c = dg.counters[0].generic
     assert c.oper_up and c.admin_up and c.in_errors == 6 and c.out_errors == 12
@@ -131,10 +132,8 @@ def test_truncations_and_flips_fast() -> None:
         for _ in range(rng.randint(1, 4)):
             i = rng.randrange(len(raw))
             raw[i] ^= 1 << rng.randrange(8)
-        try:
+        with contextlib.suppress(SflowError):
             decode(bytes(raw))
-        except SflowError:
-            pass
 
 
 # ------------------------------------------------------------------ tshark
