@@ -36,7 +36,7 @@ API
 ``Cleanup``
     A LIFO stack of cleanup callbacks (``.push(fn, *args)``, ``.run()``); used by the fixtures.
 ``unique_name(stem)``
-    ``pazz-<stem>-<random>``-style short names, unique per call (Linux names <= 15 chars).
+    ``pz<stem><6 hex>`` short names, unique per call (Linux interface names are <= 15 chars).
 """
 
 from __future__ import annotations
