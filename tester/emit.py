@@ -33,7 +33,15 @@ def synthetic_ifmap(ports: Iterable[Port], base: int = 100) -> IfMap:
 
 
 class ReferenceEmitter:
-    def __init__(self, sampling_rate: int = 1, base: int = 100, expanded: bool = False) -> None:
+    def __init__(
+        self,
+        sampling_rate: int = 1,
+        base: int = 100,
+        expanded: bool = False,
+        ovs_marking: bool = False,
+    ) -> None:
+        """ovs_marking: mark reports the way patched OVS does (data source 2:0x820000)."""
+        self.ovs_marking = ovs_marking
         self.sampling_rate = sampling_rate
         self.base = base
         self.expanded = expanded
@@ -49,16 +57,18 @@ class ReferenceEmitter:
         n = self._sample_seq.get((agent, ifi), 0) + 1
         self._sample_seq[(agent, ifi)] = n
         frame = build_frame(header, (verify_port, verify_rule))
+        stype, sidx = (2, 0x820000) if self.ovs_marking else (0, ifi)
         return FlowSample(
-            n, 0, ifi, self.sampling_rate, n * self.sampling_rate, 0, 0, in_if, 0, ifi,
+            n, stype, sidx, self.sampling_rate, n * self.sampling_rate, 0, 0, in_if, 0, ifi,
             1, len(frame) + 4, 4, frame[:128], self.expanded,
         )  # fmt: skip
 
     def ingress_sample(self, ingress: Port, header: dict) -> FlowSample:
         ifi = self.base + ingress[1]
         frame = build_frame(header)
+        stype, sidx = (2, 1000) if self.ovs_marking else (0, ifi)
         return FlowSample(
-            1, 0, ifi, self.sampling_rate, self.sampling_rate, 0, 0, ifi, 2, 0x3FFFFFFF,
+            1, stype, sidx, self.sampling_rate, self.sampling_rate, 0, 0, ifi, 2, 0x3FFFFFFF,
             1, len(frame) + 4, 4, frame[:128], self.expanded,
         )  # fmt: skip
 

@@ -128,10 +128,11 @@ class TesterStats:
 
 
 def egress_if_index(sample) -> int:
-    """The egress ifIndex of a report: its single output interface, else its data source."""
+    """The egress ifIndex of a report: its single output interface, else an ifIndex data
+    source; 0 (unknown) for patched OVS reports without an output ifIndex."""
     if sample.output_format == IF_FORMAT_SINGLE and sample.output:
         return sample.output
-    return sample.source_index
+    return sample.source_index if sample.source_type == 0 else 0
 
 
 def _tags(e: Expected) -> dict:

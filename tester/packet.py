@@ -22,13 +22,22 @@ _VERIFY = struct.Struct(">IH")
 _IPV4 = struct.Struct(">BBHHHBBH4s4s")
 
 
+OVS_REPORT_SOURCE_TYPE = 2  # ovs-patches/README.md: physical-entity data source
+OVS_REPORT_INDEX_BASE = 0x820000  # report data-source index = 0x820000 + bridge sFlow sub-id
+
+
 def is_report(sample) -> bool:
     """True when a flow sample is a Verify report rather than an ordinary ingress sample.
 
-    The rule (DESIGN.md, Algorithm 1 at the exit): the sampled raw header carries
-    the Verify EtherType 0x0820 right after the source MAC, i.e. at bytes 12-13.
-    Ordinary ingress samples are taken before push_verify and never carry it.
+    Patched OVS (ovs-patches/README.md, "sFlow reports") marks reports exactly: data
+    source class 2 with index 0x820000 + sub_id; its ordinary ingress samples keep class
+    2 with index 1000 + sub_id and are never reports, even when the packet arrived on an
+    inter-switch port already carrying the Verify header. For other agents (data source
+    class 0, an ifIndex) the default rule applies: the sampled raw header carries the
+    Verify EtherType 0x0820 right after the source MAC, at bytes 12-13.
     """
+    if sample.source_type == OVS_REPORT_SOURCE_TYPE:
+        return sample.source_index & 0xFF0000 == OVS_REPORT_INDEX_BASE
     h = sample.header
     return len(h) >= 14 and h[12] == 0x08 and h[13] == 0x20
 

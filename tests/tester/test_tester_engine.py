@@ -6,6 +6,7 @@ import asyncio
 import json
 import sqlite3
 
+import pytest
 from tester_helpers import ALL_PORTS, GOOD, HDR, R1, R3, R4, FakeModel, expected, path, tags_of
 
 from tester.collector import SflowCollector
@@ -39,9 +40,10 @@ def send(t, em, hops, now, header=HDR, egress=EGRESS, n=1):
         t.process_datagram(d, now)
 
 
-def test_consistent_then_fault_then_resolved(tmp_path) -> None:
+@pytest.mark.parametrize("ovs_marking", [False, True])
+def test_consistent_then_fault_then_resolved(tmp_path, ovs_marking) -> None:
     t, model, store, events, requests = make(tmp_path)
-    em = ReferenceEmitter()
+    em = ReferenceEmitter(ovs_marking=ovs_marking)
     send(t, em, GOOD, 0.0, n=20)
     assert t.stats.consistent == 20 and t.stats.fault_samples == 0 and not events
     assert model.calls == 1 and t.stats.cache_hits == 19  # one model call per class

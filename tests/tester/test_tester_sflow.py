@@ -214,3 +214,18 @@ def test_against_tshark(tmp_path) -> None:
         assert _walk(layer, "sflow_245.ifoper_status", []) == ["1"] * len(dg.counters) or _walk(
             layer, "sflow_245.ifoper_status", []
         ) == ["True"] * len(dg.counters)
+
+
+def test_ovs_report_marking() -> None:
+    from tester.emit import ReferenceEmitter
+
+    em = ReferenceEmitter(ovs_marking=True)
+    tagged = {"eth_type": 0x0800, "ipv4_dst": 1, "ip_proto": 6}
+    rep = decode(
+        encode_datagram("192.0.2.1", 0, 1, 0, [em.report_sample((1, 2), tagged, 5, 6)])
+    ).flows[0]
+    assert (rep.source_type, rep.source_index) == (2, 0x820000) and is_report(rep)
+    # An OVS ingress sample on an inter-switch port carries the Verify header but is no report.
+    ing = em.ingress_sample((1, 3), tagged)
+    ing.header = build_frame(tagged, (5, 6))
+    assert (ing.source_type, ing.source_index) == (2, 1000) and not is_report(ing)
