@@ -1,0 +1,187 @@
+"""Deterministic generator of the paper's evaluation networks.
+
+Grids of n x n switches (4, 9, 16) and k-ary fat-trees (k=4: 20 switches), each
+with hosts on edge ports, destination-based multipath routing (SELECT groups
+over equal-cost next hops) for as many /24 destination prefixes as the rule
+count asks for, and ACL-style rules over several fields at the edge. The files
+it writes are the topology YAML and rule JSON lines that pazzctl reads.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .ofctl import format_flow
+from .rules import FlowEntry, Group, Instructions, Match
+from .topology import Topology
+
+ROUTE_PRIORITY = 24
+ACL_PRIORITY = 1000
+
+
+@dataclass
+class Workload:
+    topo: Topology
+    hosts: dict[str, tuple[int, int]]  # host name -> edge port
+    entries: list[FlowEntry] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    prefixes: dict[int, str] = field(default_factory=dict)  # /24 network -> owning host
+
+    def write(self, topo_path: str | Path, rules_path: str | Path) -> None:
+        Path(topo_path).write_text(self.topo.to_yaml())
+        with open(rules_path, "w") as f:
+            for g in self.groups:
+                buckets = ",".join(
+                    "bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets
+                )
+                f.write(
+                    json.dumps(
+                        {"dpid": g.dpid, "group": f"group_id={g.group_id},type={g.type},{buckets}"}
+                    )
+                    + "\n"
+                )
+            for e in self.entries:
+                f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+
+
+def grid(n: int) -> tuple[Topology, dict[str, tuple[int, int]]]:
+    """n x n switches; port 1..4 = N, E, S, W links; port 5 = the host."""
+    topo = Topology()
+    dp = lambda r, c: r * n + c + 1  # noqa: E731
+    for r in range(n):
+        for c in range(n):
+            topo.add_switch(dp(r, c), f"s{dp(r, c)}", [1, 2, 3, 4, 5])
+    for r in range(n):
+        for c in range(n):
+            if c + 1 < n:
+                topo.add_link((dp(r, c), 2), (dp(r, c + 1), 4))
+            if r + 1 < n:
+                topo.add_link((dp(r, c), 3), (dp(r + 1, c), 1))
+    hosts = {}
+    for d in sorted(topo.switches):
+        topo.add_edge((d, 5), f"h{d}")
+        hosts[f"h{d}"] = (d, 5)
+    return topo, hosts
+
+
+def fattree(k: int = 4) -> tuple[Topology, dict[str, tuple[int, int]]]:
+    """k-ary fat-tree: (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches."""
+    half = k // 2
+    topo = Topology()
+    core = [100 + i for i in range(half * half)]
+    for c in core:
+        topo.add_switch(c, f"c{c - 100}", range(1, k + 1))
+    hosts = {}
+    for p in range(k):
+        aggs = [200 + p * half + i for i in range(half)]
+        edges = [300 + p * half + i for i in range(half)]
+        for a in aggs:
+            topo.add_switch(a, f"a{a - 200}", range(1, k + 1))
+        for e in edges:
+            topo.add_switch(e, f"e{e - 300}", range(1, k + 1))
+        for i, a in enumerate(aggs):
+            for j in range(half):  # agg uplink j (port half+1+j) -> core i*half+j, port p+1
+                topo.add_link((a, half + 1 + j), (core[i * half + j], p + 1))
+            for j, e in enumerate(edges):  # agg downlink j (port 1+j) -> edge j uplink i
+                topo.add_link((a, 1 + j), (e, half + 1 + i))
+        for e in edges:
+            for h in range(half):
+                name = f"h{len(hosts) + 1}"
+                topo.add_edge((e, 1 + h), name)
+                hosts[name] = (e, 1 + h)
+    return topo, hosts
+
+
+def _next_hops(topo: Topology, dst: int) -> dict[int, list[int]]:
+    """For each switch, the ports on shortest paths towards switch dst."""
+    dist = {dst: 0}
+    q = deque([dst])
+    adj: dict[int, list[tuple[int, int]]] = {d: [] for d in topo.switches}
+    for (a, pa), (b, _) in topo.links.items():
+        adj[a].append((pa, b))
+    while q:
+        u = q.popleft()
+        for _, v in adj[u]:
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                q.append(v)
+    return {
+        u: sorted(p for p, v in adj[u] if dist.get(v, -1) == dist[u] - 1)
+        for u in topo.switches
+        if u != dst
+    }
+
+
+def generate(
+    kind: str, size: int, rules: int, seed: int = 1, rule_ids: bool = False, acls: int = 8
+) -> Workload:
+    """A workload of about `rules` flow entries on the grid (size=n) or fat-tree (size=k)."""
+    topo, hosts = grid(size) if kind == "grid" else fattree(size)
+    rng = random.Random(seed)
+    wl = Workload(topo, hosts)
+    host_names = sorted(hosts, key=lambda h: int(h[1:]))
+    nsw = len(topo.switches)
+    nprefix = max(len(host_names), (rules - acls * len(host_names)) // nsw)
+    # Group table: one SELECT group per (switch, next-hop set), created on demand.
+    gids: dict[tuple[int, tuple[int, ...]], int] = {}
+    hops_to = {d: _next_hops(topo, d) for d in {p[0] for p in hosts.values()}}
+    ident = 0
+
+    def action_for(dpid: int, ports: list[int]):
+        if len(ports) == 1:
+            return (("output", ports[0]),)
+        key = (dpid, tuple(ports))
+        if key not in gids:
+            gid = sum(1 for k in gids if k[0] == dpid) + 1
+            gids[key] = gid
+            wl.groups.append(Group(dpid, gid, "select", tuple((("output", p),) for p in ports)))
+        return (("group", gids[key]),)
+
+    for i in range(nprefix):
+        net = 0x0A000000 + (i << 8)  # 10.0.0.0/24, 10.0.1.0/24, ...
+        owner = host_names[i % len(host_names)]
+        wl.prefixes[net] = owner
+        hdpid, hport = hosts[owner]
+        for dpid in sorted(topo.switches):
+            ident += 1
+            ports = [hport] if dpid == hdpid else hops_to[hdpid][dpid]
+            wl.entries.append(
+                FlowEntry(
+                    dpid,
+                    0,
+                    ROUTE_PRIORITY,
+                    Match.build({"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (net, 0xFFFFFF00)}),
+                    Instructions(action_for(dpid, ports)),
+                    cookie=0x10,
+                    rule_id=ident if rule_ids else 0,
+                )  # fmt: skip
+            )
+    # ACL-style rules at each host's edge switch: drop some services from some sources.
+    nets = sorted(wl.prefixes)
+    for h in host_names:
+        dpid, port = hosts[h]
+        for _ in range(acls):
+            ident += 1
+            src = nets[rng.randrange(len(nets))]
+            fields = {
+                "eth_type": (0x0800, 0xFFFF),
+                "ipv4_src": (src, 0xFFFFFF00),
+                "ip_proto": (rng.choice([6, 17]), 0xFF),
+                "tp_dst": (rng.choice([22, 23, 53, 445, 3389]), 0xFFFF),
+            }
+            wl.entries.append(
+                FlowEntry(
+                    dpid,
+                    0,
+                    ACL_PRIORITY,
+                    Match.build(fields, in_port=port),
+                    Instructions(()),
+                    cookie=0x20,
+                    rule_id=ident if rule_ids else 0,
+                )  # fmt: skip
+            )
+    return wl
