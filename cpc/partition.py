@@ -44,6 +44,8 @@ class Partition:
         self._sig[first] = 0
         self._by_sig[0].add(first)
         self.label = self._cube[first]
+        self._cand_label = 0
+        self._cand_cache: dict[int, tuple] = {}
         # Bookkeeping of one update, drained by the model: classes whose owners changed or
         # that were created, classes whose extent changed, and classes that disappeared.
         self.moved: set[int] = set()
@@ -84,29 +86,80 @@ class Partition:
             comp ^= node.negated
             node = node.high if (get(lf[level], 0) >> ls[level]) & 1 else node.low
 
-    def candidates(self, pred) -> list[int]:
-        """Classes that intersect the header set pred."""
+    def candidates(self, pred, budget: int = 256) -> list[int]:
+        """Classes that intersect the header set pred.
+
+        A Python walk of label ∧ pred down to the label level finds them when the
+        touched region is small (label nodes are the classes' canonical cubes); past
+        `budget` nodes, ∃header. (label ∧ pred) runs inside CUDD instead and leaves a
+        BDD over the label bits whose minterms are the ids.
+        """
+        # The same match recurs on many switches while the labels stay put: cache per label.
+        label_id = int(self.label)
+        if label_id != self._cand_label:
+            self._cand_label = label_id
+            self._cand_cache = {}
+        cached = self._cand_cache.get(int(pred))
+        if cached is not None and cached[0] == pred:
+            return cached[1]
+        out = self._candidates(pred, budget)
+        self._cand_cache[int(pred)] = (pred, out)  # holding pred keeps its node id unique
+        return out
+
+    def _candidates(self, pred, budget: int) -> list[int]:
         u = self.label & pred
         id_level = self.space.id_level
+        false_id = int(self.space.false)
         ids = self._id_of_node
         out: list[int] = []
         seen: set[int] = set()
         stack = [(u, 0)]
         while stack:
             node, comp = stack.pop()
-            k = int(node) ^ comp
-            if k in seen:
+            while True:  # follow the path while only one branch is alive
+                k = int(node) ^ comp
+                if node.level >= id_level:
+                    ident = ids.get(k)
+                    if ident is not None and ident not in out:
+                        out.append(ident)
+                    break
+                if k in seen:
+                    break
+                seen.add(k)
+                if len(seen) > budget:
+                    space = self.space
+                    return self._minterms(space.bdd.exist(space.header_names, u))
+                comp ^= node.negated
+                lo, hi = node.low, node.high
+                if int(lo) ^ comp == false_id:
+                    node = hi
+                elif int(hi) ^ comp == false_id:
+                    node = lo
+                else:
+                    stack.append((hi, comp))
+                    node = lo
+        return out
+
+    def _minterms(self, u) -> list[int]:
+        out: list[int] = []
+        true_id, false_id = int(self.space.true), int(self.space.false)
+        base = self.space.id_level
+        stack = [(u, 0, 0, 0)]
+        while stack:
+            node, comp, i, val = stack.pop()
+            if i == CLASS_ID_BITS:
+                if int(node) ^ comp == true_id:
+                    out.append(val)
                 continue
-            seen.add(k)
-            if node.level >= id_level:
-                ident = ids.get(k)
-                if ident is not None:
-                    out.append(ident)
+            if node.level - base > i:  # label bit i not tested here: both values
+                stack.append((node, comp, i + 1, val << 1))
+                stack.append((node, comp, i + 1, (val << 1) | 1))
                 continue
             comp ^= node.negated
-            stack.append((node.low, comp))
-            stack.append((node.high, comp))
-        return out
+            for bit, child in ((0, node.low), (1, node.high)):
+                if int(child) ^ comp != false_id:
+                    stack.append((child, comp, i + 1, (val << 1) | bit))
+        return [i for i in out if i in self.bdd_of]
 
     # --- structure ------------------------------------------------------------------------
     def split(self, ap: int, part) -> int:
@@ -114,7 +167,7 @@ class Partition:
         new = self._new_id()
         self.bdd_of[new] = part
         self.bdd_of[ap] = self.bdd_of[ap] & ~part
-        self.label = (self.label & ~part) | (part & self._cube[new])
+        self.label = self.space.bdd.ite(part, self._cube[new], self.label)
         owners = dict(self.owners[ap])
         self.owners[new] = owners
         for elem, key in owners.items():
@@ -166,7 +219,7 @@ class Partition:
     def _merge(self, keep: int, drop: int) -> None:
         part = self.bdd_of.pop(drop)
         self.bdd_of[keep] = self.bdd_of[keep] | part
-        self.label = (self.label & ~part) | (part & self._cube[keep])
+        self.label = self.space.bdd.ite(part, self._cube[keep], self.label)
         for elem, key in self.owners.pop(drop).items():
             bucket = self.members[elem][key]
             bucket.discard(drop)

@@ -1,18 +1,17 @@
 """What the model answers: hops, deliveries and the expected report alternatives.
 
-These are plain immutable records so that other components (tester, fuzzer,
+These are plain immutable records (named tuples: cheap to create on the hot path) so that other components (tester, fuzzer,
 pazzctl) can use them without knowing how the model computes them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 Port = tuple[int, int]  # (dpid, OpenFlow port number)
 
 
-@dataclass(frozen=True, slots=True)
-class RuleRef:
+class RuleRef(NamedTuple):
     """The identity of a flow entry as the Verify_Rule chain sees it."""
 
     table: int
@@ -21,8 +20,7 @@ class RuleRef:
     rule_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class Hop:
+class Hop(NamedTuple):
     """One switch on a path: where the packet entered, the entries it matched, where it left."""
 
     dpid: int
@@ -31,8 +29,7 @@ class Hop:
     out_port: int | None  # None when the packet ends at this switch (drop, controller, loop)
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
     """One outcome of sending a header class in at an ingress port.
 
     kind is "egress" (left the network at `egress`), "drop", "controller",
@@ -51,8 +48,7 @@ class Delivery:
     rewritten: bool = False  # the header was changed by set_field on the way
 
 
-@dataclass(frozen=True, slots=True)
-class Expected:
+class Expected(NamedTuple):
     """One tag pair the model allows for a header sampled at an egress."""
 
     ingress: Port

@@ -71,34 +71,83 @@ class WalkResult:
 
 
 class Walker:
-    """Walks header classes through a model (see cpc.model.Model for the state it reads)."""
+    """Walks header classes through a model (see cpc.model.Model for the state it reads).
+
+    Within one walk of a class, the outcomes from a switch onwards (a suffix) do not
+    depend on how the packet got there, except through the tags: Verify_Port ORs, and
+    the CRC chain is affine in its start value, crc(d, i) = crc(d, 0) ^ crc(0^len(d), i).
+    So each suffix is computed once, from zero tags, and composed onto every path that
+    reaches it. Suffixes that loop or rewrite the header are walked directly instead.
+    """
 
     def __init__(self, model) -> None:
         self.m = model
         self.part = model.part
         self.space = model.space
         self.topo = model.topo
+        self._memo: dict | None = None
 
     def walk(self, ap: int, ingresses, hdr=None, local: bool = False) -> WalkResult:
         res = WalkResult()
+        self._memo = {} if hdr is None and not local else None
         for ing in ingresses:
             if ing in self.topo.down:
                 continue
             st = State(ing, ing[0], ing[1], ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
+        self._memo = None
         return res
 
     # --- one switch -------------------------------------------------------------------------
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
+        memo = self._memo
+        if memo is not None and st.hdr is None:
+            key = (st.dpid, st.in_port, st.ap)
+            if key not in st.visited:
+                suffix = memo.get(key, _UNSET)
+                if suffix is _UNSET:
+                    memo[key] = None  # re-entered while computing it means a loop: not shareable
+                    suffix = memo[key] = self._suffix(res, st, local)
+                if suffix is not None:
+                    self._compose(res, st, suffix)
+                    return
+        self._switch_direct(res, st, local)
+
+    def _suffix(self, res: WalkResult, st: State, local: bool):
+        """Outcomes from this switch on, with zero tags and no history; None if not shareable."""
+        sub = WalkResult()
+        fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
+        self._switch_direct(sub, fresh, local)
+        res.through |= sub.through
+        res.groups |= sub.groups
+        if any(o.delivery.kind == "loop" or o.delivery.rewritten for o in sub.outcomes):
+            return None
+        return [(o, sum(len(h.rules) for h in o.delivery.hops)) for o in sub.outcomes]
+
+    @staticmethod
+    def _compose(res: WalkResult, st: State, suffix) -> None:
+        vport, vrule, hops, alt = st.vport, st.vrule, st.hops, st.alternative
+        append = res.outcomes.append
+        for o, nrules in suffix:
+            d = o.delivery
+            append(Outcome(d._replace(
+                ingress=st.ingress,
+                hops=hops + d.hops,
+                verify_port=vport | d.verify_port,
+                verify_rule=d.verify_rule ^ crc_hqx(_ZEROS[nrules], vrule),
+                alternative=alt or d.alternative,
+            ), o.final_ap, None, None))  # fmt: skip
+
+    def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         key = (st.dpid, st.in_port, st.ap)
+        st.rules = ()
         if key in st.visited:
             self._end(
                 res, st, "loop", None, f"loop back to {self.topo.port_name((st.dpid, st.in_port))}"
             )
             return
         st.visited = st.visited | {key}
-        st.rules = ()
         st.action_set = ()
         self._table(res, st, 0, local)
 
@@ -238,6 +287,25 @@ class Walker:
         )
         res.outcomes.append(Outcome(d, st.ap, st.hdr if st.rewritten else None, st.src))
 
+
+_UNSET = object()
+
+
+class _Zeros:
+    """bytes(23 * n) for n rules, cached: the CRC start-value term of a chain of n rules."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, bytes] = {}
+
+    def __getitem__(self, n: int) -> bytes:
+        z = self._cache.get(n)
+        if z is None:
+            z = self._cache[n] = bytes(RULE_BYTES * n)
+        return z
+
+
+RULE_BYTES = 23
+_ZEROS = _Zeros()
 
 _SET_ORDER = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
 

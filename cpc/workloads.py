@@ -160,14 +160,18 @@ def generate(
                     rule_id=ident if rule_ids else 0,
                 )  # fmt: skip
             )
-    # ACL-style rules at each host's edge switch: drop some services from some sources.
+    # ACL-style rules at each host's edge switch: protect some of the host's own prefixes
+    # from some sources and services (an ACL over any destination would cut every
+    # destination class in two: the cross-product that atomic predicates pay for).
     nets = sorted(wl.prefixes)
     for h in host_names:
         dpid, port = hosts[h]
+        own = [n for n in nets if wl.prefixes[n] == h]
         for _ in range(acls):
             ident += 1
             src = nets[rng.randrange(len(nets))]
             fields = {
+                "ipv4_dst": (own[rng.randrange(len(own))], 0xFFFFFF00),
                 "eth_type": (0x0800, 0xFFFF),
                 "ipv4_src": (src, 0xFFFFFF00),
                 "ip_proto": (rng.choice([6, 17]), 0xFF),

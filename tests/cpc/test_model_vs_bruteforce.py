@@ -61,7 +61,7 @@ def test_trace_equals_bruteforce(sc):
         for ing in topo.edge_ports():
             got = Counter(outcome_key(d) for d in model.trace(ing, h))
             want = Counter(outcome_key(d) for d in ref.send(ing, h))
-            assert got == want, (ing, h)
+            assert got == want, (ing, h, got - want, want - got)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

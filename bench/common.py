@@ -1,0 +1,23 @@
+"""Small helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+
+
+def rss_mb() -> float:
+    """Peak resident set size of this process, in MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) of values, nearest rank."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")

@@ -1,0 +1,126 @@
+"""Benchmark of the model (cpc/) on the paper's topologies. Prints one JSON object.
+
+    python bench/cpc.py --topology fattree --k 4 --rules 100000 --json
+    python bench/cpc.py --topology grid --switches 16 --rules 60000 --json
+
+build_s      full model and reachability from nothing (rules already parsed)
+update_us_*  one FlowMod (delete_strict of a random entry, then its add), incrementally
+lookup_us_*  model.expected(egress, header) for a header sampled at its egress
+corpus_ms    model.corpus(ingress, egress) for one pair (median over random pairs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median, pct, rss_mb  # noqa: E402
+from cpc.model import Model  # noqa: E402
+from cpc.rules import FlowMod  # noqa: E402
+from cpc.workloads import generate  # noqa: E402
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topology", choices=["fattree", "grid"], default="fattree")
+    ap.add_argument("--k", type=int, default=4, help="fat-tree arity")
+    ap.add_argument("--switches", type=int, default=16, choices=[4, 9, 16], help="grid size")
+    ap.add_argument("--rules", type=int, default=100_000)
+    ap.add_argument("--updates", type=int, default=1000)
+    ap.add_argument("--lookups", type=int, default=5000)
+    ap.add_argument(
+        "--no-rule-ids", action="store_true", help="entries without pazzd's unique rule IDs"
+    )
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print only the JSON object")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    size = args.k if args.topology == "fattree" else math.isqrt(args.switches)
+    wl = generate(args.topology, size, args.rules, seed=args.seed, rule_ids=not args.no_rule_ids)
+
+    t0 = time.perf_counter()
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, wl.groups)
+    build_s = time.perf_counter() - t0
+
+    # Updates: delete a random entry, then add it back; both are timed.
+    upd = []
+    for e in rng.sample(wl.entries, min(len(wl.entries), args.updates // 2)):
+        dm = FlowMod(
+            "delete_strict",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            cookie=e.cookie,
+            cookie_mask=(1 << 64) - 1,
+        )
+        am = FlowMod(
+            "add",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            e.instructions,
+            cookie=e.cookie,
+            rule_id=e.rule_id,
+        )
+        for fm in (dm, am):
+            t = time.perf_counter()
+            model.apply(fm)
+            upd.append((time.perf_counter() - t) * 1e6)
+
+    # Lookups: a header of a random prefix, sampled where it leaves the network.
+    nets = sorted(wl.prefixes)
+    samples = []
+    for _ in range(args.lookups):
+        net = rng.choice(nets)
+        h = {"eth_type": 0x0800, "ipv4_dst": net | rng.randrange(1, 255), "ipv4_src": rng.choice(nets) | 7,
+             "ip_proto": 6, "tp_dst": 80, "tp_src": rng.randrange(1024, 65535)}  # fmt: skip
+        samples.append((wl.hosts[wl.prefixes[net]], h))
+    look = []
+    answered = 0
+    for egress, h in samples:
+        t = time.perf_counter()
+        answered += bool(model.expected(egress, h))
+        look.append((time.perf_counter() - t) * 1e6)
+
+    edges = wl.topo.edge_ports()
+    corp = []
+    for _ in range(20):
+        i, e = rng.sample(edges, 2)
+        t = time.perf_counter()
+        model.corpus(i, e)
+        corp.append((time.perf_counter() - t) * 1e3)
+
+    out = {
+        "topology": args.topology if args.topology == "fattree" else f"grid{args.switches}",
+        "switches": len(wl.topo.switches),
+        "rules": model.rule_count(),
+        "rule_ids": not args.no_rule_ids,
+        "classes": model.class_count(),
+        "build_s": round(build_s, 3),
+        "updates": len(upd),
+        "update_us_p50": round(pct(upd, 50), 1),
+        "update_us_p99": round(pct(upd, 99), 1),
+        "update_us_avg": round(sum(upd) / len(upd), 1),
+        "lookup_us_p50": round(pct(look, 50), 2),
+        "lookup_us_p99": round(pct(look, 99), 2),
+        "lookups_answered": answered / len(look),
+        "corpus_ms": round(median(corp), 3),
+        "loops": len(model.loops()),
+        "rss_mb": rss_mb(),
+    }
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()
