@@ -165,7 +165,7 @@ def generate(
     # destination class in two: the cross-product that atomic predicates pay for).
     nets = sorted(wl.prefixes)
     for h in host_names:
-        dpid, port = hosts[h]
+        dpid = hosts[h][0]
         own = [n for n in nets if wl.prefixes[n] == h]
         for _ in range(acls):
             ident += 1
@@ -182,7 +182,7 @@ def generate(
                     dpid,
                     0,
                     ACL_PRIORITY,
-                    Match.build(fields, in_port=port),
+                    Match.build(fields),
                     Instructions(()),
                     cookie=0x20,
                     rule_id=ident if rule_ids else 0,

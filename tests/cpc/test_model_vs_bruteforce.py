@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
@@ -44,10 +45,8 @@ def run_flowmods(topo, groups, fms):
     for fm in fms:
         if fm.command == "add" and not unique_priorities(model, fm):
             continue
-        try:
+        with contextlib.suppress(ModelError):
             model.apply(fm)
-        except ModelError:
-            pass
     return model
 
 

@@ -156,12 +156,13 @@ def test_hidden_rule_same_path(tmp_path, net) -> None:
 
 def test_hidden_rule_admits_dropped_traffic(tmp_path, net) -> None:
     wl, m = net
+    # The generator's ACLs protect one of a host's prefixes at the host's edge switch.
     acl = next(e for e in m.entries() if e.priority == workloads.ACL_PRIORITY)
     src, _ = acl.match.get("ipv4_src")
     proto, _ = acl.match.get("ip_proto")
     dport, _ = acl.match.get("tp_dst")
-    ingress = (acl.dpid, acl.match.in_port)
-    dst_net = next(n for n in sorted(wl.prefixes) if wl.hosts[wl.prefixes[n]][0] != acl.dpid)
+    dst_net, _ = acl.match.get("ipv4_dst")
+    ingress = next(p for p in wl.topo.edge_ports() if p[0] != acl.dpid)
     h = parse_header("")
     h.update(
         eth_type=0x0800,
