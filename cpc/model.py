@@ -400,6 +400,15 @@ class Model:
             return []
         return [e for e, hdr, _ in lst if hdr is None or self.space.contains(hdr, header)]
 
+    def expected_for_class(self, cls: int, egress: Port) -> tuple[list[Expected], bool]:
+        """The answers for a whole class at egress, and whether they hold for every header of it.
+
+        They do unless a set_field rewrote the header on the way; then call expected().
+        Answers are valid for the current `version` only: class ids are reused.
+        """
+        lst = self._expect.get(cls, {}).get(egress, [])
+        return [e for e, _, _ in lst], all(hdr is None for _, hdr, _ in lst)
+
     def trace(self, ingress: Port, header) -> list[Delivery]:
         """What happens to one concrete header sent in at ingress."""
         if ingress[0] not in self.topo.switches:
