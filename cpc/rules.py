@@ -66,10 +66,10 @@ class Match:
 
     def check_prerequisites(self) -> None:
         names = {f for f, _, _ in self.fields}
-        if names & (IP_FIELDS | TP_FIELDS) and self.get("eth_type") != (0x0800, 0xFFFF):
-            raise ModelError("IPv4 fields need eth_type=0x0800 ('ip') in the same match")
         if names & TP_FIELDS and self.get("ip_proto") not in ((6, 0xFF), (17, 0xFF)):
             raise ModelError("transport ports need ip_proto=6 or 17 ('tcp' or 'udp')")
+        if names & (IP_FIELDS | TP_FIELDS) and self.get("eth_type") != (0x0800, 0xFFFF):
+            raise ModelError("IPv4 fields need eth_type=0x0800 ('ip') in the same match")
 
     def overlaps(self, other: Match) -> bool:
         if self.in_port is not None and other.in_port is not None and self.in_port != other.in_port:
