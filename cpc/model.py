@@ -131,6 +131,7 @@ class Model:
             if isinstance(it, Group):
                 self._check_switch(it.dpid, it.source)
                 self._groups[(it.dpid, it.group_id)] = it
+        self.walker.plans.clear()
         n = 0
         for it in items:
             if isinstance(it, FlowEntry):
@@ -147,6 +148,7 @@ class Model:
         """Bulk-add entries and groups without walking, then build once."""
         for g in groups:
             self._groups[(g.dpid, g.group_id)] = g
+        self.walker.plans.clear()
         for e in entries:
             self._add(e, check_overlap=False)
         self.build()
@@ -177,10 +179,12 @@ class Model:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
         self._groups[(group.dpid, group.group_id)] = group
+        self.walker.plans.clear()
         return self._commit(extra=self._group_users.get((group.dpid, group.group_id), set()))
 
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
+        self.walker.plans.clear()
         return self._commit(extra=self._group_users.get((dpid, group_id), set()))
 
     def port_status(self, dpid: int, port: int, up: bool) -> Update:

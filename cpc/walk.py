@@ -43,12 +43,13 @@ class State:
     action_set: tuple = ()
     alternative: bool = False
     rewritten: bool = False
+    nrules: int = 0  # entries matched so far on the whole path (the CRC chain's length)
 
     def copy(self, **kw) -> State:
         s = State(
             self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
             self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
-            self.rewritten,
+            self.rewritten, self.nrules,
         )  # fmt: skip
         for k, v in kw.items():
             setattr(s, k, v)
@@ -65,6 +66,9 @@ class Outcome:
 
 @dataclass
 class WalkResult:
+    # Raw outcomes while walking: (ingress, kind, port, hops, vport, vrule, nrules, alternative,
+    # reason, final_ap, final_hdr, src, rewritten); turned into Outcome records at the end.
+    raw: list[tuple] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
@@ -86,6 +90,35 @@ class Walker:
         self.space = model.space
         self.topo = model.topo
         self._memo: dict | None = None
+        self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
+
+    def _plan(self, beh):
+        """Outputs of a behaviour that only outputs (directly or via groups), else None."""
+        try:
+            return self.plans[beh]
+        except KeyError:
+            pass
+        ins = beh.instructions
+        plan = None
+        if ins.goto is None and not ins.write and not ins.clear:
+            ports: list[tuple[int, bool]] = []
+            groups: list[tuple[int, int]] = []
+            for a in ins.apply:
+                if a[0] == "output":
+                    ports.append((a[1], False))
+                elif a[0] == "group":
+                    g = self.m.group(beh.dpid, a[1])
+                    if g is None or not all(len(b) == 1 and b[0][0] == "output" for b in g.buckets):
+                        break
+                    groups.append((beh.dpid, a[1]))
+                    alt = g.type == "select" and len(g.buckets) > 1
+                    ports += [(b[0][1], alt) for b in g.buckets]
+                else:
+                    break
+            else:
+                plan = (tuple(ports), tuple(groups))
+        self.plans[beh] = plan
+        return plan
 
     def walk(self, ap: int, ingresses, hdr=None, local: bool = False) -> WalkResult:
         res = WalkResult()
@@ -97,6 +130,15 @@ class Walker:
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
         self._memo = None
+        res.outcomes = [
+            Outcome(
+                Delivery(ing, kind, (hops[-1].dpid, port) if kind == "egress" else None, hops, vport, vrule,
+                         reason, alt, rewritten),
+                final_ap, final_hdr, src,
+            )
+            for ing, kind, port, hops, vport, vrule, _n, alt, reason, final_ap, final_hdr, src, rewritten in res.raw
+        ]  # fmt: skip
+        res.raw = []
         return res
 
     # --- one switch -------------------------------------------------------------------------
@@ -121,23 +163,24 @@ class Walker:
         self._switch_direct(sub, fresh, local)
         res.through |= sub.through
         res.groups |= sub.groups
-        if any(o.delivery.kind == "loop" or o.delivery.rewritten for o in sub.outcomes):
+        if any(r[1] == "loop" or r[12] for r in sub.raw):
             return None
-        return [(o, sum(len(h.rules) for h in o.delivery.hops)) for o in sub.outcomes]
+        return sub.raw
 
     @staticmethod
     def _compose(res: WalkResult, st: State, suffix) -> None:
-        vport, vrule, hops, alt = st.vport, st.vrule, st.hops, st.alternative
-        append = res.outcomes.append
-        for o, nrules in suffix:
-            d = o.delivery
-            append(Outcome(d._replace(
-                ingress=st.ingress,
-                hops=hops + d.hops,
-                verify_port=vport | d.verify_port,
-                verify_rule=d.verify_rule ^ crc_hqx(_ZEROS[nrules], vrule),
-                alternative=alt or d.alternative,
-            ), o.final_ap, None, None))  # fmt: skip
+        ing, vport, vrule, hops, alt, n0 = (
+            st.ingress,
+            st.vport,
+            st.vrule,
+            st.hops,
+            st.alternative,
+            st.nrules,
+        )
+        append = res.raw.append
+        for _i, kind, port, h, vp, vr, n, a, reason, fap, _fh, _src, _rw in suffix:
+            append((ing, kind, port, hops + h, vport | vp, vr ^ crc_hqx(_ZEROS[n], vrule), n0 + n,
+                    alt or a, reason, fap, None, None, False))  # fmt: skip
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         key = (st.dpid, st.in_port, st.ap)
@@ -148,6 +191,23 @@ class Walker:
             )
             return
         st.visited = st.visited | {key}
+        beh = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
+        plan = self._plan(beh) if beh is not None else None
+        if plan is not None:  # fast path: a table-0 entry that only outputs
+            st.vport |= self.m.port_bits(st.dpid, st.in_port)
+            st.vrule = crc_hqx(beh.ur, st.vrule)
+            st.rules = (beh.ref,)
+            st.nrules += 1
+            ports, groups = plan
+            res.groups.update(groups)
+            for port, alt in ports:
+                self._output(
+                    res,
+                    st.copy(alternative=True) if alt and not st.alternative else st,
+                    port,
+                    local,
+                )
+            return
         st.action_set = ()
         self._table(res, st, 0, local)
 
@@ -159,6 +219,7 @@ class Walker:
         st.vport |= self.m.port_bits(st.dpid, st.in_port)
         st.vrule = crc_hqx(beh.ur, st.vrule)
         st.rules = st.rules + (beh.ref,)
+        st.nrules += 1
         ins = beh.instructions
 
         def after_apply(s: State) -> None:
@@ -274,18 +335,10 @@ class Walker:
     def _end(self, res, st: State, kind: str, port, reason: str, hop: Hop | None = None) -> None:
         if hop is None:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
-        d = Delivery(
-            ingress=st.ingress,
-            kind=kind,
-            egress=(st.dpid, port) if kind == "egress" else None,
-            hops=st.hops + (hop,),
-            verify_port=st.vport,
-            verify_rule=st.vrule,
-            reason=reason,
-            alternative=st.alternative,
-            rewritten=st.rewritten,
-        )
-        res.outcomes.append(Outcome(d, st.ap, st.hdr if st.rewritten else None, st.src))
+        res.raw.append((
+            st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.nrules, st.alternative,
+            reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten,
+        ))  # fmt: skip
 
 
 _UNSET = object()
