@@ -1,0 +1,594 @@
+"""Importer of the Stanford backbone dataset (routers, ACLs, update trace) into the model.
+
+    net = load("/work/shared/datasets/stanford")
+    model = Model(net.topo)
+    model.add_entries([], net.groups)          # the VLAN groups, then one (empty) build
+    for upd in net.updates:
+        for fm in net.flowmods(upd):           # one trace line may be several FlowMods
+            model.apply(fm)
+    net.write("stanford.yaml", "stanford.jsonl", "stanford-ports.json")
+
+The dataset format is described in datasets/README.md; docs/stanford.md says how each
+part of it becomes OpenFlow. In short:
+
+* Every router and every ACL element (`<router>_<acl>_<port>_<in|out>` in topo.txt) is a
+  switch. Routers get dpids 1..n in sorted name order, ACL elements the following ones.
+* Links in topo.txt are directed and a router interface may lead to several devices (a
+  shared segment). OpenFlow links are point-to-point and bidirectional, so an interface
+  gets one OpenFlow port per device it is linked with, named `IFACE|DEV:PORT`; an
+  interface linked with exactly one device (in both directions, or in one and not an
+  edge) keeps its plain name. Output to an interface outputs to every port of it that
+  leads somewhere in topo.txt (several output actions).
+* Edge ports (the exits and entries of the network): `self` on every router; a router
+  interface with no outgoing link (its traffic leaves the network) or no incoming link
+  (traffic from outside enters there) gets an edge port named after the interface; an
+  ACL element's `inport` that nothing feeds, and its `permit` that leads nowhere, are
+  edge ports too (they are the host-facing ends of ACL chains).
+* OpenFlow port numbers: per device, 1..n in sorted order of the port names.
+* `vlanN` outputs use an ALL group with group id N on that router, one bucket per port.
+* Forwarding rules: eth_type=ip, ipv4_dst=prefix, priority = the dataset's priority
+  (the prefix length).
+* ACL rules: inverse masks become OpenFlow masks, `any`/`null` no constraint, protocol
+  and port ranges are expanded into the minimal set of value/mask entries (same
+  priority, same actions, same rule id). Permit outputs to `permit`, deny drops, and a
+  table-miss drops. Priority: see `acl_priorities`.
+* Every distinct rule of the trace gets a rule id (set_verify_rule:ID), in order of its
+  first appearance, as pazzd's proxy would give; `rule_ids=False` leaves them out.
+
+Errors name the file and the line: StanfordError("topo.txt:12: ...").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
+from .topology import Topology
+
+ETH_IP = (0x0800, 0xFFFF)
+IFACE_PORTS = ("inport", "permit")  # the two ports of an ACL element
+
+
+class StanfordError(ModelError):
+    """A malformed or inconsistent dataset line; the message starts with `path:line:`."""
+
+
+@dataclass(frozen=True)
+class FwdRule:
+    router: str
+    prefix: int
+    plen: int
+    port: str  # interface, vlanN or self
+    priority: int
+
+    def key(self) -> tuple:
+        return ("fwd", self.router, self.prefix, self.plen, self.port, self.priority)
+
+
+@dataclass(frozen=True)
+class AclRule:
+    acl: str  # <router>_<acl name>, as in the update lines
+    permit: bool
+    proto: tuple[int, int]
+    src: tuple[int, int] | None  # (value, mask) or None for any
+    sport: tuple[int, int] | None  # (lo, hi) or None
+    dst: tuple[int, int] | None
+    dport: tuple[int, int] | None
+    priority: int
+    text: str  # the rule text after the element name, for identity
+
+    def key(self) -> tuple:
+        return ("acl", self.acl, self.text)
+
+
+@dataclass(frozen=True)
+class Update:
+    op: str  # "+" or "-"
+    rule: FwdRule | AclRule
+    source: str  # "updates:12"
+
+
+@dataclass
+class Stanford:
+    """The imported network: topology, port names, groups and the parsed update trace."""
+
+    topo: Topology
+    routers: list[str]
+    dpid_of: dict[str, int]
+    elements: dict[str, list[str]]  # ACL (router_acl) -> element devices applying it
+    port_of: dict[tuple[str, str], int]  # (device, port name) -> OpenFlow port
+    port_info: dict[tuple[int, int], tuple[str, str, tuple[str, str] | None]]
+    send: dict[tuple[str, str], tuple[int, ...]]  # (device, iface) -> ports to output to
+    vlans: dict[tuple[str, str], list[str]]  # (router, vlanN) -> member interfaces
+    groups: list[Group]
+    updates: list[Update]
+    acl_priority: dict[tuple, int] = field(default_factory=dict)  # rule key -> effective
+    rule_id: dict[tuple, int] = field(default_factory=dict)  # rule key -> rule id
+    rule_ids: bool = True
+    inject: dict[str, int] = field(default_factory=dict)  # router -> extra edge port (tests)
+
+    # --- rules ------------------------------------------------------------------------------
+    def entries(self, rule: FwdRule | AclRule) -> list[FlowEntry]:
+        """The flow entries of one dataset rule (several for an ACL on several interfaces)."""
+        rid = self.rule_id.get(rule.key(), 0) if self.rule_ids else 0
+        if isinstance(rule, FwdRule):
+            dpid = self.dpid_of[rule.router]
+            mask = (0xFFFFFFFF << (32 - rule.plen)) & 0xFFFFFFFF
+            m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
+            if rule.port.startswith("vlan"):
+                ins = Instructions((("group", int(rule.port[4:])),))
+            else:
+                ins = Instructions(
+                    tuple(("output", p) for p in self.send[(rule.router, rule.port)])
+                )
+            return [FlowEntry(dpid, 0, rule.priority, m, ins, rule_id=rid)]
+        prio = self.acl_priority[rule.key()]
+        matches = acl_matches(rule)
+        out = []
+        for el in self.elements[rule.acl]:
+            dpid = self.dpid_of[el]
+            if rule.permit:
+                ins = Instructions(tuple(("output", p) for p in self.send[(el, "permit")]))
+            else:
+                ins = Instructions()
+            out += [FlowEntry(dpid, 0, prio, m, ins, rule_id=rid) for m in matches]
+        return out
+
+    def flowmods(self, upd: Update) -> list[FlowMod]:
+        """The FlowMods of one trace line: adds for '+', strict deletes for '-'."""
+        out = []
+        for e in self.entries(upd.rule):
+            if upd.op == "+":
+                fm = FlowMod("add", e.dpid, 0, e.priority, e.match, e.instructions)
+                fm.rule_id = e.rule_id
+            else:
+                fm = FlowMod("delete_strict", e.dpid, 0, e.priority, e.match)
+            fm.source = upd.source
+            out.append(fm)
+        return out
+
+    def present(self, upto: int | None = None) -> list[FwdRule | AclRule]:
+        """The dataset rules installed after the first `upto` updates (all: None)."""
+        cur: dict[tuple, FwdRule | AclRule] = {}
+        for upd in self.updates[:upto]:
+            if upd.op == "+":
+                cur[upd.rule.key()] = upd.rule
+            else:
+                cur.pop(upd.rule.key(), None)
+        return list(cur.values())
+
+    def inserted(self) -> list[FwdRule | AclRule]:
+        """The rules present when the inserts are over (before the first delete)."""
+        n = next((i for i, u in enumerate(self.updates) if u.op == "-"), len(self.updates))
+        return self.present(n)
+
+    def entries_of(self, rules) -> list[FlowEntry]:
+        return [e for r in rules for e in self.entries(r)]
+
+    # --- names ------------------------------------------------------------------------------
+    def port_label(self, p: tuple[int, int]) -> str:
+        """'device iface' (plus '-> dev:port' for a port of a shared interface)."""
+        dev, iface, peer = self.port_info[p]
+        return f"{dev} {iface}" + (f" -> {peer[0]}:{peer[1]}" if peer else "")
+
+    # --- files ------------------------------------------------------------------------------
+    def topology_yaml(self) -> str:
+        """The topology in cpc.topology's YAML, with the interface names of every port."""
+        t = self.topo
+        data = {
+            "switches": [
+                {"name": s.name, "dpid": s.dpid, "ports": dict(sorted(s.ports.items()))}
+                for s in sorted(t.switches.values(), key=lambda s: s.dpid)
+            ],
+            "links": [
+                [t.port_name(a), t.port_name(b)] for a, b in sorted(t.links.items()) if a < b
+            ],
+            "edge": [{"port": t.port_name(p), "name": n} for p, n in sorted(t.edges.items())],
+        }
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=1000)
+
+    def write(self, topo_path, rules_path, ports_path=None, rules=None) -> int:
+        """Write the topology YAML, the rule JSON lines (default: the rules present after
+        the inserts) and optionally the port map JSON. Returns the number of flows."""
+        from .ofctl import format_flow
+
+        Path(topo_path).write_text(self.topology_yaml())
+        entries = self.entries_of(self.inserted() if rules is None else rules)
+        with open(rules_path, "w") as f:
+            for g in self.groups:
+                buckets = ",".join(
+                    "bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets
+                )
+                text = f"group_id={g.group_id},type={g.type},{buckets}"
+                f.write(json.dumps({"dpid": g.dpid, "group": text}) + "\n")
+            for e in entries:
+                f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+        if ports_path is not None:
+            doc = {
+                dev: {name: port for (d, name), port in sorted(self.port_of.items()) if d == dev}
+                for dev in sorted(self.dpid_of, key=self.dpid_of.get)
+            }
+            Path(ports_path).write_text(json.dumps(doc, indent=1) + "\n")
+        return len(entries)
+
+
+# --- ranges and masks --------------------------------------------------------------------------
+def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
+    """The minimal list of disjoint (value, mask) prefixes covering exactly lo..hi."""
+    if not 0 <= lo <= hi < 1 << width:
+        raise ValueError(f"range {lo}..{hi} is not within 0..{(1 << width) - 1}")
+    full = (1 << width) - 1
+    out = []
+    while lo <= hi:
+        size = lo & -lo if lo else 1 << width  # largest aligned block starting at lo
+        while size > hi - lo + 1:
+            size >>= 1
+        out.append((lo, full & ~(size - 1)))
+        lo += size
+    return out
+
+
+def acl_matches(rule: AclRule) -> list[Match]:
+    """The OpenFlow matches of one ACL rule: the product of its range expansions."""
+    base: dict[str, tuple[int, int]] = {"eth_type": ETH_IP}
+    if rule.src is not None:
+        base["ipv4_src"] = rule.src
+    if rule.dst is not None:
+        base["ipv4_dst"] = rule.dst
+    protos = [None] if rule.proto == (0, 255) else range_to_masks(*rule.proto, 8)
+    sports = [None] if rule.sport in (None, (0, 0xFFFF)) else range_to_masks(*rule.sport, 16)
+    dports = [None] if rule.dport in (None, (0, 0xFFFF)) else range_to_masks(*rule.dport, 16)
+    out = []
+    for pr in protos:
+        for sp in sports:
+            for dp in dports:
+                v = dict(base)
+                if pr is not None:
+                    v["ip_proto"] = pr
+                if sp is not None:
+                    v["tp_src"] = sp
+                if dp is not None:
+                    v["tp_dst"] = dp
+                out.append(Match.build(v))
+    return out
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+def _err(path: Path, no: int, msg: str) -> StanfordError:
+    return StanfordError(f"{path}:{no}: {msg}")
+
+
+def _int(text: str, what: str, lo: int, hi: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} {v} is out of range {lo}..{hi}")
+    return v
+
+
+def _addr(addr: str, wildcard: str, what: str) -> tuple[int, int] | None:
+    if addr in ("any", "null"):
+        return None
+    try:
+        value = int(ipaddress.IPv4Address(addr))
+        wc = 0 if wildcard == "null" else int(ipaddress.IPv4Address(wildcard))
+    except ValueError:
+        raise ValueError(f"{what} {addr} {wildcard} is not an address and wildcard") from None
+    mask = ~wc & 0xFFFFFFFF
+    return (value & mask, mask) if mask else None
+
+
+def _range(lo: str, hi: str, width: int, what: str) -> tuple[int, int] | None:
+    """Cisco port/protocol range; `null` low: any; `null` high: up to the maximum."""
+    top = (1 << width) - 1
+    if lo in ("null", "any"):
+        return None
+    a = _int(lo, what, 0, top)
+    b = top if hi == "null" else _int(hi, what, 0, top)
+    if a > b:
+        raise ValueError(f"{what} range {a}..{b} is empty")
+    return (a, b)
+
+
+def parse_acl(tokens: list[str]) -> AclRule:
+    """Tokens after '+|- acl': element access-list NAME permit|deny proto.. src.. dst.. prio."""
+    if len(tokens) != 15 or tokens[1] != "access-list":
+        raise ValueError(
+            "an ACL line is 'acl ELEMENT access-list NAME permit|deny PROTO_LO PROTO_HI SRC "
+            "SRC_WC SPORT_LO SPORT_HI DST DST_WC DPORT_LO DPORT_HI PRIORITY'"
+        )
+    acl, _, _name, action = tokens[:4]
+    if action not in ("permit", "deny"):
+        raise ValueError(f"ACL action {action!r} is not permit or deny")
+    proto = _range(tokens[4], tokens[5], 8, "protocol") or (0, 255)
+    src = _addr(tokens[6], tokens[7], "source")
+    sport = _range(tokens[8], tokens[9], 16, "source port")
+    dst = _addr(tokens[10], tokens[11], "destination")
+    dport = _range(tokens[12], tokens[13], 16, "destination port")
+    prio = _int(tokens[14], "priority", 0, 0xFFFF)
+    for rng in (sport, dport):
+        if rng not in (None, (0, 0xFFFF)) and proto not in ((6, 6), (17, 17)):
+            raise ValueError(
+                "transport ports need protocol 6 or 17 exactly (OpenFlow has no ports otherwise)"
+            )
+    return AclRule(
+        acl, action == "permit", proto, src, sport, dst, dport, prio, " ".join(tokens[1:])
+    )
+
+
+def parse_fwd(tokens: list[str]) -> FwdRule:
+    """Tokens after '+|- fwd': router dst plen port priority."""
+    if len(tokens) != 5:
+        raise ValueError("a forwarding line is 'fwd ROUTER DST PREFIXLEN PORT PRIORITY'")
+    router, dst, plen, port, prio = tokens
+    return FwdRule(
+        router,
+        _int(dst, "destination", 0, 0xFFFFFFFF),
+        _int(plen, "prefix length", 0, 32),
+        port,
+        _int(prio, "priority", 0, 0xFFFF),
+    )
+
+
+def _lines(path: Path):
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise StanfordError(f"{path}: {e.strerror}") from None
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.split("#", 1)[0].strip()
+        if s:
+            yield no, s.split()
+
+
+def is_element(name: str) -> bool:
+    return name.endswith(("_in", "_out"))
+
+
+def acl_of_element(name: str) -> str:
+    """'coza_rtr_120_te2/3_in' -> 'coza_rtr_120'."""
+    return name.rsplit("_", 2)[0]
+
+
+def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = False) -> Stanford:
+    """Import a dataset directory (topo.txt, vlan.txt, updates).
+
+    inject_ports adds one extra edge port named `inject` on every router, to send test
+    packets in "at the router" (it changes no rule).
+    """
+    d = Path(directory)
+    topo_path, vlan_path, upd_path = d / "topo.txt", d / "vlan.txt", d / "updates"
+
+    # Directed links.
+    outs: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    ins: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    devices: set[str] = set()
+    for no, t in _lines(topo_path):
+        if len(t) != 4:
+            raise _err(topo_path, no, "a link is 'DEVICE PORT DEVICE PORT'")
+        a, b = (t[0], t[1]), (t[2], t[3])
+        for dev, port in (a, b):
+            if is_element(dev) and port not in IFACE_PORTS:
+                raise _err(topo_path, no, f"ACL element {dev} has no port {port!r}")
+        if a == b:
+            raise _err(topo_path, no, "a link from a port to itself")
+        devices.update((t[0], t[2]))
+        outs[a].add(b)
+        ins[b].add(a)
+    routers = sorted(x for x in devices if not is_element(x))
+    element_names = sorted(x for x in devices if is_element(x))
+    elements: dict[str, list[str]] = defaultdict(list)
+    for el in element_names:
+        elements[acl_of_element(el)].append(el)
+    known = set(routers)
+    ifaces: dict[str, set[str]] = {r: {"self"} for r in routers}
+    for el in element_names:
+        ifaces[el] = set(IFACE_PORTS)
+    for dev, port in list(outs) + list(ins):
+        ifaces[dev].add(port)
+
+    # VLANs.
+    vlans: dict[tuple[str, str], list[str]] = {}
+    if vlan_path.exists():
+        for no, t in _lines(vlan_path):
+            if len(t) < 3 or not t[1].startswith("vlan") or not t[1][4:].isdigit():
+                raise _err(vlan_path, no, "a VLAN line is 'ROUTER vlanN PORT PORT ...'")
+            if t[0] not in known:
+                raise _err(vlan_path, no, f"unknown device {t[0]!r} (not a router in topo.txt)")
+            if (t[0], t[1]) in vlans:
+                raise _err(vlan_path, no, f"{t[0]} {t[1]} is defined twice")
+            vlans[(t[0], t[1])] = sorted(set(t[2:]))
+            ifaces[t[0]].update(t[2:])
+
+    # The update trace.
+    updates: list[Update] = []
+    for no, t in _lines(upd_path):
+        where = f"{upd_path.name}:{no}"
+        try:
+            if len(t) < 2 or t[0] not in "+-" or len(t[0]) != 1:
+                raise ValueError("an update starts with '+' or '-' and 'fwd' or 'acl'")
+            if t[1] == "fwd":
+                rule = parse_fwd(t[2:])
+                if rule.router not in known:
+                    raise ValueError(f"unknown device {rule.router!r} (not a router in topo.txt)")
+                if rule.port.startswith("vlan") and rule.port[4:].isdigit():
+                    if (rule.router, rule.port) not in vlans:
+                        raise ValueError(f"{rule.router} has no {rule.port} in vlan.txt")
+                elif rule.port != "self":
+                    ifaces[rule.router].add(rule.port)
+            elif t[1] == "acl":
+                rule = parse_acl(t[2:])
+                if rule.acl not in elements:
+                    raise ValueError(f"unknown device {rule.acl!r} (no ACL element in topo.txt)")
+            else:
+                raise ValueError(f"unknown update type {t[1]!r} (fwd or acl)")
+        except ValueError as e:
+            raise _err(upd_path, no, str(e)) from None
+        updates.append(Update(t[0], rule, where))
+
+    # Ports: one per linked device of an interface, plus an edge port where needed.
+    dpid_of = {name: i for i, name in enumerate(routers + element_names, 1)}
+    port_names: dict[str, dict[str, tuple[str, tuple[str, str] | None]]] = {}
+    edge_names: dict[tuple[str, str], str] = {}  # (device, port name) -> what it faces
+    link_port: dict[tuple[tuple[str, str], tuple[str, str]], str] = {}  # (end, peer) -> name
+    for dev in routers + element_names:
+        names: dict[str, tuple[str, tuple[str, str] | None]] = {}
+        for iface in sorted(ifaces[dev]):
+            end = (dev, iface)
+            o, i = outs.get(end, set()), ins.get(end, set())
+            peers = sorted(o | i)
+            if is_element(dev):
+                needs_edge = (iface == "inport" and not i) or (iface == "permit" and not o)
+            else:
+                needs_edge = iface == "self" or not o or not i
+            if inject_ports and iface == "self":
+                names["inject"] = ("inject", None)
+                edge_names[(dev, "inject")] = f"{dev} (test injection)"
+            if needs_edge:
+                names[iface] = (iface, None)
+                edge_names[(dev, iface)] = f"{dev} {iface}"
+            for peer in peers:
+                pname = (
+                    iface if len(peers) == 1 and not needs_edge else f"{iface}|{peer[0]}:{peer[1]}"
+                )
+                names[pname] = (iface, peer)
+                link_port[(end, peer)] = pname
+        port_names[dev] = names
+
+    topo = Topology()
+    port_of: dict[tuple[str, str], int] = {}
+    port_info: dict[tuple[int, int], tuple[str, str, tuple[str, str] | None]] = {}
+    for dev, names in port_names.items():
+        dpid = dpid_of[dev]
+        ordered = sorted(names)
+        sw = topo.add_switch(dpid, dev)
+        for num, pname in enumerate(ordered, 1):
+            sw.ports[num] = pname
+            port_of[(dev, pname)] = num
+            iface, peer = names[pname]
+            port_info[(dpid, num)] = (dev, iface, peer)
+    done = set()
+    for (end, peer), pname in sorted(link_port.items()):
+        if (peer, end) in done:
+            continue
+        done.add((end, peer))
+        a = (dpid_of[end[0]], port_of[(end[0], pname)])
+        b = (dpid_of[peer[0]], port_of[(peer[0], link_port[(peer, end)])])
+        topo.add_link(a, b)
+    for (dev, pname), what in sorted(edge_names.items()):
+        topo.add_edge((dpid_of[dev], port_of[(dev, pname)]), what)
+
+    send: dict[tuple[str, str], tuple[int, ...]] = {}
+    for dev in routers + element_names:
+        for iface in ifaces[dev]:
+            o = outs.get((dev, iface))
+            if o:
+                send[(dev, iface)] = tuple(
+                    sorted(port_of[(dev, link_port[((dev, iface), p)])] for p in o)
+                )
+            elif (dev, iface) in port_of:
+                send[(dev, iface)] = (port_of[(dev, iface)],)
+    groups = [
+        Group(
+            dpid_of[r],
+            int(v[4:]),
+            "all",
+            tuple((("output", p),) for m in members for p in send[(r, m)]),
+        )
+        for (r, v), members in sorted(vlans.items())
+    ]
+    net = Stanford(
+        topo=topo,
+        routers=routers,
+        dpid_of=dpid_of,
+        elements=dict(elements),
+        port_of=port_of,
+        port_info=port_info,
+        send=send,
+        vlans=vlans,
+        groups=groups,
+        updates=updates,
+        rule_ids=rule_ids,
+        inject={r: port_of[(r, "inject")] for r in routers} if inject_ports else {},
+    )
+    net.acl_priority = acl_priorities(updates, upd_path)
+    for upd in updates:
+        net.rule_id.setdefault(upd.rule.key(), len(net.rule_id) + 1)
+    return net
+
+
+def acl_priorities(updates: list[Update], path: Path | str = "updates") -> dict[tuple, int]:
+    """Effective OpenFlow priorities of the ACL rules of a trace.
+
+    Per ACL, the distinct rules are put in first-match order: dataset priority
+    descending, then order of first appearance in the trace. Walking that order, each
+    rule gets min(its priority, previous effective priority - 1). A rule keeps its
+    dataset priority unless it shares it with an earlier line (then it and the ones
+    after it move down just enough to stay strictly ordered). Below 0 is an error.
+    """
+    per_acl: dict[str, list[tuple[int, int, AclRule, str]]] = defaultdict(list)
+    seen: set[tuple] = set()
+    for i, upd in enumerate(updates):
+        r = upd.rule
+        if isinstance(r, AclRule) and r.key() not in seen:
+            seen.add(r.key())
+            per_acl[r.acl].append((-r.priority, i, r, upd.source))
+    out: dict[tuple, int] = {}
+    for rules in per_acl.values():
+        prev = None
+        for _, _, r, src in sorted(rules, key=lambda x: (x[0], x[1])):
+            eff = r.priority if prev is None else min(r.priority, prev - 1)
+            if eff < 0:
+                raise StanfordError(
+                    f"{Path(path).parent / src}: too many ACL lines share low priorities "
+                    "to keep their order within OpenFlow priorities"
+                )
+            out[r.key()] = eff
+            prev = eff
+    return out
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write a Stanford dataset as model files.")
+    ap.add_argument("dataset", help="directory with topo.txt, vlan.txt, updates")
+    ap.add_argument("--topology", required=True, help="topology YAML to write")
+    ap.add_argument("--rules", required=True, help="rule JSON lines to write")
+    ap.add_argument("--ports", help="port map JSON to write (device -> interface -> port)")
+    ap.add_argument("--no-rule-ids", action="store_true")
+    args = ap.parse_args(argv)
+    net = load(args.dataset, rule_ids=not args.no_rule_ids)
+    n = net.write(args.topology, args.rules, args.ports)
+    print(f"{len(net.topo.switches)} switches, {n} flows, {len(net.groups)} groups")
+
+
+if __name__ == "__main__":
+    main()
+
+
+def loop_cycles(model) -> set[tuple[tuple[int, int], ...]]:
+    """The distinct forwarding loops of a model, each as its cycle of (dpid, in_port).
+
+    A loop outcome of a walk ends at a (switch, in_port) that its path entered before;
+    the cycle is the part of the path from that first entry on, rotated to start at its
+    smallest (dpid, in_port). Walks of many classes and ingresses that run into the same
+    cycle count once.
+    """
+    cycles = set()
+    for lp in model.loops():
+        hops = lp.delivery.hops
+        last = (hops[-1].dpid, hops[-1].in_port)
+        start = next(i for i, h in enumerate(hops) if (h.dpid, h.in_port) == last)
+        cyc = [(h.dpid, h.in_port) for h in hops[start:-1]]
+        k = cyc.index(min(cyc))
+        cycles.add(tuple(cyc[k:] + cyc[:k]))
+    return cycles
