@@ -321,6 +321,7 @@ class Model:
         self._pairs.clear()
         for ap in list(self.part.bdd_of):
             self._walk(ap)
+        self.part.forget_changes()
         self._built = True
         self.version += 1
         self._region = self.space.false
@@ -333,17 +334,25 @@ class Model:
         gone |= gone2
         reshaped |= reshaped2
         moved = (moved | moved2) - gone
-        dirty = set(moved) | set(extra)
+        full = set(extra)
         for ap in reshaped | gone | moved:
-            dirty |= self._through.pop(ap, set())
-        dirty -= gone
-        for ap in gone:
-            self._unwalk(ap)
+            full |= self._through.pop(ap, set())
+        dirty = (set(moved) | full) - gone
         if self._built:
-            for ap in dirty:
-                if ap in part.bdd_of:
-                    self._unwalk(ap)
-                    self._walk(ap)
+            # Plan every re-walk before touching the old walks: split-off classes read theirs.
+            plans = {
+                ap: None if ap in full else self._partial_plan(ap)
+                for ap in dirty
+                if ap in part.bdd_of
+            }
+            for ap in gone | dirty:
+                self._unwalk(ap)
+            for ap, plan in plans.items():
+                self._walk(ap, plan)
+        else:
+            for ap in gone:
+                self._unwalk(ap)
+        part.forget_changes()
         self.version += 1
         upd = Update(self.version, frozenset(dirty | gone), self._region)
         self._region = self.space.false
@@ -351,8 +360,45 @@ class Model:
             fn(upd)
         return upd
 
-    def _walk(self, ap: int) -> None:
-        res = self.walker.walk(ap, self._ingresses)
+    def _partial_plan(self, ap: int):
+        """(outcomes still valid, ingresses to walk again) for a class whose owners changed.
+
+        A walk depends only on the class's owners at the switches it visits, so the
+        outcomes of an ingress whose paths avoid every switch where the class moved stay
+        exactly as they were. None asks for a full walk.
+        """
+        base = self.part.origin.get(ap, ap)
+        old = self._walks.get(base)
+        if not old or any(o.delivery.rewritten for o in old):
+            return None
+        changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
+        redo: set[Port] = set()
+        for o in old:
+            ingress, hops = o.delivery.ingress, o.delivery.hops
+            if ingress not in redo:
+                for h in hops:
+                    if h.dpid in changed:
+                        redo.add(ingress)
+                        break
+        if base == ap:
+            keep = [o for o in old if o.delivery.ingress not in redo]
+        else:
+            keep = [
+                Outcome(o.delivery, ap, None, None) for o in old if o.delivery.ingress not in redo
+            ]
+        if base != ap:
+            for users in self._group_users.values():
+                if base in users:
+                    users.add(ap)
+        return keep, [i for i in self._ingresses if i in redo]
+
+    def _walk(self, ap: int, plan=None) -> None:
+        if plan is None:
+            res = self.walker.walk(ap, self._ingresses)
+        else:
+            keep, ingresses = plan
+            res = self.walker.walk(ap, ingresses)
+            res.outcomes = keep + res.outcomes
         self._walks[ap] = res.outcomes
         for t in res.through:
             self._through[t].add(ap)

@@ -51,6 +51,8 @@ class Partition:
         self.moved: set[int] = set()
         self.reshaped: set[int] = set()
         self.gone: set[int] = set()
+        self.changed_at: dict[int, set[int]] = defaultdict(set)  # class -> elements it moved at
+        self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
 
     def __len__(self) -> int:
         return len(self.bdd_of)
@@ -177,6 +179,9 @@ class Partition:
         self._by_sig[sig].add(new)
         self.moved.add(new)
         self.reshaped.add(ap)
+        self.origin[new] = self.origin.get(ap, ap)
+        if ap in self.changed_at:
+            self.changed_at[new] = set(self.changed_at[ap])
         return new
 
     def set_owner(self, ap: int, elem: int, key) -> None:
@@ -203,6 +208,7 @@ class Partition:
         self._sig[ap] = sig
         self._by_sig[sig].add(ap)
         self.moved.add(ap)
+        self.changed_at[ap].add(elem)
 
     def merge_alike(self, aps) -> None:
         """Merge each of aps into another class with exactly the same owners, if there is one."""
@@ -226,12 +232,19 @@ class Partition:
         self._by_sig[self._sig.pop(drop)].discard(drop)
         self._drop_id(drop)
         self.gone.add(drop)
+        self.changed_at[keep] |= self.changed_at.pop(drop, set())
+        self.origin.pop(drop, None)
         self.moved.discard(drop)
         self.reshaped.add(keep)
 
     def drain(self) -> tuple[set[int], set[int], set[int]]:
+        """The classes moved, reshaped and gone since the last drain (see also changed_at, origin)."""
         out = (self.moved - self.gone, self.reshaped - self.gone, self.gone)
         self.moved, self.reshaped, self.gone = set(), set(), set()
         self._free.extend(self._pending_free)
         self._pending_free.clear()
         return out
+
+    def forget_changes(self) -> None:
+        self.changed_at.clear()
+        self.origin.clear()

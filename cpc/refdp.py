@@ -57,7 +57,11 @@ class RefDataPlane:
             self._end(out, ingress, "loop", None, pkt, hops, Hop(dpid, in_port, (), None))
             return
         visited = visited | {state}
-        self._table(out, ingress, dpid, in_port, 0, pkt, hops, visited, (), {})
+        n0 = len(out)
+        last = self._table(out, ingress, dpid, in_port, 0, pkt, hops, visited, (), {})
+        if len(out) == n0:  # matched, but the actions send it nowhere
+            pkt, rules = last
+            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None))
 
     def _table(self, out, ingress, dpid, in_port, table, pkt, hops, visited, rules, aset) -> None:
         entry = next(
@@ -66,7 +70,7 @@ class RefDataPlane:
         )
         if entry is None:
             self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None))
-            return
+            return pkt, rules
         pkt = dict(pkt)
         pkt["vport"] = set_verify_port(pkt["vport"], dpid, in_port)
         pkt["vrule"] = set_verify_rule(
@@ -79,13 +83,15 @@ class RefDataPlane:
         for a in ins.write:
             aset[("set_field", a[1]) if a[0] == "set_field" else (a[0],)] = a
         if ins.goto is not None:
-            self._table(out, ingress, dpid, in_port, ins.goto, pkt, hops, visited, rules, aset)
-            return
+            return self._table(
+                out, ingress, dpid, in_port, ins.goto, pkt, hops, visited, rules, aset
+            )
         order = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
         acts = sorted(aset.values(), key=lambda a: order[a[0]])
         if any(a[0] == "group" for a in acts):
             acts = [a for a in acts if a[0] != "output"]
-        self._actions(out, ingress, dpid, in_port, acts, pkt, hops, visited, rules)
+        pkt = self._actions(out, ingress, dpid, in_port, acts, pkt, hops, visited, rules)
+        return pkt, rules
 
     def _actions(self, out, ingress, dpid, in_port, actions, pkt, hops, visited, rules):
         for a in actions:

@@ -191,6 +191,12 @@ class Walker:
             )
             return
         st.visited = st.visited | {key}
+        n0 = len(res.raw)
+        self._pipeline(res, st, local)
+        if len(res.raw) == n0:  # matched, but the actions send it nowhere: an explicit drop
+            self._end(res, st, "drop", None, "dropped by the entry's actions")
+
+    def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
         beh = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
         plan = self._plan(beh) if beh is not None else None
         if plan is not None:  # fast path: a table-0 entry that only outputs
