@@ -1,0 +1,844 @@
+"""The OpenFlow proxy: switches connect here, each gets its own upstream controller session.
+
+See docs/proxy.md for the behaviour and the API. One asyncio event loop runs everything;
+a `Session` is one switch connection plus its upstream connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+import ssl
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cpc.rules import FlowMod, ModelError
+from pazzd import openflow as of
+from pazzd.proxy.store import Entry, Store
+from pazzd.proxy.table import IntendedTable
+
+log = logging.getLogger("pazzd.proxy")
+
+REPLY_TYPES = {
+    of.OFP13: {1, 3, 6, 8, 19, 21, 25, 27},
+    of.OFP10: {1, 3, 6, 8, 17, 19},
+}
+MAX_TYPE = {of.OFP13: of.OFPT13_MAX_TYPE, of.OFP10: of.OFPT10_MAX_TYPE}
+MIN_LEN = {of.OFP13: of.MIN_LEN_13, of.OFP10: of.MIN_LEN_10}
+BARRIER_REQ = {of.OFP13: of.OFPT_BARRIER_REQUEST, of.OFP10: of.OFPT10_BARRIER_REQUEST}
+FULL64 = (1 << 64) - 1
+
+
+@dataclass
+class ProxyConfig:
+    """What the daemon configures. ssl contexts: server side for switches, client side for
+    the controller (None = plain TCP)."""
+
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 6653
+    controller_host: str = "127.0.0.1"
+    controller_port: int = 6633
+    db_path: str | None = None  # None: in memory (nothing survives a restart)
+    unique_ids: bool = True
+    audit_interval: float = 30.0  # seconds between audits of every switch; 0 = never
+    audit_delay: float = 2.0  # first audit after a switch connects
+    switch_ssl: ssl.SSLContext | None = None
+    controller_ssl: ssl.SSLContext | None = None
+    controller_server_hostname: str | None = None
+    reconnect_min: float = 0.1
+    reconnect_max: float = 5.0
+    request_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class AuditFinding:
+    """A difference between a switch's actual table and the intended one.
+
+    kind: "unexpected" (on the switch, never sent by the controller), "changed" (same
+    table/priority/match, other cookie, instructions or rule ID) or "missing" (intended,
+    absent from the switch in two audits in a row)."""
+
+    dpid: int
+    kind: str
+    table: int
+    priority: int
+    match: bytes  # canonical OXM bytes
+    actual: of.FlowStat | None = None
+    intended: Entry | None = None
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"dpid {self.dpid:#x}: {self.kind} entry {self.text}"
+
+
+@dataclass
+class _Pending:
+    seq: int
+    xid: int
+    kind: str  # "flow" | "group"
+    msg: object  # RawFlowMod | RawGroupMod
+    orig: bytes
+    sent: bytes
+    rule_id: int = 0
+    rejected: bool = False
+
+
+@dataclass
+class _OwnRequest:
+    kind: str
+    future: asyncio.Future | None = None
+    parts: list = field(default_factory=list)
+    seq: int = 0
+    snapshot: dict | None = None
+
+
+class _SwitchProtocol(asyncio.Protocol):
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.session: Session | None = None
+
+    def connection_made(self, transport) -> None:
+        self.session = Session(self.proxy, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.session.from_switch(data)
+
+    def connection_lost(self, exc) -> None:
+        self.session.switch_lost(exc)
+
+
+class _UpstreamProtocol(asyncio.Protocol):
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.transport = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.session.upstream_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport is self.session.up:
+            self.session.from_controller(data)
+
+    def connection_lost(self, exc) -> None:
+        self.session.upstream_lost(self.transport, exc)
+
+
+class Session:
+    """One switch connection and its upstream controller connection."""
+
+    def __init__(self, proxy: Proxy, transport) -> None:
+        self.proxy = proxy
+        self.sw = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.up = None
+        self.up_ready = False
+        self.buf_sw = bytearray()
+        self.buf_up = bytearray()
+        self.version: int | None = None
+        self.hello_for_controller = b""
+        self.dpid: int | None = None
+        self.features: bytes | None = None
+        self.own: dict[int, _OwnRequest] = {}
+        self.own_fire: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self.pending: collections.deque[_Pending] = collections.deque()
+        self.seq = 0
+        self.unbarriered = False
+        self.closed = False
+        self.upstream_task: asyncio.Task | None = None
+        self.mods_committed = 0
+        proxy._sessions.add(self)
+        self.sw.write(of.hello())
+
+    def __repr__(self) -> str:
+        d = f"dpid {self.dpid:#x}" if self.dpid is not None else "dpid ?"
+        return f"switch {self.peer} ({d})"
+
+    @property
+    def ids_on(self) -> bool:
+        return self.proxy.config.unique_ids and self.version == of.OFP13
+
+    # --- own requests ------------------------------------------------------------------------
+    def own_xid(self) -> int:
+        return self.proxy._next_xid()
+
+    def send_own(self, data: bytes, req: _OwnRequest | None) -> None:
+        xid = of.header(data)[3]
+        if req is None:
+            self.own_fire[xid] = "fire"
+            while len(self.own_fire) > 4096:
+                self.own_fire.popitem(last=False)
+        else:
+            self.own[xid] = req
+        self.sw.write(data)
+
+    def _own_reply(self, t: int, xid: int, msg: bytes) -> bool:
+        req = self.own.get(xid)
+        if req is None:
+            if xid in self.own_fire:
+                if t == of.OFPT_ERROR:
+                    etype, code = struct.unpack_from("!HH", msg, 8)
+                    log.warning("%r: error %d/%d for the proxy's own message", self, etype, code)
+                return True
+            return False
+        if t == of.OFPT_ERROR:
+            del self.own[xid]
+            etype, code = struct.unpack_from("!HH", msg, 8)
+            err = RuntimeError(f"switch answered {req.kind} with error {etype}/{code}")
+            if req.kind == "barrier":
+                log.warning("%r: %s", self, err)
+            if req.future is not None and not req.future.done():
+                req.future.set_exception(err)
+            return True
+        if req.kind == "features" and t == of.OFPT_FEATURES_REPLY:
+            del self.own[xid]
+            self._features(msg)
+        elif req.kind == "barrier" and t == BARRIER_REQ[self.version] + 1:
+            del self.own[xid]
+            self._commit(req.seq)
+        elif req.kind == "flows" and t == of.OFPT_MULTIPART_REPLY:
+            stats, _ = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
+            req.parts.extend(stats)
+            flags = struct.unpack_from("!H", msg, 10)[0]
+            if not flags & of.OFPMPF_REPLY_MORE:
+                del self.own[xid]
+                snap = dict(self.proxy.tables[self.dpid].entries)
+                if req.future is not None and not req.future.done():
+                    req.future.set_result((req.parts, snap))
+        else:
+            del self.own[xid]
+            if req.future is not None and not req.future.done():
+                req.future.set_result(msg)
+        return True
+
+    # --- from the switch -----------------------------------------------------------------------
+    def from_switch(self, data: bytes) -> None:
+        buf = self.buf_sw
+        buf += data
+        out: list[bytes] = []
+        off, n = 0, len(buf)
+        try:
+            while n - off >= 8:
+                ln = buf[off + 2] << 8 | buf[off + 3]
+                if ln < 8:
+                    raise of.ProtocolError(f"message length {ln} < 8")
+                if n - off < ln:
+                    break
+                msg = bytes(buf[off : off + ln])
+                off += ln
+                self._switch_msg(msg, out)
+        except of.ProtocolError as e:
+            self._flush_up(out)
+            self.fail_switch(str(e))
+            return
+        except Exception:
+            log.exception("%r: internal error on a switch message", self)
+            self._flush_up(out)
+            self.fail_switch("internal error (see the traceback above)")
+            return
+        del buf[:off]
+        self._flush_up(out)
+        self.proxy.store.flush()
+
+    def _flush_up(self, out: list[bytes]) -> None:
+        if out and self.up_ready:
+            self.up.write(b"".join(out))
+
+    def _switch_msg(self, msg: bytes, out: list[bytes]) -> None:
+        ver, t, ln, xid = of.HDR.unpack_from(msg)
+        if self.version is None:
+            if t != of.OFPT_HELLO:
+                raise of.ProtocolError(f"first message is type {t}, not HELLO")
+            offered = of.hello_versions(msg)
+            common = set(of.SUPPORTED_VERSIONS) & offered
+            if not common:
+                raise of.ProtocolError(f"no common OpenFlow version (switch offers {offered})")
+            self.version = max(common)
+            self.hello_for_controller = of.hello(sorted(common), xid)
+            self.send_own(of.message(self.version, of.OFPT_FEATURES_REQUEST, self.own_xid()),
+                          _OwnRequest("features"))  # fmt: skip
+            return
+        self._check(msg, ver, t, ln, "switch")
+        if t in REPLY_TYPES[self.version] and (xid in self.own or xid in self.own_fire):
+            self._own_reply(t, xid, msg)
+            return
+        v13 = self.version == of.OFP13
+        if t == of.OFPT_ERROR:
+            msg = self._error(msg, xid)
+        elif t == of.OFPT_ECHO_REQUEST and not self.up_ready:
+            self.sw.write(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
+            return
+        elif t == of.OFPT_HELLO:
+            raise of.ProtocolError("second HELLO")
+        elif not v13:
+            pass
+        elif t == of.OFPT_MULTIPART_REPLY:
+            if struct.unpack_from("!H", msg, 8)[0] == of.OFPMP_FLOW:
+                _, body = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
+                if len(body) != ln - 16:
+                    msg = of.HDR.pack(ver, t, 16 + len(body), xid) + msg[8:16] + body
+        elif t == of.OFPT_PORT_STATUS:
+            reason, port, up = of.parse_port_status(msg)
+            self.proxy._model_call(self.dpid, "port_status", self.dpid, port, up)
+        elif t == of.OFPT_FLOW_REMOVED:
+            self._flow_removed(of.parse_flow_removed(msg))
+        if self.up_ready:
+            out.append(msg)
+
+    def _check(self, msg: bytes, ver: int, t: int, ln: int, who: str) -> None:
+        if ver != self.version:
+            raise of.ProtocolError(f"version 0x{ver:02x}, negotiated 0x{self.version:02x}")
+        if t > MAX_TYPE[self.version]:
+            raise of.ProtocolError(f"unknown message type {t}")
+        if ln < MIN_LEN[self.version].get(t, 8):
+            raise of.ProtocolError(f"type {t} message of {ln} bytes is truncated")
+
+    def _error(self, msg: bytes, xid: int) -> bytes:
+        """Mark the FlowMod/GroupMod it answers as rejected; give the controller its bytes."""
+        for p in self.pending:
+            if p.xid == xid and not p.rejected:
+                p.rejected = True
+                if p.sent is not p.orig:
+                    data = msg[12:]
+                    if data and p.sent.startswith(data[: min(len(data), len(p.sent))]):
+                        orig = p.orig if len(data) >= len(p.sent) else p.orig[: len(data)]
+                        return of.HDR.pack(msg[0], msg[1], 12 + len(orig), xid) + msg[8:12] + orig
+                break
+        return msg
+
+    def _features(self, msg: bytes) -> None:
+        dpid = of.features_dpid(msg)
+        self.dpid = dpid
+        self.features = msg
+        self.proxy._register(self)
+        log.info("%r connected, OpenFlow 0x%02x", self, self.version)
+        if self.upstream_task is None:
+            self.upstream_task = asyncio.ensure_future(self._upstream_loop())
+
+    def _flow_removed(self, fr: of.RawFlowRemoved) -> None:
+        key = (fr.table, fr.priority, fr.mkey)
+        table = self.proxy.tables.setdefault(self.dpid, IntendedTable())
+        old = table.remove(key)
+        if old is not None:
+            self.proxy.store.delete(self.dpid, key)
+            self.proxy._feed(self.dpid, [("delete", old, None)])
+
+    def fail_switch(self, reason: str) -> None:
+        log.warning("disconnecting %r: protocol error: %s", self, reason)
+        self.sw.close()
+        self.switch_lost(None)
+
+    def switch_lost(self, exc) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.info("%r disconnected%s", self, f": {exc}" if exc else "")
+        self.proxy._unregister(self)
+        if self.upstream_task is not None:
+            self.upstream_task.cancel()
+        if self.up is not None:
+            self.up.close()
+        for req in self.own.values():
+            if req.future is not None and not req.future.done():
+                req.future.set_exception(ConnectionError(f"{self!r} disconnected"))
+        self.own.clear()
+        self.pending.clear()
+
+    # --- upstream ------------------------------------------------------------------------------
+    async def _upstream_loop(self) -> None:
+        cfg = self.proxy.config
+        delay = cfg.reconnect_min
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            if self.up is None:
+                try:
+                    await loop.create_connection(
+                        lambda: _UpstreamProtocol(self), cfg.controller_host,
+                        cfg.controller_port, ssl=cfg.controller_ssl,
+                        server_hostname=cfg.controller_server_hostname if cfg.controller_ssl
+                        else None,
+                    )  # fmt: skip
+                    delay = cfg.reconnect_min
+                except (OSError, ssl.SSLError) as e:
+                    log.info("%r: controller %s:%s unreachable (%s); retry in %.1fs", self,
+                             cfg.controller_host, cfg.controller_port, e, delay)  # fmt: skip
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, cfg.reconnect_max)
+                    continue
+            self._up_gone = asyncio.Event()
+            await self._up_gone.wait()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, cfg.reconnect_max)
+
+    def upstream_made(self, transport) -> None:
+        if self.closed:
+            transport.close()
+            return
+        self.up = transport
+        self.up_ready = False
+        self.buf_up = bytearray()
+        transport.write(self.hello_for_controller)
+
+    def upstream_lost(self, transport, exc) -> None:
+        if transport is not self.up:
+            return
+        self.up = None
+        self.up_ready = False
+        if not self.closed:
+            log.info("%r: controller connection lost%s", self, f": {exc}" if exc else "")
+        ev = getattr(self, "_up_gone", None)
+        if ev is not None:
+            ev.set()
+
+    def fail_controller(self, reason: str) -> None:
+        log.warning("disconnecting controller of %r: protocol error: %s", self, reason)
+        if self.up is not None:
+            self.up.close()
+            self.upstream_lost(self.up, None)
+
+    # --- from the controller ---------------------------------------------------------------------
+    def from_controller(self, data: bytes) -> None:
+        buf = self.buf_up
+        buf += data
+        out: list[bytes] = []
+        off, n = 0, len(buf)
+        try:
+            while n - off >= 8:
+                ln = buf[off + 2] << 8 | buf[off + 3]
+                if ln < 8:
+                    raise of.ProtocolError(f"message length {ln} < 8")
+                if n - off < ln:
+                    break
+                msg = bytes(buf[off : off + ln])
+                off += ln
+                self._controller_msg(msg, out)
+        except of.ProtocolError as e:
+            self._flush_down(out)
+            self.fail_controller(str(e))
+            return
+        except Exception:
+            log.exception("%r: internal error on a controller message", self)
+            self._flush_down(out)
+            self.fail_controller("internal error (see the traceback above)")
+            return
+        del buf[:off]
+        self._flush_down(out)
+
+    def _flush_down(self, out: list[bytes]) -> None:
+        if self.unbarriered:
+            self.unbarriered = False
+            xid = self.own_xid()
+            self.own[xid] = _OwnRequest("barrier", seq=self.seq)
+            out.append(of.message(self.version, BARRIER_REQ[self.version], xid))
+        if out and not self.closed:
+            self.proxy.store.flush()  # rule IDs are on disk before the switch sees them
+            self.sw.write(b"".join(out))
+
+    def _controller_msg(self, msg: bytes, out: list[bytes]) -> None:
+        ver, t, ln, xid = of.HDR.unpack_from(msg)
+        if not self.up_ready:
+            if t != of.OFPT_HELLO:
+                raise of.ProtocolError(f"first message is type {t}, not HELLO")
+            if self.version not in of.hello_versions(msg):
+                raise of.ProtocolError(
+                    f"controller does not offer OpenFlow 0x{self.version:02x}, which the "
+                    "switch connection uses"
+                )
+            self.up_ready = True
+            log.info("%r: controller session up", self)
+            return
+        self._check(msg, ver, t, ln, "controller")
+        if t == of.OFPT_HELLO:
+            raise of.ProtocolError("second HELLO")
+        if ver == of.OFP13:
+            if t == of.OFPT_FLOW_MOD:
+                msg = self._flow_mod(msg, xid)
+            elif t == of.OFPT_GROUP_MOD:
+                gm = of.parse_group_mod(msg)
+                self.seq += 1
+                self.pending.append(_Pending(self.seq, xid, "group", gm, msg, msg))
+                self.unbarriered = True
+        out.append(msg)
+
+    def _flow_mod(self, msg: bytes, xid: int) -> bytes:
+        fm = of.parse_flow_mod(msg)
+        rid = 0
+        sent = msg
+        if self.ids_on and fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT):
+            store = self.proxy.store
+            rid = 0
+            if fm.command == of.FC_MODIFY:
+                sel = self.proxy.tables[self.dpid].select(fm, False)
+                if len(sel) == 1:
+                    rid = sel[0].rule_id
+            if not rid:
+                rid = store.rule_id(self.dpid, fm.table, fm.priority, fm.mkey)
+            sent = of.flow_mod_with_instructions(msg, fm, of.add_rule_id(fm.instr, rid))
+        self.seq += 1
+        self.pending.append(_Pending(self.seq, xid, "flow", fm, msg, sent, rid))
+        self.unbarriered = True
+        return sent
+
+    # --- commit ------------------------------------------------------------------------------------
+    def _commit(self, upto: int) -> None:
+        proxy = self.proxy
+        table = proxy.tables.setdefault(self.dpid, IntendedTable())
+        store = proxy.store
+        changes = []
+        while self.pending and self.pending[0].seq <= upto:
+            p = self.pending.popleft()
+            if p.rejected:
+                continue
+            self.mods_committed += 1
+            if p.kind == "flow":
+                ch = table.apply(p.msg, p.rule_id)
+            else:
+                ch = proxy._group_mod(self.dpid, p.msg, table)
+            for kind, new, _old in ch:
+                if kind == "delete":
+                    store.delete(self.dpid, new.key)
+                else:
+                    store.put(self.dpid, new)
+            changes.extend(ch)
+        store.flush()
+        proxy._feed(self.dpid, changes)
+
+
+class Proxy:
+    """The OpenFlow proxy. `await start()`, then switches connect to config.listen_port.
+
+    model: a cpc.model.Model to keep in step (or None). on_finding(AuditFinding) is called
+    for every new audit finding; on_switch(dpid, connected) when a switch comes or goes.
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig | None = None,
+        model=None,
+        on_finding: Callable[[AuditFinding], None] | None = None,
+        on_switch: Callable[[int, bool], None] | None = None,
+    ) -> None:
+        self.config = config or ProxyConfig()
+        self.model = model
+        self.on_finding = on_finding
+        self.on_switch = on_switch
+        self.store = Store(self.config.db_path)
+        self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
+        self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
+        self.switches: dict[int, Session] = {}
+        self._sessions: set[Session] = set()
+        self._xids = itertools.cycle(range(0xFFF00000, 0xFFFFFFFF))
+        self._server = None
+        self._tasks: set[asyncio.Task] = set()
+        self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
+        self._missing_once: dict[int, set] = collections.defaultdict(set)
+        self.findings: list[AuditFinding] = []
+        self._load()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        flows, groups = self.store.load()
+        for dpid, entries in flows.items():
+            self.tables[dpid].entries.update(entries)
+        for dpid, gs in groups.items():
+            self.groups[dpid].update(gs)
+        if self.model is None or not (flows or groups):
+            return
+        ents, grps = [], []
+        for dpid, gs in groups.items():
+            for gid, (gtype, buckets) in gs.items():
+                with contextlib.suppress(ModelError):
+                    if dpid in self.model.topo.switches:
+                        grps.append(of.group_to_cpc(dpid, gtype, gid, buckets))
+        for dpid, entries in flows.items():
+            if dpid not in self.model.topo.switches:
+                continue
+            for e in entries.values():
+                with contextlib.suppress(ModelError):
+                    ents.append(self._cpc_entry(dpid, e))
+        try:
+            self.model.add_entries(ents, grps)
+        except ModelError as e:
+            log.warning("persisted rules do not load into the model as a whole (%s)", e)
+        log.info("loaded %d intended entries and %d groups from %s", len(ents), len(grps),
+                 self.store.path)  # fmt: skip
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _SwitchProtocol(self), self.config.listen_host, self.config.listen_port,
+            ssl=self.config.switch_ssl, reuse_address=True,
+        )  # fmt: skip
+        if self.config.audit_interval > 0:
+            self._spawn(self._audit_loop())
+        log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
+                 self.port, self.config.controller_host, self.config.controller_port)  # fmt: skip
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1] if self._server else 0
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for s in list(self._sessions):
+            s.sw.close()
+            s.switch_lost(None)
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        self.store.close()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    def _next_xid(self) -> int:
+        return next(self._xids)
+
+    def _register(self, s: Session) -> None:
+        old = self.switches.get(s.dpid)
+        if old is not None and old is not s:
+            log.info("%r replaces an older connection of the same dpid", s)
+            old.sw.close()
+            old.switch_lost(None)
+        self.switches[s.dpid] = s
+        if self.on_switch:
+            self.on_switch(s.dpid, True)
+        if s.version == of.OFP13 and self.config.audit_delay >= 0:
+            self._spawn(self._audit_later(s, self.config.audit_delay))
+
+    def _unregister(self, s: Session) -> None:
+        self._sessions.discard(s)
+        if s.dpid is not None and self.switches.get(s.dpid) is s:
+            del self.switches[s.dpid]
+            if self.on_switch:
+                self.on_switch(s.dpid, False)
+
+    # --- model -----------------------------------------------------------------------------------
+    def _cpc_entry(self, dpid: int, e: Entry):
+        return of.raw_entry_to_cpc(dpid, e.table, e.priority, e.mkey, e.cookie, e.instr,
+                                   e.rule_id, e.idle, e.hard, e.flags)  # fmt: skip
+
+    def _model_call(self, dpid, name, *args) -> None:
+        if self.model is None or dpid not in self.model.topo.switches:
+            return
+        try:
+            getattr(self.model, name)(*args)
+        except ModelError as e:
+            log.warning("dpid %#x: model %s: %s", dpid, name, e)
+
+    def _feed(self, dpid: int, changes) -> None:
+        """Apply accepted changes of the intended table to the model, entry by entry."""
+        if self.model is None or not changes or dpid not in self.model.topo.switches:
+            return
+        m = self.model
+        for kind, new, old in changes:
+            try:
+                if kind == "group":
+                    if old is None:
+                        m.delete_group(dpid, new)
+                    else:
+                        m.set_group(old)
+                    continue
+                if kind in ("add", "modify"):
+                    try:
+                        ce = self._cpc_entry(dpid, new)
+                    except ModelError as e:
+                        log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
+                                    dpid, e, new.table, new.priority)  # fmt: skip
+                        if old is not None:
+                            self._model_delete(dpid, old)
+                        continue
+                    cmd = "add" if kind == "add" else "modify_strict"
+                    m.apply(FlowMod(
+                        cmd, dpid, ce.table, ce.priority, ce.match, ce.instructions,
+                        cookie=ce.cookie, rule_id=ce.rule_id, idle_timeout=ce.idle_timeout,
+                        hard_timeout=ce.hard_timeout, flags=ce.flags,
+                    ))  # fmt: skip
+                else:
+                    self._model_delete(dpid, new)
+            except ModelError as e:
+                log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+
+    def _model_delete(self, dpid: int, e: Entry) -> None:
+        try:
+            match = of.cpc_match(e.mkey)
+        except ModelError:
+            return
+        self.model.apply(
+            FlowMod(
+                "delete_strict",
+                dpid,
+                e.table,
+                e.priority,
+                match,
+                cookie=e.cookie,
+                cookie_mask=FULL64,
+            )  # fmt: skip
+        )
+
+    def _group_mod(self, dpid: int, gm: of.RawGroupMod, table: IntendedTable) -> list:
+        groups = self.groups[dpid]
+        changes: list = []
+        if gm.command in (of.GC_ADD, of.GC_MODIFY):
+            groups[gm.group_id] = (gm.type, gm.buckets)
+            self.store.put_group(dpid, gm.group_id, gm.type, gm.buckets)
+            try:
+                g = of.group_to_cpc(dpid, gm.type, gm.group_id, gm.buckets)
+                self._feed(dpid, [("group", gm.group_id, g)])
+            except ModelError as e:
+                log.warning("dpid %#x: group %d not modelled: %s", dpid, gm.group_id, e)
+                self._feed(dpid, [("group", gm.group_id, None)])
+        elif gm.command == of.GC_DELETE:
+            gids = list(groups) if gm.group_id == of.OFPG_ALL else [gm.group_id]
+            for gid in gids:
+                if groups.pop(gid, None) is None:
+                    continue
+                self.store.delete_group(dpid, gid)
+                self._feed(dpid, [("group", gid, None)])
+                # Deleting a group deletes the flow entries that use it (OpenFlow 1.3 6.5).
+                for e in list(table.entries.values()):
+                    if gid in of.action_targets(e.instr)[1]:
+                        table.remove(e.key)
+                        changes.append(("delete", e, None))
+        return changes
+
+    # --- own traffic ---------------------------------------------------------------------------------
+    def _session(self, dpid: int) -> Session:
+        s = self.switches.get(dpid)
+        if s is None or s.closed:
+            raise KeyError(f"switch {dpid:#x} is not connected")
+        return s
+
+    async def send_packet_out(
+        self, dpid: int, in_port: int, data: bytes, actions: bytes | list[int] | None = None
+    ) -> None:
+        """Send a packet into switch dpid as if it arrived on in_port. actions: None sends it
+        through the flow tables (output:TABLE); a list of ints outputs to those ports; bytes
+        are raw OpenFlow 1.3 actions."""
+        s = self._session(dpid)
+        if s.version != of.OFP13:
+            raise RuntimeError("packet-out needs OpenFlow 1.3")
+        if isinstance(actions, list):
+            actions = b"".join(of.output_action(p, 0) for p in actions)
+        s.send_own(of.packet_out(self._next_xid(), in_port, data, actions), None)
+
+    async def dump_flows(self, dpid: int, table: int = of.OFPTT_ALL) -> list[of.FlowStat]:
+        """The switch's flow table (flow-stats), rule IDs taken out into FlowStat.rule_id.
+        FlowStat.entry(dpid) gives the model's FlowEntry."""
+        stats, _ = await self._dump(dpid, table)
+        return stats
+
+    async def _dump(self, dpid: int, table: int = of.OFPTT_ALL):
+        s = self._session(dpid)
+        if s.version != of.OFP13:
+            raise RuntimeError("flow dumps need OpenFlow 1.3")
+        fut = asyncio.get_running_loop().create_future()
+        s.send_own(of.flow_stats_request(self._next_xid(), table), _OwnRequest("flows", fut))
+        return await asyncio.wait_for(fut, self.config.request_timeout)
+
+    async def barrier(self, dpid: int) -> None:
+        """Wait until the switch has processed everything sent to it so far."""
+        s = self._session(dpid)
+        fut = asyncio.get_running_loop().create_future()
+        xid = self._next_xid()
+        s.send_own(of.message(s.version, BARRIER_REQ[s.version], xid), _OwnRequest("x", fut))
+        await asyncio.wait_for(fut, self.config.request_timeout)
+
+    # --- audit ---------------------------------------------------------------------------------------
+    async def _audit_later(self, s: Session, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if not s.closed:
+            with contextlib.suppress(Exception):
+                await self.audit(s.dpid)
+
+    async def _audit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.audit_interval)
+            for dpid, s in list(self.switches.items()):
+                if s.version != of.OFP13:
+                    continue
+                try:
+                    await self.audit(dpid)
+                except (KeyError, ConnectionError, TimeoutError, RuntimeError) as e:
+                    log.info("audit of dpid %#x skipped: %s", dpid, e)
+
+    async def audit(self, dpid: int) -> list[AuditFinding]:
+        """Compare the switch's table with the intended one now; returns the current
+        differences and reports the new ones (on_finding + log)."""
+        stats, intended = await self._dump(dpid)
+        ids_on = self.config.unique_ids
+        found: dict[tuple, AuditFinding] = {}
+        actual = {}
+        for st in stats:
+            key = (st.table, st.priority, st.mkey)
+            actual[key] = st
+            e = intended.get(key)
+            if e is None:
+                f = AuditFinding(dpid, "unexpected", *key, actual=st,
+                                 text=self._describe(dpid, st))  # fmt: skip
+            elif (
+                st.cookie != e.cookie
+                or of.canonical_instructions(st.instr) != of.canonical_instructions(e.instr)
+                or (ids_on and (st.rule_id or 0) != e.rule_id)
+            ):
+                f = AuditFinding(dpid, "changed", *key, actual=st, intended=e,
+                                 text=self._describe(dpid, st))  # fmt: skip
+            else:
+                continue
+            found[(f.kind, key, st.cookie, st.instr, st.rule_id)] = f
+        missing_now = set()
+        for key, e in intended.items():
+            if key in actual or e.idle or e.hard:
+                continue
+            missing_now.add(key)
+            if key in self._missing_once[dpid]:
+                f = AuditFinding(dpid, "missing", *key, intended=e, text=self._describe(dpid, e))
+                found[("missing", key)] = f
+        self._missing_once[dpid] = missing_now
+        reported = self._reported[dpid]
+        for k, f in found.items():
+            if k not in reported:
+                log.warning("audit: %s", f)
+                self.findings.append(f)
+                if self.on_finding:
+                    try:
+                        self.on_finding(f)
+                    except Exception:
+                        log.exception("on_finding callback failed")
+        self._reported[dpid] = found
+        return list(found.values())
+
+    def _describe(self, dpid: int, x) -> str:
+        rid = x.rule_id if isinstance(x, Entry) else (x.rule_id or 0)
+        try:
+            e = of.raw_entry_to_cpc(dpid, x.table, x.priority, x.mkey, x.cookie, x.instr, rid)
+            return str(e)
+        except (ModelError, of.ProtocolError):
+            return (f"table={x.table},priority={x.priority},cookie={x.cookie:#x},"
+                    f"match={x.mkey.hex()},instructions={x.instr.hex()}")  # fmt: skip
+
+    def intended(self, dpid: int) -> list[Entry]:
+        return list(self.tables[dpid].entries.values())
+
+    def stats(self) -> dict:
+        return {
+            "switches": len(self.switches),
+            "intended_entries": sum(len(t.entries) for t in self.tables.values()),
+            "findings": len(self.findings),
+            "time": time.time(),
+        }

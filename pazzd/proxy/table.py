@@ -1,0 +1,81 @@
+"""OpenFlow 1.3 FlowMod semantics on the proxy's intended entries (raw bytes, every field).
+
+The cpc model sees only what it can represent; this table holds every entry the
+controller installed, so that the audit can compare the whole switch table.
+"""
+
+from __future__ import annotations
+
+from pazzd import openflow as of
+from pazzd.proxy.store import Entry
+
+OFPP_ANY = 0xFFFFFFFF
+OFPG_ANY = 0xFFFFFFFF
+
+# A change: ("add", new, old_or_None) | ("modify", new, old) | ("delete", old, None)
+Change = tuple[str, Entry, Entry | None]
+
+
+class IntendedTable:
+    """The intended flow entries of one switch, keyed by (table, priority, canonical match)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, int, bytes], Entry] = {}
+        self._fields: dict[bytes, dict] = {}
+
+    def fields(self, mkey: bytes) -> dict:
+        f = self._fields.get(mkey)
+        if f is None:
+            f = self._fields[mkey] = of.match_fields(mkey)
+        return f
+
+    def select(self, fm: of.RawFlowMod, strict: bool) -> list[Entry]:
+        """Entries a MODIFY or DELETE applies to (OpenFlow 1.3.1 section 6.4)."""
+        if strict:
+            e = self.entries.get((fm.table, fm.priority, fm.mkey))
+            cands = [e] if e is not None and (fm.table == e.table) else []
+        else:
+            want = self.fields(fm.mkey)
+            cands = [
+                e
+                for e in self.entries.values()
+                if (fm.table == of.OFPTT_ALL or e.table == fm.table)
+                and (not want or of.within(self.fields(e.mkey), want))
+            ]
+        out = []
+        deleting = fm.command in (of.FC_DELETE, of.FC_DELETE_STRICT)
+        for e in cands:
+            if (e.cookie ^ fm.cookie) & fm.cookie_mask:
+                continue
+            if deleting and (fm.out_port != OFPP_ANY or fm.out_group != OFPG_ANY):
+                ports, groups = of.action_targets(e.instr)
+                if fm.out_port != OFPP_ANY and fm.out_port not in ports:
+                    continue
+                if fm.out_group != OFPG_ANY and fm.out_group not in groups:
+                    continue
+            out.append(e)
+        return out
+
+    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[Change]:
+        """Apply an accepted FlowMod; returns the changes (instructions without the ID)."""
+        changes: list[Change] = []
+        if fm.command == of.FC_ADD:
+            e = Entry(fm.table, fm.priority, fm.mkey, fm.oxm, fm.cookie, fm.instr, rule_id,
+                      fm.flags, fm.idle, fm.hard)  # fmt: skip
+            old = self.entries.get(e.key)
+            self.entries[e.key] = e
+            changes.append(("add", e, old))
+        elif fm.command in (of.FC_MODIFY, of.FC_MODIFY_STRICT):
+            for old in self.select(fm, fm.command == of.FC_MODIFY_STRICT):
+                new = Entry(old.table, old.priority, old.mkey, old.oxm, old.cookie, fm.instr,
+                            rule_id, fm.flags, fm.idle, fm.hard)  # fmt: skip
+                self.entries[old.key] = new
+                changes.append(("modify", new, old))
+        else:
+            for old in self.select(fm, fm.command == of.FC_DELETE_STRICT):
+                del self.entries[old.key]
+                changes.append(("delete", old, None))
+        return changes
+
+    def remove(self, key) -> Entry | None:
+        return self.entries.pop(key, None)
