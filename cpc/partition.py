@@ -191,7 +191,7 @@ class Partition:
         if old is key:
             return
         sig = self._sig[ap]
-        self._by_sig[sig].discard(ap)
+        self._unindex_sig(ap, sig)
         if old is not None:
             sig -= hash((elem, old))
             bucket = self.members[elem][old]
@@ -210,6 +210,13 @@ class Partition:
         self.moved.add(ap)
         self.changed_at[ap].add(elem)
 
+    def _unindex_sig(self, ap: int, sig: int) -> None:
+        bucket = self._by_sig.get(sig)
+        if bucket is not None:
+            bucket.discard(ap)
+            if not bucket:
+                del self._by_sig[sig]
+
     def merge_alike(self, aps) -> None:
         """Merge each of aps into another class with exactly the same owners, if there is one."""
         for ap in list(aps):
@@ -217,7 +224,7 @@ class Partition:
                 continue
             sig = self._sig[ap]
             owners = self.owners[ap]
-            for other in self._by_sig[sig]:
+            for other in self._by_sig.get(sig, ()):
                 if other != ap and self.owners[other] == owners:
                     self._merge(keep=min(ap, other), drop=max(ap, other))
                     break
@@ -229,7 +236,7 @@ class Partition:
         for elem, key in self.owners.pop(drop).items():
             bucket = self.members[elem][key]
             bucket.discard(drop)
-        self._by_sig[self._sig.pop(drop)].discard(drop)
+        self._unindex_sig(drop, self._sig.pop(drop))
         self._drop_id(drop)
         self.gone.add(drop)
         self.changed_at[keep] |= self.changed_at.pop(drop, set())

@@ -65,6 +65,16 @@ def test_topology_errors_name_the_line(tmp_path, text, line, words):
             "not valid JSON",
         ),
         ('{"dpid": 7, "flow": "priority=1,actions=output:1"}\n', 1, "unknown switch dpid 7"),
+        (
+            '{"dpid": 1, "flow": "priority=1,actions=output:1"}\n{"dpid": 7, "flow": "priority=1,actions=output:1"}\n',
+            2,
+            "unknown switch dpid 7",
+        ),
+        (
+            '{"dpid": 1, "flow": "priority=1,actions=output:1"}\n{"dpid": 1, "flow": "table=1,priority=1,actions=goto_table:1"}\n',
+            2,
+            "goto_table",
+        ),
         ('{"dpid": 1, "flow": "priority=1,ip,nw_tos=4,actions=output:1"}\n', 1, "nw_tos"),
         ('{"dpid": 1, "flow": "priority=1,actions=resubmit(,1)"}\n', 1, "not modelled"),
         ('{"dpid": 1, "flow": "priority=1,tp_dst=80,actions=output:1"}\n', 1, "ip_proto"),
