@@ -120,6 +120,7 @@ class Grid:
         )
         self.topo = wl.topo
         self.sockets: dict[int, socket.socket] = {}
+        self.ifindex: dict[tuple[int, int], int] = {}  # (dpid, port) -> kernel ifindex
         self.flow_files: dict[int, Path] = {}
 
     @staticmethod
@@ -202,7 +203,7 @@ def grid(ovs_prefix):
         topo = wl.topo
         for d in sorted(topo.switches):
             ovs.add_bridge(Grid.br(d), dpid=d, other_config={"verify-tagging": "true"})
-        done = set()
+        done, ports = set(), {}
         for (a, pa), (b, pb) in sorted(topo.links.items()):
             if (b, pb) in done:
                 continue
@@ -215,6 +216,7 @@ def grid(ovs_prefix):
                 run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
                 ovs.add_port(Grid.br(dpid), end, port)
                 ovs.vsctl("set", "interface", end, f"mtu_request={LINK_MTU}")
+                ports[(dpid, port)] = end
         namespaces = {}
         for d in sorted(topo.switches):
             ns = Netns(unique_name(f"h{d}"))
@@ -223,9 +225,10 @@ def grid(ovs_prefix):
             link = VethPair.host(ns, "eth0", f"{host_ip(d)}/24", mac=host_mac(d))
             c.push(link.delete)
             ovs.add_port(Grid.br(d), link.outer, 5, {"verify-edge": "true"})
+            ports[(d, 5)] = link.outer
         sflow_port = _free_udp_port()
         cmd = ["--", "--id=@s", "create", "sflow", "agent=lo", f'target="{AGENT}:{sflow_port}"']
-        cmd += ["sampling=1", "header=128", "polling=30"]
+        cmd += ["sampling=1", "header=128", "polling=1"]
         for d in sorted(topo.switches):
             cmd += ["--", "set", "bridge", Grid.br(d), "sflow=@s"]
         ovs.vsctl(*cmd)
@@ -241,6 +244,8 @@ def grid(ovs_prefix):
 
         ifmap.load_ovsdb(AGENT, f"unix:{ovs.db_sock}", run=run_vsctl)
         g = Grid(ovs, wl, model, ifmap, sflow_port)
+        for port, name in ports.items():
+            g.ifindex[port] = int(Path(f"/sys/class/net/{name}/ifindex").read_text())
         for grp in wl.groups:
             ovs.ofctl("add-group", Grid.br(grp.dpid), ofctl_group(grp))
         for d in sorted(topo.switches):
@@ -343,6 +348,9 @@ def test_no_fault_without_injection(grid, tmp_path):
     assert st.unknown_interface == 0 and st.undecodable_reports == 0 and st.malformed == 0
     assert st.lost_datagrams == 0 and st.agent_restarts == 0
     assert r.store.faults() == []
+    # OVSDB's ifindex is the kernel's, for every link and host port.
+    for port, ifindex in grid.ifindex.items():
+        assert grid.ifmap.lookup(AGENT, 0, ifindex) == port
     # The second copy of every frame was answered from the per-class cache.
     assert st.cache_hits >= len(frames) and st.cache_misses <= len(frames)
     # Reports carry the data source 2:0x820000+sub_id and the egress port's ifIndex; the
@@ -600,3 +608,7 @@ def test_deleted_rule_is_a_blackhole(grid, tmp_path):
     assert x in f.localization["candidates"]
     assert f.localization["detail"] == "ingress still sampled, no report at egress"
     assert took < 8.0
+    # Counter samples (polling=1) of every link and host port: up, no errors.
+    health = r.tester.interface_health()
+    for ifindex in grid.ifindex.values():
+        assert health[(AGENT, ifindex)] == (True, 0), ifindex
