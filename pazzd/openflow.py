@@ -463,6 +463,16 @@ def flow_stats_request(xid: int, table: int = OFPTT_ALL) -> bytes:
     return message(OFP13, OFPT_MULTIPART_REQUEST, xid, body)
 
 
+def flow_mod(xid, table, command, priority, oxm, instr, cookie=0, cookie_mask=0, flags=0,
+             idle=0, hard=0) -> bytes:  # fmt: skip
+    """An OpenFlow 1.3 FlowMod from its parts (oxm: the OXM TLVs of the match)."""
+    mlen = 4 + len(oxm)
+    match = struct.pack("!HH", 1, mlen) + oxm + b"\0" * ((mlen + 7) // 8 * 8 - mlen)
+    body = FLOW_MOD.pack(cookie, cookie_mask, table, command, idle, hard, priority,
+                         OFP_NO_BUFFER, OFPP_ANY, OFPG_ANY, flags)  # fmt: skip
+    return message(OFP13, OFPT_FLOW_MOD, xid, body + match + instr)
+
+
 def output_action(port: int, max_len: int = OFPCML_NO_BUFFER) -> bytes:
     return struct.pack("!HHIH6x", OFPAT_OUTPUT, 16, port, max_len)
 

@@ -153,6 +153,7 @@ class Session:
         self.closed = False
         self.upstream_task: asyncio.Task | None = None
         self.mods_committed = 0
+        self.reid: set = set()
         proxy._sessions.add(self)
         self.sw.write(of.hello())
 
@@ -485,6 +486,29 @@ class Session:
         self.unbarriered = True
         return sent
 
+    def _reid(self, table: IntendedTable) -> list:
+        """A non-strict MODIFY gave several entries one ID: give each its own again with a
+        MODIFY_STRICT of the proxy's (same instructions; cookie and counters kept). Only
+        when nothing else is in flight, so that it cannot overtake a later FlowMod."""
+        changes = []
+        for key in self.reid:
+            e = table.entries.get(key)
+            if e is None:
+                continue
+            rid = self.proxy.store.rule_id(self.dpid, e.table, e.priority, e.mkey)
+            if rid == e.rule_id:
+                continue
+            e.rule_id = rid
+            fm = of.flow_mod(self.own_xid(), e.table, of.FC_MODIFY_STRICT, e.priority, e.oxm,
+                             of.add_rule_id(e.instr, rid), flags=e.flags, idle=e.idle,
+                             hard=e.hard)  # fmt: skip
+            self.proxy.store.flush()
+            self.send_own(fm, None)
+            self.proxy.store.put(self.dpid, e)
+            changes.append(("modify", e, e))
+        self.reid.clear()
+        return changes
+
     # --- commit ------------------------------------------------------------------------------------
     def _commit(self, upto: int) -> None:
         proxy = self.proxy
@@ -498,6 +522,8 @@ class Session:
             self.mods_committed += 1
             if p.kind == "flow":
                 ch = table.apply(p.msg, p.rule_id)
+                if p.rule_id and len(ch) > 1 and p.msg.command == of.FC_MODIFY:
+                    self.reid.update(c[1].key for c in ch)
             else:
                 ch = proxy._group_mod(self.dpid, p.msg, table)
             for kind, new, _old in ch:
@@ -506,6 +532,8 @@ class Session:
                 else:
                     store.put(self.dpid, new)
             changes.extend(ch)
+        if self.reid and not self.pending:
+            changes.extend(self._reid(table))
         store.flush()
         proxy._feed(self.dpid, changes)
 

@@ -1,0 +1,22 @@
+"""Fixtures for the proxy tests: the patched-OVS fixtures of tests/ovs, and a bridge factory."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ovs.conftest import cleanup, ovs, ovs_factory, ovs_prefix  # noqa: F401
+
+
+@pytest.fixture
+def bridge(ovs):  # noqa: F811
+    """make(name, dpid, ports=(1, 2, 3)): a secure-mode OF1.3 bridge with internal ports."""
+
+    def make(name: str = "br0", dpid: int = 1, ports=(1, 2, 3)):
+        ovs.add_bridge(name, dpid=dpid)
+        ovs.vsctl("set", "bridge", name, "protocols=OpenFlow13")
+        for p in ports:
+            ovs.vsctl("add-port", name, f"{name}p{p}", "--", "set", "interface", f"{name}p{p}",
+                      "type=internal", f"ofport_request={p}")  # fmt: skip
+        return name
+
+    return make
