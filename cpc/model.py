@@ -98,6 +98,8 @@ class Model:
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
         self._expect: dict[int, dict[Port, list]] = {}  # final class -> egress -> [(Expected, hdr)]
         self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
+        self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
+        self._s_e: dict[Port, tuple[int, object]] = {}  # egress -> (version, S_e)
         self._built = False
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
@@ -158,7 +160,7 @@ class Model:
         for it in items:
             if isinstance(it, Group):
                 self._groups[(it.dpid, it.group_id)] = it
-        self.walker.plans.clear()
+        self.walker.forget_groups()
         n = 0
         for it in items:
             if isinstance(it, FlowEntry):
@@ -176,7 +178,7 @@ class Model:
         with gc_paused():
             for g in groups:
                 self._groups[(g.dpid, g.group_id)] = g
-            self.walker.plans.clear()
+            self.walker.forget_groups()
             for e in entries:
                 self._add(e, check_overlap=False)
             self.build()
@@ -207,12 +209,12 @@ class Model:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
         self._groups[(group.dpid, group.group_id)] = group
-        self.walker.plans.clear()
+        self.walker.forget_groups()
         return self._commit(extra=self._group_users.get((group.dpid, group.group_id), set()))
 
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
-        self.walker.plans.clear()
+        self.walker.forget_groups()
         return self._commit(extra=self._group_users.get((dpid, group_id), set()))
 
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
@@ -351,6 +353,7 @@ class Model:
         self._group_users.clear()
         self._expect.clear()
         self._pairs.clear()
+        self._rewriting.clear()
         for ap in list(self.part.bdd_of):
             self._walk(ap)
         self.part.forget_changes()
@@ -432,6 +435,8 @@ class Model:
             res = self.walker.walk(ap, ingresses)
             res.outcomes = keep + res.outcomes
         self._walks[ap] = res.outcomes
+        if any(o.src is not None for o in res.outcomes):
+            self._rewriting.add(ap)
         for t in res.through:
             self._through[t].add(ap)
         for g in res.groups:
@@ -448,6 +453,7 @@ class Model:
 
     def _unwalk(self, ap: int) -> None:
         outcomes = self._walks.pop(ap, None)
+        self._rewriting.discard(ap)
         if not outcomes:
             return
         for o in outcomes:
@@ -501,13 +507,17 @@ class Model:
 
     def reach(self, ingress: Port, egress: Port):
         """The header set (BDD) that the model delivers from ingress to egress."""
-        u = self.space.false
+        parts = []
+        bdd_of = self.part.bdd_of
         for ap in self._pairs.get((ingress, egress), ()):
+            if ap not in self._rewriting:
+                parts.append(bdd_of[ap])
+                continue
             for o in self._walks.get(ap, ()):
                 d = o.delivery
                 if d.kind == "egress" and d.ingress == ingress and d.egress == egress:
-                    u = u | (o.src if o.src is not None else self.part.bdd_of[ap])
-        return u
+                    parts.append(o.src if o.src is not None else bdd_of[ap])
+        return self.space.union(parts)
 
     def corpus(self, ingress: Port, egress: Port):
         """(S_i, S_e) of Algorithm 2 for one pair.
@@ -518,18 +528,29 @@ class Model:
         FLOOD/ALL, or through a group).
         """
         s_i = self.reach(ingress, egress)
+        cached = self._s_e.get(egress)
+        if cached is not None and cached[0] == self.version:
+            return s_i, cached[1]
         dpid, port = egress
-        u = self.space.false
+        parts = []
         for el in self._elem_list:
             if el.dpid != dpid:
                 continue
             for beh, aps in self.part.members.get(el.idx, {}).items():
                 if self._outputs_to(dpid, beh, port):
-                    for ap in aps:
-                        u = u | self.part.bdd_of[ap]
-        return s_i, u
+                    parts += [self.part.bdd_of[ap] for ap in aps]
+        s_e = self.space.union(parts)
+        self._s_e[egress] = (self.version, s_e)  # shared by every ingress of this egress
+        return s_i, s_e
 
     def _outputs_to(self, dpid: int, beh: Behaviour, port: int) -> bool:
+        key = (beh, port)
+        hit = self.walker.outputs_cache.get(key)
+        if hit is None:
+            hit = self.walker.outputs_cache[key] = self._outputs_to_uncached(dpid, beh, port)
+        return hit
+
+    def _outputs_to_uncached(self, dpid: int, beh: Behaviour, port: int) -> bool:
         ins = beh.instructions
         outs = ins.outputs()
         if port in outs or outs & {OFPP_ALL, OFPP_FLOOD}:

@@ -151,6 +151,18 @@ class HeaderSpace:
             cube[field] = (value | (bit << shift), mask | (1 << shift))
         return cube
 
+    def union(self, items):
+        """OR of many BDDs, pairwise: cheaper than growing one accumulator."""
+        items = list(items)
+        if not items:
+            return self.false
+        while len(items) > 1:
+            items = [
+                items[i] | items[i + 1] if i + 1 < len(items) else items[i]
+                for i in range(0, len(items), 2)
+            ]
+        return items[0]
+
     def exist_fields(self, u, fields):
         """∃ fields . u  (used for set_field images)."""
         names = [f"{f}_{i}" for f in fields for i in range(WIDTH[f])]

@@ -91,6 +91,12 @@ class Walker:
         self.topo = model.topo
         self._memo: dict | None = None
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
+        self.outputs_cache: dict = {}  # (behaviour, port) -> does it output there (model.corpus)
+
+    def forget_groups(self) -> None:
+        """Drop what was derived from group contents (after a GroupMod)."""
+        self.plans.clear()
+        self.outputs_cache.clear()
 
     def _plan(self, beh):
         """Outputs of a behaviour that only outputs (directly or via groups), else None."""
