@@ -456,20 +456,23 @@ class Model:
         self._rewriting.discard(ap)
         if not outcomes:
             return
+        touched: set[tuple[int, Port]] = set()
         for o in outcomes:
             d = o.delivery
-            if d.kind != "egress":
+            if d.kind == "egress":
+                touched.add((o.final_ap, d.egress))
+                self._pairs[(d.ingress, d.egress)].discard(ap)
+        for final_ap, egress in touched:
+            by_eg = self._expect.get(final_ap)
+            if by_eg is None or egress not in by_eg:
                 continue
-            by_eg = self._expect.get(o.final_ap)
-            if by_eg is not None and d.egress in by_eg:
-                lst = [x for x in by_eg[d.egress] if x[2] != ap]
-                if lst:
-                    by_eg[d.egress] = lst
-                else:
-                    del by_eg[d.egress]
-                    if not by_eg:
-                        del self._expect[o.final_ap]
-            self._pairs[(d.ingress, d.egress)].discard(ap)
+            lst = [x for x in by_eg[egress] if x[2] != ap]
+            if lst:
+                by_eg[egress] = lst
+            else:
+                del by_eg[egress]
+                if not by_eg:
+                    del self._expect[final_ap]
 
     # --- queries -----------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Update], None]) -> None:
