@@ -119,6 +119,21 @@ def boundary_regions(cube: dict[str, tuple[int, int]], stage: int) -> Iterator[d
             yield r
 
 
+def canonical_region(region: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The part of a region that a canonical header keeps: no IP fields under a fixed
+    non-IPv4 EtherType, no ports under a fixed protocol other than TCP/UDP."""
+    r = dict(region)
+    et = r.get("eth_type")
+    if et is not None and et[1] == 0xFFFF and et[0] != 0x0800:
+        for f in ("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src"):
+            r.pop(f, None)
+    pr = r.get("ip_proto")
+    if pr is not None and pr[1] == 0xFF and pr[0] not in (6, 17):
+        r.pop("tp_dst", None)
+        r.pop("tp_src", None)
+    return r
+
+
 def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, int]:
     """A canonical header in (or next to) a region: free bits random, then canonicalized."""
     h = {}
@@ -151,11 +166,13 @@ class IngressPlan:
         sweep_max: int = 4096,
         max_cubes: int = 20000,
         cache: CountCache | None = None,
+        warmup: int = 24,
     ) -> None:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
         {egress: S_i} for the exits that are not selected (they still count as covered)."""
         self.space = space
         self.cache = cache or CountCache(space)
+        self.warmup = warmup  # boundary turns before the (slower) bit-flip sets are built
         self.ingress = ingress
         self.version = version
         self.rng = rng
@@ -183,9 +200,10 @@ class IngressPlan:
         self._random_area = None
         self._edges = self._edge_iter()
         self._edges_done = False
-        order = [f for f in _EDGE_FIRST] + [f for f in FIELD_NAMES if f not in _EDGE_FIRST]
-        self._flips: list = [(f"{f}_{i}", None) for f in order for i in range(WIDTH[f] - 1, -1, -1)]
-        self._flip_rr = -1
+        self._flip_todo = [f for f in _EDGE_FIRST] + [
+            f for f in FIELD_NAMES if f not in _EDGE_FIRST
+        ]
+        self._fsets: list = []
         self._btick = 0
         self._boundary_area = space.false
         self.boundary_exhausted = False
@@ -196,12 +214,22 @@ class IngressPlan:
         pending = any(not p.sweep_done for p in self.pairs.values())
         return self._residual & ~self.sweeps if pending else self._residual
 
-    def _random_iter(self):
+    def _random_sampler(self) -> Sampler:
         area = self.random_area()
         if self._random is None or area != self._random_area:
             self._random_area = area
-            self._random = Sampler(self.space, cache=self.cache, u=area).spread(self.rng)
+            self._random = Sampler(self.space, cache=self.cache, u=area)
         return self._random
+
+    def _shared_index(self, key, n: int) -> int:
+        """The next index of a golden-ratio walk over [0, n) whose start and position are
+        shared by every ingress in this model version (kept in `seen`): ingresses probing
+        nearly the same set split one evenly spread sequence instead of repeating it."""
+        shared = self.seen.setdefault(key, [self.rng.random(), 0])
+        k = shared[1]
+        shared[1] += 1
+        step = max(1, (_GOLDEN * n) >> 128)
+        return (int(shared[0] * n) + k * step) % n
 
     # --- the three phases -------------------------------------------------------------------
     def _next_sweep(self, probed) -> Probe | None:
@@ -224,72 +252,73 @@ class IngressPlan:
 
     def _edge_iter(self) -> Iterator[tuple[tuple, dict]]:
         """±1 range edges of the covered cubes (small fields first, then addresses)."""
-        cubes: list[dict] = []
         for cube in self.space.cubes(self.covered, limit=self.max_cubes):
-            cubes.append(cube)
             for region in boundary_regions(cube, 0):
                 yield tuple(sorted(region.items())), region
-        for cube in cubes:
-            for region in boundary_regions(cube, 1):
-                yield tuple(sorted(region.items())), region
 
-    def _next_edge(self) -> Probe | None:
+    def _next_edge(self, tries: int = 4) -> Probe | None:
+        """The next ±1 edge probe; looks at no more than `tries` candidate regions per call
+        (most edges of a decomposed covered set lie in another covered cube)."""
         contains = self.space.contains
         for key, region in self._edges:
+            region = canonical_region(region)
+            key = ("edge", tuple(sorted(region.items())))
             if key in self.seen:
                 continue
+            tries -= 1
             h = fill(region, self.rng)
             if contains(self.covered, h):
+                if tries <= 0:
+                    return None
                 continue  # the edge lies in covered space (next to another covered cube)
             self.seen[key] = self.ingress
             return Probe(self.ingress, h, "boundary", None)
         self._edges_done = True
         return None
 
-    def _flip_set(self, name: str):
-        """Headers outside covered(i) one flip of bit `name` away from a covered header."""
+    def _flip_set(self, field_name: str):
+        """Headers outside covered(i) one bit flip of field_name away from a covered header."""
         sp = self.space
-        flipped = sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
-        return flipped & self._residual
+        u = sp.false
+        for i in range(WIDTH[field_name]):
+            name = f"{field_name}_{i}"
+            u = u | sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
+        return u & self._residual
 
     def _next_flip(self) -> Probe | None:
-        """One probe from the next non-exhausted bit-flip set, round robin over the bits.
-
-        Each set is walked with a golden-ratio sequence whose start and position are shared
-        by all ingresses in this model version (in `seen`), so ingresses split the work;
-        a set is done after 2 probes per disjoint cube (region) of it."""
-        n = len(self._flips)
-        for _ in range(n):
-            self._flip_rr = (self._flip_rr + 1) % n
-            ent = self._flips[self._flip_rr]
-            if ent is None:
-                continue
-            name, st = ent
-            if st is None:
-                u = self._flip_set(name)
-                if u == self.space.false:
-                    self._flips[self._flip_rr] = None
-                    continue
+        """One probe from the bit-flip sets (one per field), each set getting a share of the
+        probes proportional to its number of disjoint cubes (regions), until it has had two
+        probes per region. Sets are computed one per call, small fields first. Each set is
+        walked with the shared golden-ratio sequence (`_shared_index`)."""
+        if self._flip_todo and self._btick > self.warmup:
+            f = self._flip_todo.pop(0)
+            u = self._flip_set(f)
+            if u != self.space.false:
                 smp = Sampler(self.space, cache=self.cache, u=u)
-                st = [smp, max(4, 2 * smp.paths())]
-                self._flips[self._flip_rr] = (name, st)
+                self._fsets.append([f, smp, max(4, 2 * smp.paths())])
                 self._boundary_area = self._boundary_area | u
-            smp, cap = st
-            shared = self.seen.setdefault(("flip", name), [self.rng.random(), 0])
-            if shared[1] >= cap:
-                self._flips[self._flip_rr] = None
+        best, best_load = None, None
+        for ent in self._fsets:
+            used = self.seen.get(("flip", ent[0]), (0, 0))[1]
+            if used >= ent[2]:
                 continue
-            k = shared[1]
-            shared[1] += 1
-            n_tot = smp.total
-            step = max(1, (_GOLDEN * n_tot) >> 128)
-            r = (int(shared[0] * n_tot) + k * step) % n_tot
-            return Probe(self.ingress, smp.header(r), "boundary", None)
-        return None
+            load = (used + 1) / ent[2]
+            if best_load is None or load < best_load:
+                best, best_load = ent, load
+        if best is None:
+            if self._flip_todo and self._btick > self.warmup:
+                return self._next_flip()
+            return None
+        f, smp, _ = best
+        r = self._shared_index(("flip", f), smp.total)
+        return Probe(self.ingress, smp.header(r), "boundary", None)
 
     def _next_boundary(self) -> Probe | None:
         self._btick += 1
-        first = self._next_edge if self._btick % 2 and not self._edges_done else self._next_flip
+        if self._btick <= self.warmup:
+            return None  # the first batch after a new corpus: sweep and random only
+        edge_turn = self._btick % 4 == 1 and not self._edges_done
+        first = self._next_edge if edge_turn else self._next_flip
         second = self._next_flip if first is self._next_edge else self._next_edge
         pr = first()
         if pr is None and not self._edges_done:
@@ -322,8 +351,8 @@ class IngressPlan:
                 pr = self._next_boundary()
             if pr is not None:
                 return pr
-        it = self._random_iter()
-        h = next(it, None)
-        if h is None:
+        smp = self._random_sampler()
+        if not smp.total:
             return None
+        h = smp.header(self._shared_index(("random",), smp.total))
         return Probe(self.ingress, h, "random", None)
