@@ -106,15 +106,15 @@ def random_flow_mod(rng, xid):
 async def start(config_kw=None, model=None, findings=None):
     ctl = RawController()
     cport = await ctl.start()
-    cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_port=cport,
-                      audit_interval=0, audit_delay=-1, **(config_kw or {}))  # fmt: skip
+    kw = {"audit_interval": 0, "audit_delay": -1, **(config_kw or {})}
+    cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_port=cport, **kw)
     px = Proxy(cfg, model=model, on_finding=findings.append if findings is not None else None)
     await px.start()
     return ctl, px
 
 
 def test_model_in_step_with_random_flowmods(ovs, bridge):
-    br = bridge("br0", dpid=1)
+    br = bridge(dpid=1)
     model = Model(topo(1))
     model.build()
 
@@ -160,5 +160,100 @@ def test_model_in_step_with_random_flowmods(ovs, bridge):
         finally:
             await px.stop()
             await ctl.stop()
+
+    asyncio.run(main())
+
+
+ROUTES = [("10.0.%d.0" % i, i % 3 + 1) for i in range(20)]
+
+
+def install_routes(c):
+    msgs = [
+        flow_mod(
+            c.next_xid(),
+            priority=100,
+            cookie=0x42,
+            match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst=(net, "255.255.255.0")),
+            actions=[out(port)],
+        )  # fmt: skip
+        for net, port in ROUTES
+    ]
+    c.send(*msgs)
+
+
+def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path):
+    br = bridge(dpid=5)
+    db = str(tmp_path / "pazzd.db")
+    findings: list = []
+
+    async def main():
+        model = Model(topo(5))
+        model.build()
+        ctl, px = await start({"db_path": db, "audit_interval": 0.5}, model, findings)
+        try:
+            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px.port}")
+            c = await ctl.conn()
+            install_routes(c)
+            await c.barrier()
+            await px.barrier(5)
+            want = switch_entries(ovs, br, 5)
+            assert model_entries(model, 5) == want and len(want) == len(ROUTES)
+            ids = {e.key: e.rule_id for e in px.intended(5)}
+
+            # 1. The controller restarts: the switch connection stays, the proxy answers
+            # the switch's echoes meanwhile, a new controller session is opened.
+            port = ctl.server.sockets[0].getsockname()[1]
+            await ctl.stop()
+            await asyncio.sleep(1.0)
+            assert 5 in px.switches
+            ctl = RawController()
+            await ctl.start(port)
+            c = await ctl.conn()
+            install_routes(c)  # re-sent FlowMods are applied idempotently
+            await c.barrier()
+            await px.barrier(5)
+            assert model_entries(model, 5) == want == switch_entries(ovs, br, 5)
+
+            # 2. The switch reconnects (flows stay on the switch): the model is kept.
+            # (No del-controller: a bridge left without controllers flushes its flows.)
+            ovs.vsctl("set-controller", br, "tcp:127.0.0.1:1")
+            await asyncio.sleep(0.5)
+            assert 5 not in px.switches
+            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px.port}")
+            c = await ctl.conn()
+            assert model_entries(model, 5) == want
+            await asyncio.sleep(1.2)
+        finally:
+            await px.stop()
+        # 3. pazzd restarts: the model comes back from SQLite without asking anyone.
+        model2 = Model(topo(5))
+        ctl2 = ctl
+        px2 = Proxy(
+            ProxyConfig(listen_host="127.0.0.1", listen_port=0,
+                        controller_port=ctl.server.sockets[0].getsockname()[1], db_path=db,
+                        audit_interval=0.5, audit_delay=0.2),
+            model=model2, on_finding=findings.append,
+        )  # fmt: skip
+        try:
+            assert model_entries(model2, 5) == want
+            assert {e.key: e.rule_id for e in px2.intended(5)} == ids
+            await px2.start()
+            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px2.port}")
+            await ctl2.conn()
+            await asyncio.sleep(1.5)
+            assert findings == [], [str(f) for f in findings]
+            # A rule added from the command line is reported within one audit period.
+            ovs.ofctl("add-flow", br, "priority=100,ip,nw_dst=10.0.99.0/24,actions=output:2")
+            await asyncio.sleep(0.5 + 0.4)
+            assert [f.kind for f in findings] == ["unexpected"]
+            assert "10.0.99.0/24" in findings[0].text
+            # A changed entry is reported too.
+            ovs.ofctl("mod-flows", br, "--strict",
+                      "priority=100,ip,nw_dst=10.0.3.0/24,actions=output:3")  # fmt: skip
+            await asyncio.sleep(0.9)
+            assert [f.kind for f in findings] == ["unexpected", "changed"]
+        finally:
+            await px2.stop()
+            await ctl2.stop()
 
     asyncio.run(main())
