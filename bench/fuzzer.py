@@ -120,7 +120,10 @@ def main(argv=None) -> dict:
     # Crafting throughput over uniform valid headers (all kinds of frames).
     smp = Sampler(space, valid_headers(space))
     hs = [smp.uniform(rng) for _ in range(1000)]
-    hs += [dict(h, eth_type=0x0800, ip_proto=p) for h, p in zip(hs[:300], [6, 17, 1] * 100)]
+    hs += [
+        dict(h, eth_type=0x0800, ip_proto=p)
+        for h, p in zip(hs[:300], [6, 17, 1] * 100, strict=False)
+    ]
     crafter = Crafter(pretag=True)
     crafter.frame(hs[0])
     t = time.perf_counter()

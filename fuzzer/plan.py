@@ -204,6 +204,7 @@ class IngressPlan:
             f for f in FIELD_NAMES if f not in _EDGE_FIRST
         ]
         self._fsets: list = []
+        self._fturn = 0
         self._btick = 0
         self._boundary_area = space.false
         self.boundary_exhausted = False
@@ -286,9 +287,9 @@ class IngressPlan:
         return u & self._residual
 
     def _next_flip(self) -> Probe | None:
-        """One probe from the bit-flip sets (one per field), each set getting a share of the
-        probes proportional to its number of disjoint cubes (regions), until it has had two
-        probes per region. Sets are computed one per call, small fields first. Each set is
+        """One probe from the bit-flip sets (one per field): half of the turns go to the set
+        with the fewest probes, half by number of disjoint cubes (regions), until a set has
+        had two probes per region. Sets are computed one per call, small fields first. Each set is
         walked with the shared golden-ratio sequence (`_shared_index`)."""
         if self._flip_todo and self._btick > self.warmup:
             f = self._flip_todo.pop(0)
@@ -297,12 +298,17 @@ class IngressPlan:
                 smp = Sampler(self.space, cache=self.cache, u=u)
                 self._fsets.append([f, smp, max(4, 2 * smp.paths())])
                 self._boundary_area = self._boundary_area | u
+        # Odd turns: the set with the fewest probes (small sets, such as the holes that
+        # ACLs cut and their port and protocol neighbours, are done early); even turns: the
+        # set with the fewest probes per region (big sets get a share by their size).
+        self._fturn += 1
+        by_regions = self._fturn % 2 == 0
         best, best_load = None, None
         for ent in self._fsets:
             used = self.seen.get(("flip", ent[0]), (0, 0))[1]
             if used >= ent[2]:
                 continue
-            load = (used + 1) / ent[2]
+            load = (used + 1) / ent[2] if by_regions else used
             if best_load is None or load < best_load:
                 best, best_load = ent, load
         if best is None:

@@ -1,0 +1,83 @@
+"""Model updates, coverage accounting, critical flows and metrics."""
+
+from __future__ import annotations
+
+from cpc.fields import parse_header
+from cpc.model import Model
+from cpc.workloads import generate
+from fuzzer.engine import CriticalFlow, Fuzzer
+from fuzzer.inject import RecordingInjector
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _model():
+    wl = generate("grid", 2, 200, rule_ids=True)
+    m = Model(wl.topo)
+    m.add_entries(wl.entries, wl.groups)
+    return wl, m
+
+
+def test_update_replans_and_trims_coverage():
+    wl, m = _model()
+    clk = Clock()
+    fz = Fuzzer(m, pairs=[((1, 5), (4, 5))], rate=10_000, burst=1000, clock=clk, seed=1,
+                min_replan_s=0.0)  # fmt: skip
+    inj = RecordingInjector()
+    clk.t = 1.0
+    fz.step(inj, max_probes=500)
+    before = fz.coverage((1, 5), (4, 5))
+    assert before["coverage_ratio"] > 0 and before["probes"] > 0
+    plan = fz.state[(1, 5)].plan
+    # A new route on every switch for 172.16.0.0/12 towards h4: S_i grows, plan is rebuilt.
+    m.add_flow(1, "priority=30,ip,nw_dst=172.16.0.0/12,actions=output:2")
+    m.add_flow(2, "priority=30,ip,nw_dst=172.16.0.0/12,actions=output:3")
+    m.add_flow(4, "priority=30,ip,nw_dst=172.16.0.0/12,actions=output:5")
+    assert fz._changed != m.space.false
+    clk.t = 2.0
+    fz.step(inj, max_probes=10)
+    new = fz.state[(1, 5)].plan
+    assert new is not plan and new.version == m.version
+    h = parse_header("nw_dst=172.16.1.1,tcp_dst=80")
+    assert m.space.contains(new.pairs[(4, 5)].s_i, h)
+    # Coverage in the touched region was dropped.
+    assert not m.space.contains(fz.state[(1, 5)].cov, h)
+    assert all(ingress == (1, 5) for ingress, _ in inj.frames)
+
+
+def test_critical_flows_are_probed_every_period():
+    wl, m = _model()
+    clk = Clock()
+    fz = Fuzzer(m, rate=1000, burst=100, clock=clk, seed=1)
+    h = parse_header("nw_dst=10.0.1.7,tcp_dst=443")
+    fz.set_critical([CriticalFlow((1, 5), h, period_s=0.5, name="web")])
+    inj = RecordingInjector()
+    crit = 0
+    for _ in range(100):  # 10 s
+        clk.t += 0.1
+        probes = fz.next_probes(fz.bucket.take(100))
+        crit += sum(p.area == "critical" for p in probes)
+        assert all(p.area != "critical" or p.header == h for p in probes)
+        fz.record(probes)
+    assert 19 <= crit <= 21
+    assert fz.sent_by_area["critical"] == crit
+    assert inj.frames == []
+
+
+def test_metrics_shape():
+    wl, m = _model()
+    fz = Fuzzer(m, seed=1, subscribe=False)
+    fz.record(fz.next_probes(200))
+    met = fz.metrics()
+    assert met["probes_sent_total"] == 200
+    assert len(met["pairs"]) == 4 * 3
+    row = met["pairs"][0]
+    assert set(row) == {"ingress", "egress", "coverage_ratio", "probes", "areas_exhausted"}
+    assert row["ingress"] == "1:5"
+    names = {n for n, _, _ in fz.prometheus_samples()}
+    assert {"pazz_fuzz_coverage_ratio", "pazz_fuzz_probes_sent_total"} <= names

@@ -1,0 +1,32 @@
+"""Detection effect on the reference data plane, small budget: grid 3, ~2k rules."""
+
+from __future__ import annotations
+
+from cpc.model import Model
+from cpc.workloads import generate
+from fuzzer.sim import first_detections, fuzzer_stream, make_faults, uniform_stream
+
+
+def test_fuzzer_finds_fat_finger_routes_uniform_probing_does_not():
+    wl = generate("grid", 3, 2000, rule_ids=True)
+    m = Model(wl.topo)
+    m.add_entries(wl.entries, wl.groups)
+    faults = make_faults(wl, 8, "near", seed=11)
+    budget = 12000
+    fz = first_detections(m, wl, faults, fuzzer_stream(m, 1), budget)
+    un = first_detections(m, wl, faults, uniform_stream(m, 1), budget)
+    found = sorted(x for x in fz if x is not None)
+    assert len(found) >= 5, fz
+    assert sum(x is not None for x in un) <= 1, un
+    med_fz = sorted(x if x is not None else budget for x in fz)[len(fz) // 2]
+    med_un = sorted(x if x is not None else budget for x in un)[len(un) // 2]
+    assert med_fz * 1.5 < med_un
+
+
+def test_wide_faults_are_found_by_the_random_share():
+    wl = generate("grid", 3, 2000, rule_ids=True)
+    m = Model(wl.topo)
+    m.add_entries(wl.entries, wl.groups)
+    faults = make_faults(wl, 8, "wide", seed=5)
+    fz = first_detections(m, wl, faults, fuzzer_stream(m, 2), 20000)
+    assert all(x is not None for x in fz), fz
