@@ -187,11 +187,21 @@ class Tester:
         self._since: dict[int, float | None] = {}
         self._last_fault: dict[int, tuple[str, float]] = {}
         self._blackhole_fault: dict[str, int] = {}
+        # Class ids hold for one model version only (they are reused after merges), and a
+        # restarted daemon numbers them afresh. A fault record keeps the label it was
+        # first stored under ("c<id>"); which class its header is in now comes from
+        # classifying the stored header again, once per model version.
+        self._fault_hdr: dict[int, tuple[str, dict]] = {}  # fault id -> (label, header)
+        self._labels: dict[int, tuple[str, ...]] = {}  # class id now -> labels
+        self._labels_ver: int | None = None
         now = clock()
         for row in store.faults("open"):
             self._watch(row.id, row.header_class, row.kind, row.last_seen or now)
             if row.kind == BLACKHOLE:
                 self._blackhole_fault[row.header_class] = row.id
+            elif isinstance(row.header, dict):
+                hdr = {k: v for k, v in row.header.items() if k != "text"}
+                self._fault_hdr[row.id] = (row.header_class, hdr)
 
     # ------------------------------------------------------------ plumbing
 
@@ -203,6 +213,22 @@ class Tester:
         self._by_class.setdefault(key, set()).add(fid)
         self._since[fid] = None
         self._last_fault[fid] = (kind, now)
+
+    def class_labels(self, cls: int) -> tuple[str, ...]:
+        """The labels of the open fault records whose header is in class cls (this version)."""
+        if self._labels_ver != self.model.version:
+            labels: dict[int, list[str]] = {}
+            for label, hdr in self._fault_hdr.values():
+                try:
+                    c = self.model.classify(hdr)
+                except Exception:  # a stored header the model cannot classify: skip it
+                    continue
+                lst = labels.setdefault(c, [])
+                if label not in lst:
+                    lst.append(label)
+            self._labels = {c: tuple(v) for c, v in labels.items()}
+            self._labels_ver = self.model.version
+        return self._labels.get(cls, ())
 
     def alternatives(self, egress: Port, header: dict, cls: int) -> Alternatives:
         key = (egress, cls)
@@ -320,11 +346,11 @@ class Tester:
             st.held_transient += 1
             return None
         alts = self.alternatives(egress, hdr, cls)
+        labels = self.class_labels(cls) if self._fault_hdr else ()
         if (pf.verify_port, pf.verify_rule) in alts.tags:
             st.consistent += 1
-            watched = self._by_class.get(f"c{cls}")
-            if watched:
-                for fid in watched:
+            for label in labels:
+                for fid in self._by_class.get(label, ()):
                     if self._since.get(fid, 0) is None:
                         self._since[fid] = now
             return None
@@ -333,7 +359,13 @@ class Tester:
             st.consistent += 1
             return None
         st.fault_samples += 1
-        self._record(verdict, f"c{cls}", egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        if labels:
+            label = labels[0]
+        else:
+            label = f"c{cls}"
+            if label in self._by_class:  # an open fault of another class holds the label
+                label = f"c{cls}@v{self.model.version}"
+        self._record(verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
         return verdict
 
     # ------------------------------------------------------------ faults
@@ -342,6 +374,7 @@ class Tester:
         self,
         v: Verdict,
         key: str,
+        cls: int,
         egress: Port,
         hdr: dict,
         raw: bytes,
@@ -357,19 +390,22 @@ class Tester:
             "detail": v.detail,
             "filter_location": v.location,
         }
-        expected = [_tags(e) for e in self._alts_for_record(egress, hdr, key)]
+        expected = [_tags(e) for e in self._alts_for_record(egress, cls)]
         fid, new = self.store.record(
             v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
             expected, {"verify_port": vp, "verify_rule": vr}, localization,
         )  # fmt: skip
         self._note_fault(fid, key, v.kind, now, new)
+        if fid not in self._fault_hdr:
+            self._fault_hdr[fid] = (key, hdr)
+            self._labels_ver = None
         self._emit(
             FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
             LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location) if new else None,
         )
 
-    def _alts_for_record(self, egress: Port, hdr: dict, key: str) -> tuple[Expected, ...]:
-        hit = self._cache.get((egress, int(key[1:])))
+    def _alts_for_record(self, egress: Port, cls: int) -> tuple[Expected, ...]:
+        hit = self._cache.get((egress, cls))
         return hit[1].expected if hit else ()
 
     def _note_fault(self, fid: int, key: str, kind: str, now: float, new: bool) -> None:
@@ -458,6 +494,8 @@ class Tester:
         self.store.resolve(fid, now)
         self.stats.faults_resolved += 1
         self._since.pop(fid, None)
+        if self._fault_hdr.pop(fid, None) is not None:
+            self._labels_ver = None
         kind, _ = self._last_fault.pop(fid)
         for key, ids in list(self._by_class.items()):
             ids.discard(fid)
