@@ -17,6 +17,7 @@ a time, and the intended flow tables are restored between tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import shutil
 import socket
@@ -189,8 +190,29 @@ def _free_udp_port() -> int:
         return s.getsockname()[1]
 
 
+def _other_vswitchd() -> list[int]:
+    out = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        with contextlib.suppress(OSError):
+            if comm.read_text().strip() == "ovs-vswitchd":
+                out.append(int(comm.parent.name))
+    return out
+
+
+def _wait_for_datapath_free(timeout: float = 120.0) -> None:
+    """The userspace datapath opens one persistent tap device, ovs-netdev, in the root
+    namespace; a second ovs-vswitchd (another OVS test running beside this one) cannot
+    open it and fails to create its bridges. Wait for the other one to exit."""
+    deadline = time.monotonic() + timeout
+    while pids := _other_vswitchd():
+        if time.monotonic() > deadline:
+            pytest.fail(f"another userspace ovs-vswitchd is running: {pids}")
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def grid(ovs_prefix):
+    _wait_for_datapath_free()
     t0 = time.monotonic()
     c = Cleanup()
     try:
@@ -395,9 +417,10 @@ def _inject_and_judge(grid, tmp_path, inject, traffic, n_reports, while_injected
                 grid.send(s, [f])
             await r.until(lambda: r.store.faults(), timeout=6.0)
             await asyncio.sleep(FLUSH_S)  # the rest of the traffic's reports
+            faults = r.store.faults()
             if while_injected is not None:
-                while_injected(r)
-            return r, before, r.store.faults()
+                await while_injected(r)
+            return r, before, faults
 
     try:
         return asyncio.run(main())
@@ -419,15 +442,39 @@ def test_hidden_higher_priority_rule_is_type_p_match(grid, tmp_path):
     hdr = parse_frame(traffic[0][1]).header
     found = {}
 
-    def poll(r):
+    learned = {}
+
+    async def poll_then_learn(r):
         # The poller's part: dump the candidates' flow tables while the fault is live.
         req = r.tester.localization_queue.get_nowait()
         assert req.kind == TYPE_P_MATCH
         found.update({d: grid.poll(d, hdr) for d in req.candidates})
         r.tester.answer_localization(req.fault_id, {"dpid": x, "entry": found[x]})
+        # Then the model learns the entry as intended. That splits the prefix's header
+        # class: the /32 gets another class id in the new model version. Its reports are
+        # consistent again and must resolve the fault recorded under the old class.
+        grid.model.add_flow(x, hidden)
+        try:
+            assert grid.model.classify(hdr) != int(r.store.faults()[0].header_class[1:])
+            for s, f in traffic[:3]:
+                grid.send(s, [f])
+            await r.reports(3)
+            learned["consistent"] = r.tester.stats.consistent
+            r.tester.tick(time.time() + 1.1)
+            learned["resolved"] = r.store.faults("resolved")
+        finally:
+            grid.model.apply(
+                parse_flow(f"priority=100,ip,nw_dst={dotted(target)}", x, "delete_strict")
+            )
 
     r, before, faults = _inject_and_judge(
-        grid, tmp_path, lambda: grid.ovs.ofctl("add-flow", grid.br(x), hidden), traffic, 4, poll
+        grid,
+        tmp_path,
+        lambda: grid.ovs.ofctl("add-flow", grid.br(x), hidden),
+        traffic,
+        4,
+        poll_then_learn,
+        resolve_after=1.0,
     )
     assert before == []
     assert faults, r.tester.stats.as_dict()
@@ -447,6 +494,10 @@ def test_hidden_higher_priority_rule_is_type_p_match(grid, tmp_path):
     assert f"cookie={HIDDEN_COOKIE:#x}" in found[x][0]
     # The other header of the same prefix is still consistent.
     assert r.tester.stats.consistent >= 4 + 1
+    # Once the model knows the entry, the /32's reports are consistent and the fault,
+    # recorded under the class id of the older model version, resolves.
+    assert learned["consistent"] >= 4 + 1 + 3
+    assert [f.id for f in learned["resolved"]] == [f.id for f in faults]
 
 
 def test_changed_output_port_is_type_p_action(grid, tmp_path):
