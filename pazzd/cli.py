@@ -2,6 +2,12 @@
 
     pazzctl trace --topology T.yaml --rules R --in DPID:PORT --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
     pazzctl reach --topology T.yaml --rules R --from DPID:PORT --to DPID:PORT
+    pazzctl trace --in s1:5 --header ...      # without --topology/--rules: the live model
+    pazzctl status | faults [--open] | faults show ID | localize ID    # talk to pazzd
+    pazzctl check-config FILE
+
+pazzctl reaches pazzd over its Unix socket (--socket, $PAZZ_SOCKET, default
+/run/pazz/pazzd.sock).
 
 Every subcommand takes --json. Errors go to stderr with the file and line at fault,
 and the exit status is 2.
@@ -11,16 +17,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 
 from cpc.fields import FIELD_NAMES, format_value, parse_header
 from cpc.model import Model
 from cpc.rules import PORT_NAMES, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
+from .api import ApiError, call
+
+DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
+
 
 class CliError(Exception):
     pass
+
+
+def _live(args) -> bool:
+    if args.topology is None and args.rules is None:
+        return True
+    if args.topology is None or args.rules is None:
+        raise CliError("give both --topology and --rules, or neither (the live model)")
+    return False
 
 
 def _load(args) -> tuple[Topology, Model]:
@@ -64,6 +84,13 @@ def delivery_json(topo: Topology, d) -> dict:
 
 
 def cmd_trace(args) -> int:
+    if _live(args):
+        res = _call(args, "trace", ingress=args.ingress, header=args.header)
+        if args.json:
+            print(json.dumps(res, indent=2))
+        else:
+            print_outcomes_json(res["outcomes"])
+        return 0
     topo, model = _load(args)
     ingress = _port(topo, args.ingress, "--in")
     try:
@@ -114,6 +141,17 @@ def cube_text(cube: dict[str, tuple[int, int]]) -> str:
 
 
 def cmd_reach(args) -> int:
+    if _live(args):
+        res = _call(args, "reach", src=args.src, dst=args.dst, limit=args.limit)
+        if args.json:
+            print(json.dumps(res, indent=2))
+            return 0
+        print(f"{res['from']} -> {res['to']}: {res['headers']} headers ({res['headers']:.3e})")
+        for c in res["cubes"]:
+            print(f"  {c}")
+        if res["truncated"]:
+            print(f"  ... more cubes (raise --limit above {args.limit})")
+        return 0
     topo, model = _load(args)
     src = _port(topo, args.src, "--from")
     dst = _port(topo, args.dst, "--to")
@@ -134,6 +172,202 @@ def cmd_reach(args) -> int:
     return 0
 
 
+def _call(args, cmd: str, **kw):
+    return call(args.socket, cmd, **kw)
+
+
+def print_outcomes_json(outcomes: list[dict]) -> None:
+    """The human view of trace outcomes given as JSON (the live model's answer)."""
+    for n, d in enumerate(outcomes, 1):
+        title = f"outcome {n}: {d['kind']}"
+        if d["egress"]:
+            title += f" at {d['egress']}"
+        if d["reason"]:
+            title += f" - {d['reason']}"
+        if d["alternative"]:
+            title += " [one of several SELECT choices]"
+        print(title)
+        rows = [("switch", "in_port", "table", "priority", "cookie", "rule_id", "out_port")]
+        for h in d["hops"]:
+            rules = h["rules"] or [None]
+            for i, r in enumerate(rules):
+                last = i == len(rules) - 1
+                rows.append((
+                    h["switch"] if i == 0 else "", str(h["in_port"]) if i == 0 else "",
+                    "-" if r is None else str(r["table"]), "-" if r is None else str(r["priority"]),
+                    "-" if r is None else f"0x{r['cookie']:x}", "-" if r is None else str(r["rule_id"]),
+                    _port_text(h["out_port"]) if last else "",
+                ))  # fmt: skip
+        _table(rows)
+        print(f"  expected Verify_Port {d['verify_port']}  Verify_Rule {d['verify_rule']}\n")
+    if not outcomes:
+        print("no outcome (ingress port is down)")
+
+
+def _when(t) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def cmd_status(args) -> int:
+    st = _call(args, "status")
+    if args.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    m, t = st["model"], st["tester"]
+    rows = [
+        ("pazzd", f"pid {st['pid']}, up {st['uptime_s']} s, config {st['config']}"),
+        ("config", st["config_error"] or f"ok ({st['config_reloads']} reloads)"),
+        ("model", f"{m['rules']} rules, {m['classes']} classes, version {m['version']}, "
+                  f"{m['switches']} switches, {m['edge_ports']} edge ports"),
+        ("controller", st["controller"]),
+        ("sFlow", f"{st['sflow']}: {t.get('datagrams', 0)} datagrams, {t.get('malformed', 0)} "
+                  f"malformed, {t.get('lost_datagrams', 0)} lost"),
+        ("reports", f"{t.get('reports', 0)} judged: {t.get('consistent', 0)} consistent, "
+                    f"{t.get('fault_samples', 0)} faulty, {t.get('held_transient', 0)} held"),
+        ("faults open", ", ".join(f"{k}={v}" for k, v in st["faults_open"].items())),
+        ("fuzz", "off" if not st["fuzz"] else
+         f"{st['fuzz']['probes_sent_total']} probes, {st['fuzz']['pairs']} pairs, "
+         f"mean coverage {st['fuzz']['mean_coverage']:.2%}"),
+        ("metrics", st["metrics"]),
+    ]  # fmt: skip
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(w)}  {v}")
+    return 0
+
+
+def _loc_text(f: dict) -> str:
+    p = f.get("polled") or {}
+    if p.get("switch"):
+        return f"{p['switch']} ({p['finding']})"
+    return f["location"]
+
+
+def cmd_faults(args) -> int:
+    if args.action == "show":
+        if args.id is None:
+            raise CliError("faults show needs a fault ID")
+        f = _call(args, "fault", id=args.id)
+        if args.json:
+            print(json.dumps(f, indent=2))
+            return 0
+        for k in ("id", "kind", "state", "location", "header", "egress", "count", "reopened"):
+            print(f"{k:12} {f[k]}")
+        print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
+        print(f"{'actual':12} {json.dumps(f['actual'])}")
+        for e in f["expected"] or []:
+            print(f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
+                  f"vr=0x{e['verify_rule']:04x} path {e['path']}")  # fmt: skip
+        print(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
+        if f["polled"]:
+            p = f["polled"]
+            print(f"{'localized':12} {p.get('switch', '-')} {p.get('finding', 'no difference')}")
+            if p.get("entry"):
+                print(f"{'  entry':12} {p['entry']}")
+            if p.get("intended"):
+                print(f"{'  intended':12} {p['intended']}")
+        return 0
+    if args.action is not None:
+        raise CliError(f"unknown faults action {args.action!r} (use: faults show ID)")
+    faults = _call(args, "faults", state="open" if args.open else None)
+    if args.json:
+        print(json.dumps(faults, indent=2))
+        return 0
+    rows = [("id", "state", "class", "location", "first seen", "count", "header")]
+    for f in faults:
+        rows.append((str(f["id"]), f["state"], f["kind"], _loc_text(f), _when(f["first_seen"]),
+                     str(f["count"]), (f["header"] or "")[:60]))  # fmt: skip
+    if len(rows) == 1:
+        print("no faults")
+    else:
+        _table(rows)
+    return 0
+
+
+def cmd_localize(args) -> int:
+    t0 = time.monotonic()
+    a = _call(args, "localize", id=args.id)
+    took = time.monotonic() - t0
+    if args.json:
+        print(json.dumps({**a, "wall_seconds": round(took, 4)}, indent=2))
+        return 0
+    print(f"fault {a['fault']} ({a['kind']}): polled {len(a['polled'])} switches "
+          f"{a['polled']} in {took:.2f} s")  # fmt: skip
+    for d, err in a["errors"].items():
+        print(f"  dpid {d}: poll failed: {err}")
+    if not a["findings"]:
+        print("  no flow table differs from the intended entries for this header")
+        return 1
+    rows = [("switch", "finding", "entry on the switch", "intended entry")]
+    for f in a["findings"]:
+        rows.append(
+            (
+                f["switch"],
+                f["finding"],
+                f["entry"] or "(none: table-miss)",
+                f["intended"] or "(none)",
+            )
+        )
+    _table(rows)
+    if a.get("misrouting_hop"):
+        print(f"  misrouting hop: {a['misrouting_hop']}")
+    return 0
+
+
+def cmd_flowmod(args) -> int:
+    res = _call(args, "flowmod", switch=args.switch, flow=args.flow, command=args.command_)
+    print(json.dumps(res) if args.json else f"model version {res['version']}, "
+          f"{res['classes_changed']} classes changed in {res['seconds'] * 1e3:.2f} ms")  # fmt: skip
+    return 0
+
+
+def cmd_check_config(args) -> int:
+    from .config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.file)
+    except ConfigError as e:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(e)}))
+        else:
+            print(f"pazzctl: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"ok": True, **cfg.summary()}, indent=2))
+    else:
+        print(f"{args.file}: OK")
+        for k, v in cfg.summary().items():
+            print(f"  {k:15} {v}")
+    return 0
+
+
+def add_daemon_commands(sub) -> None:
+    s = sub.add_parser("status", help="pazzd's state: model, sFlow, reports, faults, fuzzer")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_status)
+    f = sub.add_parser("faults", help="list faults, or `faults show ID`")
+    f.add_argument("action", nargs="?", choices=["show"], help="show one fault")
+    f.add_argument("id", nargs="?", type=int)
+    f.add_argument("--open", action="store_true", help="only open faults")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=cmd_faults)
+    lz = sub.add_parser("localize", help="poll candidate flow tables for a fault's entry")
+    lz.add_argument("id", type=int)
+    lz.add_argument("--json", action="store_true")
+    lz.set_defaults(func=cmd_localize)
+    fm = sub.add_parser("flowmod", help="apply a FlowMod to the live model (no proxy)")
+    fm.add_argument("switch")
+    fm.add_argument("flow", help="ovs-ofctl flow syntax")
+    fm.add_argument("--command", dest="command_", default="add",
+                    choices=["add", "modify", "modify_strict", "delete", "delete_strict"])  # fmt: skip
+    fm.add_argument("--json", action="store_true")
+    fm.set_defaults(func=cmd_flowmod)
+    c = sub.add_parser("check-config", help="validate a pazzd config file without starting")
+    c.add_argument("file")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_check_config)
+
+
 def _table(rows) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -142,13 +376,15 @@ def _table(rows) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pazzctl", description="PAZZ operator tool")
+    p.add_argument(
+        "--socket", default=os.environ.get("PAZZ_SOCKET", DEFAULT_SOCKET),
+        help=f"pazzd's API socket (default $PAZZ_SOCKET or {DEFAULT_SOCKET})",
+    )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
 
     def model_args(sp):
-        sp.add_argument("--topology", required=True, help="topology YAML file")
-        sp.add_argument(
-            "--rules", required=True, help="rules: JSON lines or ovs-ofctl dump-flows text"
-        )
+        sp.add_argument("--topology", help="topology YAML file (omit both: the live model)")
+        sp.add_argument("--rules", help="rules: JSON lines or ovs-ofctl dump-flows text")
         sp.add_argument("--json", action="store_true", help="JSON output")
 
     t = sub.add_parser("trace", help="follow one header through the modelled network")
@@ -163,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--to", dest="dst", required=True, metavar="SWITCH:PORT")
     r.add_argument("--limit", type=int, default=20, help="cubes to list (default 20)")
     r.set_defaults(func=cmd_reach)
+    add_daemon_commands(sub)
     return p
 
 
@@ -170,7 +407,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ModelError, TopologyError) as e:
+    except (CliError, ModelError, TopologyError, ApiError) as e:
         print(f"pazzctl: error: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,388 @@
+"""pazzd's configuration: one YAML file, validated as a whole before anything uses it.
+
+Every error names the file, the line and the key (``pazzd.yaml:12: sflow.listen: ...``),
+using the line-aware loader of cpc.yamlpos. `load_config(path)` returns a `Config`;
+`pazzctl check-config FILE` calls it without starting anything. See docs/daemon.md for
+every key; deploy/pazzd.yaml is the commented default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cpc import yamlpos
+from cpc.fields import parse_header
+from cpc.topology import Topology, TopologyError, load_topology
+
+__all__ = ["Config", "ConfigError", "CriticalFlowCfg", "SwitchCfg", "load_config"]
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SwitchCfg:
+    dpid: int
+    ofctl: str | None = None  # ovs-ofctl target (bridge name or unix:/.../BR.mgmt)
+    ovsdb: str | None = None  # OVSDB for the sFlow ifIndex map
+    agent: str | None = None  # sFlow agent address of this switch
+
+
+@dataclass(frozen=True)
+class CriticalFlowCfg:
+    name: str
+    ingress: tuple[int, int]
+    egress: tuple[int, int]
+    header: dict
+    match: dict
+    timeout: float
+
+
+@dataclass
+class Config:
+    path: str
+    topology_path: str
+    topology: Topology
+    rules: str | None = None
+    controller_enabled: bool = False
+    controller_host: str = "127.0.0.1"
+    controller_port: int = 6633
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 6653
+    edge_ports: list[tuple[int, int]] = field(default_factory=list)
+    sflow_host: str = "0.0.0.0"
+    sflow_port: int = 6343
+    sampling_rate: int = 64
+    sflow_interfaces: list[dict] = field(default_factory=list)
+    switches: list[SwitchCfg] = field(default_factory=list)
+    ovs_bin_dir: str = "/usr/bin"
+    fuzz_enabled: bool = False
+    fuzz_rate: float = 1000.0
+    fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
+    fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
+    critical_flows: list[CriticalFlowCfg] = field(default_factory=list)
+    resolve_after: float = 60.0
+    settle: float = 2.0
+    blackhole_k: float = 10.0
+    tester_workers: int = 1
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9473
+    api_socket: str = "/run/pazz/pazzd.sock"
+    database: str = "/var/lib/pazz/faults.db"
+    log_level: str = "info"
+
+    def summary(self) -> dict:
+        return {
+            "config": self.path,
+            "topology": self.topology_path,
+            "rules": self.rules,
+            "controller": f"{self.controller_host}:{self.controller_port}"
+            if self.controller_enabled
+            else None,
+            "switches": len(self.topology.switches),
+            "edge_ports": len(self.edge_ports),
+            "sflow": f"{self.sflow_host}:{self.sflow_port}",
+            "metrics": f"{self.metrics_host}:{self.metrics_port}",
+            "api_socket": self.api_socket,
+            "database": self.database,
+            "fuzz": self.fuzz_enabled,
+            "critical_flows": len(self.critical_flows),
+        }
+
+
+KNOWN = {
+    "": {
+        "topology", "rules", "controller", "edge_ports", "sflow", "switches", "ovs", "fuzz",
+        "critical_flows", "tester", "metrics", "api", "database", "log_level",
+    },
+    "controller": {"enabled", "address", "listen"},
+    "sflow": {"listen", "sampling_rate", "interfaces"},
+    "ovs": {"bin_dir"},
+    "fuzz": {"enabled", "rate", "pairs", "inject"},
+    "tester": {"resolve_after", "settle", "blackhole_k", "workers"},
+    "metrics": {"listen"},
+    "api": {"socket"},
+}  # fmt: skip
+LOG_LEVELS = {"debug", "info", "warning", "error"}
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, container, key, dotted: str, msg: str):
+        line = yamlpos.line_of(container, key) if container is not None else 0
+        where = f"{self.path}:{line}" if line else self.path
+        raise ConfigError(f"{where}: {dotted}: {msg}")
+
+    def section(self, doc, key: str, dotted: str):
+        v = doc.get(key)
+        if v is None:
+            return yamlpos.PosDict()
+        if not isinstance(v, dict):
+            self.fail(doc, key, dotted, "must be a mapping")
+        unknown = sorted(str(k) for k in v if k not in KNOWN.get(dotted, set()))
+        if unknown:
+            self.fail(v, unknown[0], f"{dotted}.{unknown[0]}", "unknown key")
+        return v
+
+    def typed(self, d, key, dotted, kind, default, lo=None, hi=None):
+        if key not in d or d[key] is None:
+            return default
+        v = d[key]
+        if kind is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if kind is bool and not isinstance(v, bool):
+            self.fail(d, key, dotted, f"must be true or false, not {v!r}")
+        if kind is not bool and (isinstance(v, bool) or not isinstance(v, kind)):
+            self.fail(d, key, dotted, f"must be a {kind.__name__}, not {v!r}")
+        if lo is not None and v < lo:
+            self.fail(d, key, dotted, f"must be at least {lo}")
+        if hi is not None and v > hi:
+            self.fail(d, key, dotted, f"must be at most {hi}")
+        return v
+
+    def address(self, d, key, dotted, default: tuple[str, int]) -> tuple[str, int]:
+        if key not in d or d[key] is None:
+            return default
+        v = d[key]
+        if isinstance(v, int) and not isinstance(v, bool):
+            return default[0], self._port(d, key, dotted, v)
+        if not isinstance(v, str) or ":" not in v:
+            self.fail(d, key, dotted, f"must be HOST:PORT, not {v!r}")
+        host, _, port = v.rpartition(":")
+        host = host.strip("[]") or default[0]
+        try:
+            p = int(port)
+        except ValueError:
+            self.fail(d, key, dotted, f"bad port {port!r}")
+        return host, self._port(d, key, dotted, p)
+
+    def _port(self, d, key, dotted, p: int) -> int:
+        if not 0 <= p <= 65535:
+            self.fail(d, key, dotted, f"port {p} out of range 0..65535")
+        return p
+
+    def port_ref(self, topo: Topology, container, key, dotted, text) -> tuple[int, int]:
+        try:
+            return topo.resolve_port(str(text))
+        except TopologyError as e:
+            self.fail(container, key, dotted, str(e))
+
+
+def _int(v) -> int:
+    if isinstance(v, bool):
+        raise ValueError(v)
+    if isinstance(v, int):
+        return v
+    return int(str(v), 0)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate the whole file; raises ConfigError naming file, line and key."""
+    path = str(path)
+    try:
+        doc = yamlpos.load(path)
+    except yamlpos.YamlError as e:
+        raise ConfigError(str(e)) from None
+    r = _Reader(path)
+    if doc is None:
+        doc = yamlpos.PosDict()
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}:1: the configuration must be a mapping")
+    unknown = sorted(str(k) for k in doc if k not in KNOWN[""])
+    if unknown:
+        r.fail(doc, unknown[0], unknown[0], "unknown key")
+    base = Path(path).resolve().parent
+
+    def rel(p: str) -> str:
+        return str(p if Path(p).is_absolute() else base / p)
+
+    if "topology" not in doc:
+        raise ConfigError(f"{path}:{getattr(doc, 'line', 1)}: topology: required key missing")
+    tpath = doc["topology"]
+    if not isinstance(tpath, str):
+        r.fail(doc, "topology", "topology", "must be a file path")
+    tpath = rel(tpath)
+    try:
+        topo = load_topology(tpath)
+    except (TopologyError, yamlpos.YamlError) as e:
+        r.fail(doc, "topology", "topology", str(e))
+    cfg = Config(path=path, topology_path=tpath, topology=topo)
+
+    rules = doc.get("rules")
+    if rules is not None:
+        if not isinstance(rules, str):
+            r.fail(doc, "rules", "rules", "must be a file path")
+        cfg.rules = rel(rules)
+        if not Path(cfg.rules).exists():
+            r.fail(doc, "rules", "rules", f"{cfg.rules}: no such file")
+
+    c = r.section(doc, "controller", "controller")
+    cfg.controller_enabled = r.typed(c, "enabled", "controller.enabled", bool, False)
+    cfg.controller_host, cfg.controller_port = r.address(
+        c, "address", "controller.address", ("127.0.0.1", 6633)
+    )
+    cfg.listen_host, cfg.listen_port = r.address(
+        c, "listen", "controller.listen", ("0.0.0.0", 6653)
+    )
+
+    if doc.get("edge_ports") is not None:
+        eps = doc["edge_ports"]
+        if not isinstance(eps, list):
+            r.fail(doc, "edge_ports", "edge_ports", "must be a list of SWITCH:PORT")
+        cfg.edge_ports = [
+            r.port_ref(topo, eps, i, f"edge_ports[{i}]", p) for i, p in enumerate(eps)
+        ]
+        for i, p in enumerate(cfg.edge_ports):
+            if p not in topo.edges:
+                r.fail(eps, i, f"edge_ports[{i}]", f"{eps[i]} is not an edge port of the topology")
+    else:
+        cfg.edge_ports = list(topo.edge_ports())
+
+    s = r.section(doc, "sflow", "sflow")
+    cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
+    cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
+    ifs = s.get("interfaces") or []
+    if not isinstance(ifs, list):
+        r.fail(s, "interfaces", "sflow.interfaces", "must be a list")
+    for i, e in enumerate(ifs):
+        d = f"sflow.interfaces[{i}]"
+        if not isinstance(e, dict):
+            r.fail(ifs, i, d, "must be a mapping {agent, ifindex, port}")
+        for k in ("agent", "ifindex", "port"):
+            if k not in e:
+                r.fail(ifs, i, f"{d}.{k}", "required key missing")
+        dpid, port = r.port_ref(topo, e, "port", f"{d}.port", e["port"])
+        try:
+            ifindex = _int(e["ifindex"])
+        except (TypeError, ValueError):
+            r.fail(e, "ifindex", f"{d}.ifindex", f"must be an integer, not {e['ifindex']!r}")
+        ent = {"agent": str(e["agent"]), "ifindex": ifindex, "dpid": dpid, "port": port}
+        if "sub_agent" in e:
+            ent["sub_agent"] = r.typed(e, "sub_agent", f"{d}.sub_agent", int, 0, lo=0)
+        cfg.sflow_interfaces.append(ent)
+
+    o = r.section(doc, "ovs", "ovs")
+    cfg.ovs_bin_dir = o.get("bin_dir") or cfg.ovs_bin_dir
+    if not isinstance(cfg.ovs_bin_dir, str):
+        r.fail(o, "bin_dir", "ovs.bin_dir", "must be a directory path")
+
+    sws = doc.get("switches") or []
+    if not isinstance(sws, list):
+        r.fail(doc, "switches", "switches", "must be a list")
+    seen = set()
+    for i, e in enumerate(sws):
+        d = f"switches[{i}]"
+        if not isinstance(e, dict) or "switch" not in e:
+            r.fail(sws, i, f"{d}.switch", "each entry needs `switch: NAME-or-DPID`")
+        bad = sorted(str(k) for k in e if k not in {"switch", "ofctl", "ovsdb", "agent"})
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        try:
+            dpid = topo.resolve_switch(str(e["switch"]))
+        except TopologyError as ex:
+            r.fail(e, "switch", f"{d}.switch", str(ex))
+        if dpid in seen:
+            r.fail(e, "switch", f"{d}.switch", f"switch {e['switch']} listed twice")
+        seen.add(dpid)
+        for k in ("ofctl", "ovsdb", "agent"):
+            if k in e and not isinstance(e[k], str):
+                r.fail(e, k, f"{d}.{k}", "must be a string")
+        cfg.switches.append(SwitchCfg(dpid, e.get("ofctl"), e.get("ovsdb"), e.get("agent")))
+
+    f = r.section(doc, "fuzz", "fuzz")
+    cfg.fuzz_enabled = r.typed(f, "enabled", "fuzz.enabled", bool, False)
+    cfg.fuzz_rate = r.typed(f, "rate", "fuzz.rate", float, 1000.0, lo=0.0)
+    pairs = f.get("pairs", "all")
+    if pairs != "all" and pairs is not None:
+        if not isinstance(pairs, list):
+            r.fail(f, "pairs", "fuzz.pairs", "must be `all` or a list of [FROM, TO]")
+        cfg.fuzz_pairs = []
+        for i, pr in enumerate(pairs):
+            d = f"fuzz.pairs[{i}]"
+            if not isinstance(pr, list) or len(pr) != 2:
+                r.fail(pairs, i, d, "must be [SWITCH:PORT, SWITCH:PORT]")
+            a = r.port_ref(topo, pairs, i, d, pr[0])
+            b = r.port_ref(topo, pairs, i, d, pr[1])
+            cfg.fuzz_pairs.append((a, b))
+    inj = f.get("inject") or {}
+    if not isinstance(inj, dict):
+        r.fail(f, "inject", "fuzz.inject", "must map SWITCH:PORT to an interface")
+    for k, v in inj.items():
+        d = f"fuzz.inject.{k}"
+        p = r.port_ref(topo, inj, k, d, k)
+        if not isinstance(v, str):
+            r.fail(inj, k, d, "must be IFNAME or netns:NAMESPACE:IFNAME")
+        cfg.fuzz_inject[p] = v
+
+    cfs = doc.get("critical_flows") or []
+    if not isinstance(cfs, list):
+        r.fail(doc, "critical_flows", "critical_flows", "must be a list")
+    names = set()
+    for i, e in enumerate(cfs):
+        d = f"critical_flows[{i}]"
+        if not isinstance(e, dict):
+            r.fail(cfs, i, d, "must be a mapping {name, from, to, header}")
+        for k in ("name", "from", "to", "header"):
+            if k not in e:
+                r.fail(cfs, i, f"{d}.{k}", "required key missing")
+        bad = sorted(
+            str(k) for k in e if k not in {"name", "from", "to", "header", "timeout", "match"}
+        )
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        name = str(e["name"])
+        if name in names:
+            r.fail(e, "name", f"{d}.name", f"duplicate critical flow name {name!r}")
+        names.add(name)
+        src = r.port_ref(topo, e, "from", f"{d}.from", e["from"])
+        dst = r.port_ref(topo, e, "to", f"{d}.to", e["to"])
+        try:
+            hdr = parse_header(str(e["header"]))
+        except ValueError as ex:
+            r.fail(e, "header", f"{d}.header", str(ex))
+        keys = e.get("match") or ["ipv4_dst"]
+        if not isinstance(keys, list) or any(k not in hdr for k in keys):
+            r.fail(e, "match", f"{d}.match", "must list fields set in header")
+        timeout = r.typed(e, "timeout", f"{d}.timeout", float, 30.0, lo=0.1)
+        cfg.critical_flows.append(
+            CriticalFlowCfg(name, src, dst, hdr, {k: hdr[k] for k in keys}, timeout)
+        )
+
+    t = r.section(doc, "tester", "tester")
+    cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)
+    cfg.settle = r.typed(t, "settle", "tester.settle", float, 2.0, lo=0.0)
+    cfg.blackhole_k = r.typed(t, "blackhole_k", "tester.blackhole_k", float, 10.0, lo=1.0)
+    cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
+
+    m = r.section(doc, "metrics", "metrics")
+    cfg.metrics_host, cfg.metrics_port = r.address(
+        m, "listen", "metrics.listen", ("127.0.0.1", 9473)
+    )
+    a = r.section(doc, "api", "api")
+    sock = a.get("socket", cfg.api_socket)
+    if not isinstance(sock, str) or not sock:
+        r.fail(a, "socket", "api.socket", "must be a file path")
+    cfg.api_socket = sock
+    db = doc.get("database", cfg.database)
+    if not isinstance(db, str) or not db:
+        r.fail(doc, "database", "database", "must be a file path or :memory:")
+    cfg.database = db
+    lvl = doc.get("log_level", "info")
+    if not isinstance(lvl, str) or lvl.lower() not in LOG_LEVELS:
+        r.fail(doc, "log_level", "log_level", f"must be one of {sorted(LOG_LEVELS)}")
+    cfg.log_level = lvl.lower()
+    if not cfg.controller_enabled and cfg.rules is None:
+        raise ConfigError(
+            f"{path}:{getattr(doc, 'line', 1)}: rules: required when controller.enabled is "
+            "false (the intended rules come from a file)"
+        )
+    return cfg
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    return cfg.summary()

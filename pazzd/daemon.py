@@ -1,0 +1,583 @@
+"""pazzd: one process that wires the model, the tester, the sFlow collector, the fuzzer,
+the OpenFlow proxy (optional), the metrics endpoint and the local API.
+
+    pazzd --config /etc/pazz/pazzd.yaml
+
+Start-up: load and validate the config (exit 2 on an error naming file, line and key),
+build the model (from the rule file, or empty and fed by the proxy), read the sFlow
+ifIndex map from OVSDB, start the collector, the API socket and the metrics endpoint,
+then tell systemd READY=1. SIGHUP reloads the config: on an error the last good one stays
+in force, the error is logged and pazz_config_load_error is 1. SIGTERM/SIGINT stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cpc.fields import parse_header
+from cpc.model import Model
+from cpc.ofctl import parse_flow
+from cpc.results import RuleRef
+from cpc.rules import ModelError
+from cpc.topology import TopologyError
+from tester.collector import SflowCollector
+from tester.engine import FaultEvent, LocalizationRequest, Tester
+from tester.ifmap import IfMap
+from tester.store import FaultStore
+from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
+
+from .api import ApiError, ApiServer
+from .config import Config, ConfigError, load_config
+from .localize import Localizer, ofctl_path
+from .metrics import FAULT_CLASSES, Metrics
+from .notify import Notifier
+
+__all__ = ["Daemon", "main", "fault_json"]
+
+log = logging.getLogger("pazzd")
+CLONE_NEWNET = 0x40000000
+
+
+def fault_json(row) -> dict:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "location": row.location,
+        "header_class": row.header_class,
+        "state": row.state,
+        "first_seen": row.first_seen,
+        "last_seen": row.last_seen,
+        "count": row.count,
+        "reopened": row.reopened,
+        "header": (row.header or {}).get("text") if isinstance(row.header, dict) else row.header,
+        "egress": list(row.egress) if row.egress else None,
+        "expected": row.expected,
+        "actual": row.actual,
+        "localization": row.localization,
+        "polled": row.polled,
+        "resolved_at": row.resolved_at,
+    }
+
+
+def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
+    """An AF_PACKET socket bound to ifname inside network namespace ns."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/self/ns/net") as own, open(f"/run/netns/{ns}") as target:
+        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {ns}")
+        try:
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            s.bind((ifname, 0))
+        finally:
+            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:  # pragma: no cover
+                raise OSError(ctypes.get_errno(), "setns back")
+    return s
+
+
+class Daemon:
+    def __init__(self, config_path: str, notifier: Notifier | None = None) -> None:
+        self.config_path = config_path
+        self.notifier = notifier or Notifier()
+        self.cfg: Config | None = None
+        self.started = time.time()
+        self.stop_event = asyncio.Event()
+        self.metrics = Metrics(self.state)
+        self.model: Model | None = None
+        self.tester: Tester | None = None
+        self.store: FaultStore | None = None
+        self.collector: SflowCollector | None = None
+        self.api: ApiServer | None = None
+        self.proxy = None
+        self.fuzzer = None
+        self.injector = None
+        self.localizer: Localizer | None = None
+        self.guard: TransientGuard | None = None
+        self.metrics_port = 0
+        self.last_config_error: str | None = None
+        self.reloads = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._last_datagram = 0.0
+        self._switch_up: dict[int, bool] = {}
+
+    # --- state for metrics and status ----------------------------------------------------------
+    def faults_open(self) -> dict[str, int]:
+        out = dict.fromkeys(FAULT_CLASSES, 0)
+        if self.store is not None:
+            for r in self.store.faults("open"):
+                out[r.kind] = out.get(r.kind, 0) + 1
+        return out
+
+    def state(self) -> dict:
+        m, t = self.model, self.tester
+        fz = None
+        if self.fuzzer is not None:
+            try:
+                fz = self.fuzzer.metrics()
+            except Exception as e:  # the fuzzer's own bookkeeping must not break status
+                fz = {"error": str(e)}
+        switches = dict(self._switch_up)
+        if self.proxy is not None:
+            for d in self.proxy.switches:
+                switches[d] = True
+        return {
+            "tester": t.stats.as_dict() if t else {},
+            "faults_open": self.faults_open(),
+            "rules": m.rule_count() if m else 0,
+            "classes": m.class_count() if m else 0,
+            "version": m.version if m else 0,
+            "fuzz": fz,
+            "switches": switches,
+            "controller_connected": bool(
+                self.proxy is not None
+                and any(
+                    getattr(s, "up", None) is not None for s in getattr(self.proxy, "_sessions", ())
+                )
+            ),
+        }
+
+    # --- set-up ------------------------------------------------------------------------------------
+    def _ovs_run(self, argv, **kw):
+        tool = Path(self.cfg.ovs_bin_dir) / argv[0]
+        return subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], **kw)
+
+    def _ifmap(self, cfg: Config) -> IfMap:
+        ifmap = IfMap.from_config(cfg.sflow_interfaces)
+        done = set()
+        for sw in cfg.switches:
+            if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
+                done.add((sw.ovsdb, sw.agent))
+                n = ifmap.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=self._ovs_run)
+                log.info(
+                    "sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent
+                )
+        return ifmap
+
+    def _blackholes(self, cfg: Config) -> BlackholeMonitor | None:
+        if not cfg.critical_flows:
+            return None
+        flows = [
+            CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
+            for c in cfg.critical_flows
+        ]
+        return BlackholeMonitor(flows, k=cfg.blackhole_k, now=time.time())
+
+    def _rules_at(self):
+        cache: dict = {"v": -1, "by": {}}
+
+        def rules_at(dpid: int):
+            if cache["v"] != self.model.version:
+                by: dict[int, list[RuleRef]] = {}
+                for e in self.model.entries():
+                    by.setdefault(e.dpid, []).append(
+                        RuleRef(e.table, e.priority, e.cookie, e.rule_id)
+                    )
+                cache["by"], cache["v"] = by, self.model.version
+            return cache["by"].get(dpid, ())
+
+        return rules_at
+
+    async def start(self) -> None:
+        cfg = load_config(self.config_path)  # ConfigError stops the start
+        self.cfg = cfg
+        logging.getLogger().setLevel(cfg.log_level.upper())
+        t0 = time.monotonic()
+        self.model = Model(cfg.topology)
+        if cfg.rules:
+            n = self.model.load_rules(cfg.rules)
+            log.info("model: %d rules from %s, %d classes in %.2f s", n, cfg.rules,
+                     self.model.class_count(), time.monotonic() - t0)  # fmt: skip
+        else:
+            self.model.build()
+        self.guard = TransientGuard(settle=cfg.settle)
+        self.model.subscribe(self.guard.on_model_update)
+        if cfg.database != ":memory:":
+            Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
+        self.store = FaultStore(cfg.database)
+        self.tester = Tester(
+            self.model, self.store, self._ifmap(cfg), ports=None, guard=self.guard,
+            blackholes=self._blackholes(cfg), resolve_after=cfg.resolve_after,
+            on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self._rules_at(),
+        )  # fmt: skip
+        if cfg.tester_workers > 1:
+            log.warning("tester.workers=%d: multi-process tester workers are not implemented "
+                        "yet; running one in-process tester", cfg.tester_workers)  # fmt: skip
+        if cfg.controller_enabled:
+            await self._start_proxy(cfg)
+        self.localizer = Localizer(
+            self.model.entries, {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
+            ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
+            names={d: s.name for d, s in cfg.topology.switches.items()},
+        )  # fmt: skip
+        self.collector = SflowCollector(
+            self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
+        )
+        await self.collector.start()
+        self.api = ApiServer(cfg.api_socket, self.handle)
+        await self.api.start()
+        self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        self.metrics.config_load_error.set(0)
+        if cfg.fuzz_enabled:
+            self._start_fuzzer(cfg)
+        self._spawn(self._ticker())
+        wd = self.notifier.watchdog_interval
+        if wd:
+            self._spawn(self._watchdog(wd))
+        log.info("pazzd ready: sFlow %s:%d, API %s, metrics %s:%d", cfg.sflow_host, cfg.sflow_port,
+                 cfg.api_socket, cfg.metrics_host, self.metrics_port)  # fmt: skip
+        self.notifier.ready(f"monitoring {len(cfg.topology.switches)} switches, "
+                            f"{self.model.rule_count()} rules")  # fmt: skip
+
+    async def _start_proxy(self, cfg: Config) -> None:
+        from pazzd.proxy import Proxy, ProxyConfig
+
+        pc = ProxyConfig(
+            listen_host=cfg.listen_host, listen_port=cfg.listen_port,
+            controller_host=cfg.controller_host, controller_port=cfg.controller_port,
+            db_path=str(Path(cfg.database).with_suffix(".rules.db")) if cfg.database != ":memory:" else None,
+        )  # fmt: skip
+
+        def on_switch(dpid: int, up: bool) -> None:
+            self._switch_up[dpid] = up
+            log.info("switch %#x %s", dpid, "connected" if up else "disconnected")
+
+        def on_finding(f) -> None:
+            log.warning("audit: %s", f)
+
+        self.proxy = Proxy(pc, self.model, on_finding=on_finding, on_switch=on_switch)
+        await self.proxy.start()
+
+    def _start_fuzzer(self, cfg: Config) -> None:
+        try:
+            from fuzzer.engine import Fuzzer
+            from fuzzer.inject import RawSocketInjector
+        except Exception as e:
+            log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
+            return
+        socks = {}
+        try:
+            for port, spec in cfg.fuzz_inject.items():
+                if spec.startswith("netns:"):
+                    _, ns, ifname = spec.split(":", 2)
+                    socks[port] = netns_packet_socket(ns, ifname)
+            ifaces = {p: s for p, s in cfg.fuzz_inject.items() if not s.startswith("netns:")}
+            injectors = set(socks) | set(ifaces)
+            pairs = cfg.fuzz_pairs
+            if pairs is None:
+                eps = cfg.edge_ports
+                pairs = [(i, e) for i in eps for e in eps if i != e]
+            pairs = [(i, e) for i, e in pairs if i in injectors]
+            if not pairs:
+                log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
+                return
+            self.injector = RawSocketInjector(ifaces, sockets=socks)
+            self.fuzzer = Fuzzer(self.model, pairs, rate=cfg.fuzz_rate, seed=1)
+        except Exception as e:
+            log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
+            self.fuzzer = None
+            return
+        self._spawn(self._fuzz_loop())
+        log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+
+    async def _fuzz_loop(self) -> None:
+        try:
+            await self.fuzzer.run(self.injector, self.stop_event)
+        except Exception:
+            log.exception("fuzzer stopped")
+
+    def _spawn(self, coro) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    # --- running ------------------------------------------------------------------------------------
+    def _datagram(self, data: bytes) -> None:
+        self._last_datagram = time.time()
+        self.tester.process_datagram(data)
+
+    def _on_fault(self, ev: FaultEvent) -> None:
+        if ev.resolved:
+            log.info("fault #%d resolved: %s at %s", ev.fault_id, ev.kind, ev.location)
+            return
+        if not ev.new:
+            return
+        self.metrics.faults_detected.labels(ev.kind).inc()
+        latency = 0.0
+        row = self.store.get(ev.fault_id)
+        if row is not None:
+            since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
+            start = since if since else (self._last_datagram or row.first_seen)
+            latency = max(0.0, time.time() - start)
+        self.metrics.detection_latency.observe(latency)
+        hdr = ev.header.get("text") if "text" in ev.header else None
+        log.warning("fault #%d %s at %s, candidates %s, header %s", ev.fault_id, ev.kind,
+                    ev.location, list(ev.candidates), hdr or ev.header_class)  # fmt: skip
+
+    def _on_localize(self, req: LocalizationRequest) -> None:
+        self._spawn(self._auto_localize(req.fault_id))
+
+    async def _auto_localize(self, fid: int) -> None:
+        await asyncio.sleep(0.2)  # let OVS finish the change that caused it
+        try:
+            ans = await self.localize(fid)
+            if ans.get("switch"):
+                log.warning("fault #%d localized: %s %s entry %s", fid, ans["switch"],
+                            ans["finding"], ans["entry"] or ans["intended"])  # fmt: skip
+        except Exception as e:
+            log.warning("fault #%d: localization failed: %s", fid, e)
+
+    async def localize(self, fid: int) -> dict:
+        row = self.store.get(fid)
+        if row is None:
+            raise ApiError(f"no fault with id {fid}")
+        t0 = time.monotonic()
+        ans = await self.localizer.localize(row)
+        self.metrics.localize.observe(time.monotonic() - t0)
+        if self.tester is not None:
+            self.tester.answer_localization(fid, ans)
+        return ans
+
+    async def _ticker(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.tester.tick()
+            except Exception:
+                log.exception("tester tick failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), 0.5)
+
+    async def _watchdog(self, interval: float) -> None:
+        while not self.stop_event.is_set():
+            self.notifier.watchdog()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), interval)
+
+    def reload(self) -> bool:
+        """SIGHUP: apply a new config; on error keep the last good one."""
+        self.notifier.reloading()
+        try:
+            cfg = load_config(self.config_path)
+        except ConfigError as e:
+            self.last_config_error = str(e)
+            self.metrics.config_load_error.set(1)
+            self.metrics.config_reloads.labels("error").inc()
+            log.error("config reload failed, keeping the last good config: %s", e)
+            self.notifier.ready("config reload failed; running on the last good config")
+            return False
+        old = self.cfg
+        for key in ("topology_path", "rules", "sflow_host", "sflow_port", "api_socket",
+                    "metrics_host", "metrics_port", "database", "controller_enabled",
+                    "listen_host", "listen_port"):  # fmt: skip
+            if getattr(old, key) != getattr(cfg, key):
+                log.warning("config: %s changed; it takes effect at the next restart", key)
+        logging.getLogger().setLevel(cfg.log_level.upper())
+        t = self.tester
+        t.resolve_after = cfg.resolve_after
+        self.guard.settle = cfg.settle
+        if [c for c in cfg.critical_flows] != [c for c in old.critical_flows] or (
+            cfg.blackhole_k != old.blackhole_k
+        ):
+            t.blackholes = self._blackholes(cfg)
+        t.ifmap = self._ifmap(cfg)
+        self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
+        self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
+        if self.fuzzer is not None:
+            self.fuzzer.set_rate(cfg.fuzz_rate)
+        # Keep the start-up-only settings of the running instance.
+        for key in ("topology", "topology_path", "rules", "sflow_host", "sflow_port",
+                    "api_socket", "metrics_host", "metrics_port", "database"):  # fmt: skip
+            setattr(cfg, key, getattr(old, key))
+        self.cfg = cfg
+        self.last_config_error = None
+        self.metrics.config_load_error.set(0)
+        self.metrics.config_reloads.labels("ok").inc()
+        self.reloads += 1
+        log.info("config reloaded from %s", self.config_path)
+        self.notifier.ready("config reloaded")
+        return True
+
+    async def stop(self) -> None:
+        self.notifier.stopping()
+        self.stop_event.set()
+        for t in list(self._tasks):
+            t.cancel()
+        if self.collector is not None:
+            self.collector.close()
+        if self.api is not None:
+            await self.api.close()
+        if self.proxy is not None:
+            with contextlib.suppress(Exception):
+                await self.proxy.stop()
+        if self.injector is not None:
+            self.injector.close()
+        self.metrics.close()
+        if self.store is not None:
+            self.store.close()
+
+    # --- API -----------------------------------------------------------------------------------------
+    async def handle(self, req: dict):
+        cmd = req["cmd"]
+        fn = getattr(self, f"api_{cmd.replace('-', '_')}", None)
+        if fn is None:
+            raise ApiError(f"unknown command {cmd!r}")
+        res = fn(req)
+        if asyncio.iscoroutine(res):
+            res = await res
+        return res
+
+    def api_status(self, req) -> dict:
+        st = self.state()
+        t = st["tester"]
+        return {
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self.started, 1),
+            "config": self.config_path,
+            "config_error": self.last_config_error,
+            "config_reloads": self.reloads,
+            "model": {
+                "rules": st["rules"],
+                "classes": st["classes"],
+                "version": st["version"],
+                "switches": len(self.cfg.topology.switches),
+                "edge_ports": len(self.cfg.edge_ports),
+            },  # fmt: skip
+            "tester": t,
+            "faults_open": st["faults_open"],
+            "fuzz": None
+            if st["fuzz"] is None
+            else {
+                "probes_sent_total": st["fuzz"].get("probes_sent_total"),
+                "pairs": len(st["fuzz"].get("pairs", [])),
+                "mean_coverage": (
+                    sum(r["coverage_ratio"] for r in st["fuzz"]["pairs"]) / len(st["fuzz"]["pairs"])
+                    if st["fuzz"].get("pairs")
+                    else 0.0
+                ),
+            },  # fmt: skip
+            "controller": "proxy" if self.proxy is not None else "off (rules from file)",
+            "switches_connected": sorted(d for d, up in st["switches"].items() if up),
+            "metrics": f"http://{self.cfg.metrics_host}:{self.metrics_port}/metrics",
+            "sflow": f"{self.cfg.sflow_host}:{self.cfg.sflow_port}",
+        }
+
+    def api_faults(self, req) -> list:
+        state = req.get("state")
+        return [fault_json(r) for r in self.store.faults(state)]
+
+    def api_fault(self, req) -> dict:
+        row = self.store.get(int(req["id"]))
+        if row is None:
+            raise ApiError(f"no fault with id {req['id']}")
+        return fault_json(row)
+
+    async def api_localize(self, req) -> dict:
+        return await self.localize(int(req["id"]))
+
+    def _port(self, text: str, what: str):
+        try:
+            return self.cfg.topology.resolve_port(str(text))
+        except TopologyError as e:
+            raise ApiError(f"{what}: {e}") from None
+
+    def api_trace(self, req) -> dict:
+        from .cli import delivery_json
+
+        ingress = self._port(req["ingress"], "--in")
+        try:
+            header = parse_header(req["header"])
+        except ValueError as e:
+            raise ApiError(f"--header: {e}") from None
+        ds = self.model.trace(ingress, header)
+        return {
+            "header": req["header"],
+            "outcomes": [delivery_json(self.cfg.topology, d) for d in ds],
+        }
+
+    def api_reach(self, req) -> dict:
+        from .cli import cube_text
+
+        topo = self.cfg.topology
+        src, dst = self._port(req["src"], "--from"), self._port(req["dst"], "--to")
+        limit = int(req.get("limit", 20))
+        u = self.model.reach(src, dst)
+        cubes = [cube_text(c) for c in self.model.space.cubes(u, limit=limit + 1)]
+        return {"from": topo.port_name(src), "to": topo.port_name(dst),
+                "headers": self.model.space.count(u), "cubes": cubes[:limit],
+                "truncated": len(cubes) > limit}  # fmt: skip
+
+    def api_flowmod(self, req) -> dict:
+        """Apply a FlowMod to the model (when the controller does not go through the proxy)."""
+        dpid = self.cfg.topology.resolve_switch(str(req["switch"]))
+        command = req.get("command", "add")
+        t0 = time.perf_counter()
+        try:
+            upd = self.model.apply(parse_flow(req["flow"], dpid, command))
+        except ModelError as e:
+            raise ApiError(str(e)) from None
+        dt = time.perf_counter() - t0
+        self.metrics.model_update.observe(dt)
+        return {"version": upd.version, "classes_changed": len(upd.classes), "seconds": dt}
+
+    def api_reload(self, req) -> dict:
+        ok = self.reload()
+        return {"ok": ok, "error": self.last_config_error}
+
+
+def _setup_logging(level: str = "info") -> None:
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if not os.environ.get("JOURNAL_STREAM"):
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+
+
+async def _amain(d: Daemon) -> int:
+    loop = asyncio.get_running_loop()
+    try:
+        await d.start()
+    except ConfigError as e:
+        log.error("%s", e)
+        await d.stop()
+        return 2
+    except (ModelError, TopologyError, OSError) as e:
+        log.error("start-up failed: %s", e)
+        await d.stop()
+        return 1
+    loop.add_signal_handler(signal.SIGHUP, d.reload)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, d.stop_event.set)
+    await d.stop_event.wait()
+    log.info("stopping")
+    await d.stop()
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")
+    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml")
+    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    args = p.parse_args(argv)
+    _setup_logging()
+    if args.check:
+        try:
+            load_config(args.config)
+        except ConfigError as e:
+            print(f"pazzd: {e}", file=sys.stderr)
+            return 2
+        print(f"{args.config}: OK")
+        return 0
+    return asyncio.run(_amain(Daemon(args.config)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

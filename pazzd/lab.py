@@ -1,0 +1,493 @@
+"""An emulated PAZZ network: patched userspace OVS bridges, veth links, hosts in network
+namespaces, sFlow to a collector on 127.0.0.1. Used by `python -m pazzd.demo` and by the
+daemon's integration test.
+
+    lab = Lab(ovs_prefix, workdir, kind="grid", size=2)
+    lab.start()                      # bridges, links, hosts, sFlow, intended rules
+    lab.write_config("pazzd.yaml", sflow_port=..., api_socket=...)
+    lab.ofctl(1, "add-flow", "priority=100,ip,nw_dst=10.0.1.7,actions=output:2")
+    lab.restore()                    # put the intended entries back on every bridge
+    lab.stop()                       # namespaces, veths, OVS processes, temp files
+
+One ovs-vswitchd (netdev datapath) holds every bridge; bridge brN has dpid N, the
+topology's port numbers as OpenFlow ports, `verify-tagging` on, and `verify-edge` on the
+host ports (bridge names pz<tag>s<dpid>). Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k (h1, h2, ...)
+has address 10.0.(k-1).1/24 and MAC 02:00:00:00:HH:LL; the workload routes /24 prefixes
+10.0.i.0/24 to host i mod hosts (cpc.workloads). Mininet is not used: its switch classes
+do not drive a private patched ovs-vswitchd with the userspace datapath, and namespaces
+plus veths are all the demo needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from cpc import workloads
+from cpc.ofctl import format_flow, split_top
+
+__all__ = [
+    "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_udp_port", "ofctl_flow",
+    "ofctl_group", "run", "unique_name", "wait_for_datapath_free",
+]  # fmt: skip
+
+LINK_MTU = 1508
+AGENT = "127.0.0.1"  # sFlow agent=lo
+OVS_NAMES = {
+    "ipv4_dst": "nw_dst", "ipv4_src": "nw_src", "ip_proto": "nw_proto", "eth_type": "dl_type",
+    "eth_dst": "dl_dst", "eth_src": "dl_src",
+}  # fmt: skip
+
+
+def run(*cmd, check: bool = True, timeout: float = 30, env=None) -> str:
+    p = subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    if check and p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
+    return p.stdout
+
+
+def unique_name(stem: str = "t") -> str:
+    """'pz<stem><6 hex>', at most 15 characters (a Linux interface name)."""
+    return f"pz{stem[:5]}{secrets.token_hex(3)}"
+
+
+def free_udp_port(host: str = AGENT) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_datapath_free(timeout: float = 120.0, say: Callable[[str], None] | None = None):
+    """The userspace datapath owns one tap device, ovs-netdev, in the root namespace; a
+    second ovs-vswitchd cannot create netdev bridges while another one holds it."""
+    deadline = time.monotonic() + timeout
+    told = False
+    while Path("/sys/class/net/ovs-netdev").exists():
+        if not told and say is not None:
+            say("waiting for another userspace ovs-vswitchd to release ovs-netdev ...")
+            told = True
+        if time.monotonic() > deadline:
+            raise RuntimeError("another userspace ovs-vswitchd holds the ovs-netdev device")
+        time.sleep(0.5)
+
+
+class Cleanup:
+    """LIFO stack of cleanup callbacks; errors are swallowed so that every step runs."""
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[Callable, tuple]] = []
+
+    def push(self, fn: Callable, *args) -> None:
+        self._stack.append((fn, args))
+
+    def run(self) -> None:
+        while self._stack:
+            fn, args = self._stack.pop()
+            with contextlib.suppress(Exception):
+                fn(*args)
+
+
+def _offloads_off(ifname: str, ns: str | None = None) -> None:
+    if shutil.which("ethtool") is None:
+        return
+    cmd = [
+        "ethtool",
+        "-K",
+        ifname,
+        "tx",
+        "off",
+        "rx",
+        "off",
+        "tso",
+        "off",
+        "gso",
+        "off",
+        "gro",
+        "off",
+    ]
+    if ns:
+        cmd = ["ip", "netns", "exec", ns, *cmd]
+    run(*cmd, check=False)
+
+
+class Netns:
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or unique_name("ns")
+        run("ip", "netns", "add", self.name)
+        self.run("ip", "link", "set", "lo", "up")
+
+    def run(self, *cmd, check: bool = True, timeout: float = 30) -> str:
+        return run("ip", "netns", "exec", self.name, *cmd, check=check, timeout=timeout)
+
+    def popen(self, *cmd, **kw) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.name, *map(str, cmd)], **kw)
+
+    def delete(self) -> None:
+        for pid in run("ip", "netns", "pids", self.name, check=False).split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        run("ip", "netns", "delete", self.name, check=False)
+
+
+class VethPair:
+    def __init__(self, a: str, b: str) -> None:
+        self.a, self.b, self.ns_a = a, b, None
+        run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        for end in (a, b):
+            run("ip", "link", "set", end, "up")
+            _offloads_off(end)
+
+    @property
+    def outer(self) -> str:
+        return self.b
+
+    @classmethod
+    def host(cls, ns: Netns, ifname: str, cidr: str, mac: str | None = None) -> VethPair:
+        outer, tmp = unique_name("v"), unique_name("i")
+        pair = cls(tmp, outer)
+        run("ip", "link", "set", tmp, "netns", ns.name)
+        ns.run("ip", "link", "set", tmp, "name", ifname)
+        pair.a, pair.ns_a = ifname, ns
+        if mac:
+            ns.run("ip", "link", "set", ifname, "address", mac)
+        ns.run("ip", "addr", "add", cidr, "dev", ifname)
+        ns.run("ip", "link", "set", ifname, "up")
+        _offloads_off(ifname, ns.name)
+        ns.run("sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+        run("sysctl", "-qw", f"net.ipv6.conf.{outer}.disable_ipv6=1", check=False)
+        return pair
+
+    def delete(self) -> None:
+        run("ip", "link", "del", self.b, check=False)
+
+
+class OvsInstance:
+    """A private ovsdb-server + ovs-vswitchd (userspace datapath) in rundir."""
+
+    def __init__(self, prefix, rundir) -> None:
+        self.prefix = Path(prefix)
+        self.rundir = Path(rundir)
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        self._procs: list[subprocess.Popen] = []
+        self.bin = {}
+        for tool, subs in (
+            ("ovsdb-server", ("sbin", "bin")), ("ovs-vswitchd", ("sbin", "bin")),
+            ("ovsdb-tool", ("bin", "sbin")), ("ovs-vsctl", ("bin", "sbin")),
+            ("ovs-ofctl", ("bin", "sbin")), ("ovs-appctl", ("bin", "sbin")),
+        ):  # fmt: skip
+            found = [self.prefix / s / tool for s in subs if (self.prefix / s / tool).exists()]
+            if not found:
+                raise FileNotFoundError(f"{tool} not found under {self.prefix}")
+            self.bin[tool] = str(found[0])
+        schema = self.prefix / "share/openvswitch/vswitch.ovsschema"
+        self.schema = (
+            schema if schema.exists() else Path("/usr/share/openvswitch/vswitch.ovsschema")
+        )
+        self.db = self.rundir / "conf.db"
+        self.db_sock = self.rundir / "db.sock"
+        self.env = dict(
+            os.environ, OVS_RUNDIR=str(self.rundir), OVS_DBDIR=str(self.rundir),
+            OVS_LOGDIR=str(self.rundir), OVS_SYSCONFDIR=str(self.rundir),
+            OVS_PKGDATADIR=str(self.schema.parent),
+        )  # fmt: skip
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.poll() is None]
+
+    def start(self) -> OvsInstance:
+        try:
+            run(self.bin["ovsdb-tool"], "create", self.db, self.schema, env=self.env)
+            self._spawn(
+                self.bin["ovsdb-server"], self.db, f"--remote=punix:{self.db_sock}",
+                f"--pidfile={self.rundir / 'ovsdb-server.pid'}",
+                f"--unixctl={self.rundir / 'ovsdb-server.ctl'}",
+                f"--log-file={self.rundir / 'ovsdb-server.log'}", "-vconsole:off",
+            )  # fmt: skip
+            self._wait_for(self.db_sock)
+            self.vsctl("--no-wait", "init")
+            self._spawn(
+                self.bin["ovs-vswitchd"], f"unix:{self.db_sock}",
+                f"--pidfile={self.rundir / 'ovs-vswitchd.pid'}",
+                f"--unixctl={self.rundir / 'ovs-vswitchd.ctl'}",
+                f"--log-file={self.rundir / 'ovs-vswitchd.log'}", "-vconsole:off",
+                "--disable-system",
+            )  # fmt: skip
+            self._wait_for(self.rundir / "ovs-vswitchd.ctl")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, *cmd) -> None:
+        err = open(self.rundir / f"{Path(str(cmd[0])).name}.stderr", "w")  # noqa: SIM115
+        p = subprocess.Popen(
+            [str(c) for c in cmd], env=self.env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        )  # fmt: skip
+        err.close()
+        self._procs.append(p)
+
+    def _wait_for(self, path: Path, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            for p in self._procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[0]} exited early:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path} did not appear:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for p in reversed(self._procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5)
+        self._procs.clear()
+
+    def log_tail(self, n: int = 30) -> str:
+        out = []
+        for f in sorted(self.rundir.glob("*.log")) + sorted(self.rundir.glob("*.stderr")):
+            lines = f.read_text(errors="replace").splitlines()[-n:]
+            out.append(f"== {f.name}\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    def vsctl(self, *args, timeout: float = 30) -> str:
+        return run(self.bin["ovs-vsctl"], f"--db=unix:{self.db_sock}", *args, timeout=timeout,
+                   env=self.env)  # fmt: skip
+
+    def ofctl(self, *args, timeout: float = 30) -> str:
+        return run(self.bin["ovs-ofctl"], "-O", "OpenFlow13", *args, timeout=timeout, env=self.env)
+
+    def appctl(self, *args, timeout: float = 30) -> str:
+        ctl = self.rundir / "ovs-vswitchd.ctl"
+        return run(self.bin["ovs-appctl"], "-t", ctl, *args, timeout=timeout, env=self.env)
+
+
+def ofctl_flow(e) -> str:
+    """An entry in ovs-ofctl's own words (OVS field names; `drop` only as the whole list)."""
+    head, _, acts = format_flow(e).partition(",actions=")
+    proto = (e.match.get("ip_proto") or (0, 0))[0]
+    tp = {6: "tcp", 17: "udp"}.get(proto, "tp")
+    words = []
+    for item in head.split(","):
+        key, sep, val = item.partition("=")
+        if key in ("tp_src", "tp_dst"):
+            key = f"{tp}_{key[3:]}"
+        words.append(OVS_NAMES.get(key, key) + sep + val)
+    items = [a for a in split_top(acts) if a.lower() != "drop"]
+    return f"{','.join(words)},actions={','.join(items) or 'drop'}"
+
+
+def ofctl_group(g) -> str:
+    buckets = ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
+    return f"group_id={g.group_id},type={g.type},{buckets}"
+
+
+def dotted(ip: int) -> str:
+    return socket.inet_ntoa(ip.to_bytes(4, "big"))
+
+
+class Lab:
+    def __init__(
+        self, prefix, workdir, *, kind: str = "grid", size: int = 2, rules: int = 100,
+        acls: int = 2, sampling: int = 1, polling: int = 1, seed: int = 1,
+    ) -> None:  # fmt: skip
+        self.prefix = str(prefix)
+        self.workdir = Path(workdir)
+        self.kind, self.size = kind, size
+        self.wl = workloads.generate(kind, size, rules, seed=seed, rule_ids=True, acls=acls)
+        self.topo = self.wl.topo
+        self.sampling, self.polling = sampling, polling
+        self.cleanup = Cleanup()
+        self.tag = secrets.token_hex(2)
+        self.ovs: OvsInstance | None = None
+        self.hosts: dict[str, dict] = {}  # name -> {ns, port, ip, mac, index}
+        self.ports: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface
+        self.flow_files: dict[int, Path] = {}
+        self.sflow_port = 0
+        self.topology_file = self.workdir / "topology.yaml"
+        self.rules_file = self.workdir / "rules.jsonl"
+
+    # --- naming -------------------------------------------------------------------------------
+    def br(self, dpid: int) -> str:
+        """Bridge names are unique per lab: the netdev datapath makes a tap device per
+        bridge in the root namespace, where another lab's `br1` may already exist."""
+        return f"pz{self.tag}s{dpid}"
+
+    def host_index(self, name: str) -> int:
+        return int(name[1:])
+
+    def host_ip(self, name: str) -> str:
+        return f"10.0.{self.host_index(name) - 1}.1"
+
+    def host_mac(self, name: str) -> str:
+        k = self.host_index(name)
+        return f"02:00:00:00:{k >> 8:02x}:{k & 0xFF:02x}"
+
+    def mgmt(self, dpid: int) -> str:
+        return f"unix:{self.ovs.rundir / (self.br(dpid) + '.mgmt')}"
+
+    def owner(self, net: int) -> str:
+        return self.wl.prefixes[net & 0xFFFFFF00]
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def start(self, say: Callable[[str], None] = lambda s: None) -> Lab:
+        c = self.cleanup
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        wait_for_datapath_free(say=say)
+        self.wl.write(self.topology_file, self.rules_file)
+        self.ovs = OvsInstance(self.prefix, self.workdir / "ovs")
+        c.push(self.ovs.stop)
+        self.ovs.start()
+        topo = self.topo
+        for d in sorted(topo.switches):
+            self.ovs.vsctl(
+                "add-br", self.br(d), "--", "set", "bridge", self.br(d), "datapath_type=netdev",
+                "fail_mode=secure", f"other_config:datapath-id={d:016x}",
+                "other_config:verify-tagging=true", "protocols=OpenFlow10,OpenFlow13",
+            )  # fmt: skip
+        say(f"{len(topo.switches)} patched OVS bridges (netdev, verify-tagging)")
+        done = set()
+        for (a, pa), (b, pb) in sorted(topo.links.items()):
+            if (b, pb) in done:
+                continue
+            done.add((a, pa))
+            ea, eb = unique_name(f"l{a}"), unique_name(f"l{b}")
+            pair = VethPair(ea, eb)
+            c.push(pair.delete)
+            for end, dpid, port in ((ea, a, pa), (eb, b, pb)):
+                run("ip", "link", "set", end, "mtu", str(LINK_MTU))
+                run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
+                self.ovs.vsctl("add-port", self.br(dpid), end, "--", "set", "interface", end,
+                               f"ofport_request={port}", f"mtu_request={LINK_MTU}")  # fmt: skip
+                self.ports[(dpid, port)] = end
+        for name, (dpid, port) in sorted(self.wl.hosts.items(), key=lambda h: int(h[0][1:])):
+            ns = Netns(unique_name(f"h{self.host_index(name)}"))
+            c.push(ns.delete)
+            link = VethPair.host(ns, "eth0", f"{self.host_ip(name)}/8", mac=self.host_mac(name))
+            c.push(link.delete)
+            self.ovs.vsctl("add-port", self.br(dpid), link.outer, "--", "set", "interface",
+                           link.outer, f"ofport_request={port}",
+                           "other_config:verify-edge=true")  # fmt: skip
+            self.ports[(dpid, port)] = link.outer
+            self.hosts[name] = {"ns": ns, "port": (dpid, port), "ip": self.host_ip(name),
+                                "mac": self.host_mac(name)}  # fmt: skip
+        say(f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts "
+            "in network namespaces")  # fmt: skip
+        self.sflow_port = free_udp_port()
+        cmd = [
+            "--",
+            "--id=@s",
+            "create",
+            "sflow",
+            "agent=lo",
+            f'target="{AGENT}:{self.sflow_port}"',
+        ]
+        cmd += [f"sampling={self.sampling}", "header=128", f"polling={self.polling}"]
+        for d in sorted(topo.switches):
+            cmd += ["--", "set", "bridge", self.br(d), "sflow=@s"]
+        self.ovs.vsctl(*cmd)
+        return self
+
+    def install_rules(self) -> int:
+        """The intended rules onto the bridges with ovs-ofctl (same entries as rules.jsonl)."""
+        for g in self.wl.groups:
+            self.ovs.ofctl("add-group", self.br(g.dpid), ofctl_group(g))
+        for d in sorted(self.topo.switches):
+            path = self.workdir / f"flows-{d}.txt"
+            path.write_text("".join(ofctl_flow(e) + "\n" for e in self.wl.entries if e.dpid == d))
+            self.flow_files[d] = path
+            self.ovs.ofctl("add-flows", self.br(d), str(path))
+        return len(self.wl.entries)
+
+    def restore(self) -> None:
+        for dpid, path in self.flow_files.items():
+            self.ovs.ofctl("replace-flows", self.br(dpid), str(path))
+        self.ovs.appctl("revalidator/purge")
+
+    def ofctl(self, dpid: int, cmd: str, *args) -> str:
+        out = self.ovs.ofctl(cmd, self.br(dpid), *args)
+        if cmd in ("add-flow", "mod-flows", "del-flows", "add-flows", "replace-flows"):
+            self.ovs.appctl("revalidator/purge")
+        return out
+
+    def stop(self) -> None:
+        self.cleanup.run()
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- pazzd configuration ------------------------------------------------------------------------
+    def config(self, *, sflow_port: int | None = None, api_socket: str, database: str,
+               metrics_port: int = 0, critical_flows=(), fuzz_rate: float = 0.0,
+               resolve_after: float = 30.0, settle: float = 2.0) -> dict:  # fmt: skip
+        cfg = {
+            "topology": str(self.topology_file),
+            "rules": str(self.rules_file),
+            "controller": {"enabled": False},
+            "sflow": {
+                "listen": f"{AGENT}:{sflow_port or self.sflow_port}",
+                "sampling_rate": self.sampling,
+            },  # fmt: skip
+            "ovs": {"bin_dir": str(Path(self.ovs.bin["ovs-ofctl"]).parent)},
+            "switches": [
+                {
+                    "switch": self.topo.switches[d].name,
+                    "ofctl": self.mgmt(d),
+                    "ovsdb": f"unix:{self.ovs.db_sock}",
+                    "agent": AGENT,
+                }
+                for d in sorted(self.topo.switches)
+            ],  # fmt: skip
+            "fuzz": {
+                "enabled": fuzz_rate > 0,
+                "rate": fuzz_rate,
+                "inject": {
+                    self.topo.port_name(h["port"]): f"netns:{h['ns'].name}:eth0"
+                    for h in self.hosts.values()
+                },
+            },
+            "critical_flows": list(critical_flows),
+            "tester": {"resolve_after": resolve_after, "settle": settle, "blackhole_k": 5},
+            "metrics": {"listen": f"127.0.0.1:{metrics_port}"},
+            "api": {"socket": api_socket},
+            "database": database,
+        }
+        return cfg
+
+    def write_config(self, path, **kw) -> Path:
+        path = Path(path)
+        path.write_text(yaml.safe_dump(self.config(**kw), sort_keys=False))
+        return path
+
+    def describe(self) -> dict:
+        return {
+            "switches": len(self.topo.switches), "hosts": len(self.hosts),
+            "rules": len(self.wl.entries), "groups": len(self.wl.groups),
+            "ports": {self.topo.port_name(p): n for p, n in self.ports.items()},
+        }  # fmt: skip
+
+
+def dump_json(obj) -> str:
+    return json.dumps(obj, indent=2, default=str)

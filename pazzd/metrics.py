@@ -1,0 +1,161 @@
+"""pazzd's Prometheus metrics (prefix pazz_, base units, fixed label sets).
+
+Counters that mirror the tester's and the fuzzer's own tallies are read at scrape time
+by a custom collector (`_StateCollector`), so the hot path never touches a metric object;
+histograms and event counters are updated by the daemon as things happen.
+
+| metric | type | labels |
+|---|---|---|
+| pazz_faults_open | gauge | class |
+| pazz_faults_detected_total | counter | class |
+| pazz_detection_latency_seconds | histogram | |
+| pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
+| pazz_sflow_datagrams_total | counter | result: received, malformed, lost, reordered |
+| pazz_model_rules, pazz_model_classes | gauge | |
+| pazz_model_update_seconds | histogram | |
+| pazz_fuzz_probes_sent_total | counter | |
+| pazz_fuzz_coverage_ratio | gauge | ingress, egress |
+| pazz_switch_connected | gauge | dpid |
+| pazz_controller_connected | gauge | |
+| pazz_config_load_error | gauge | |
+| pazz_config_reloads_total | counter | result: ok, error |
+| pazz_localize_seconds | histogram | |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
+
+__all__ = ["FAULT_CLASSES", "Metrics"]
+
+log = logging.getLogger("pazzd.metrics")
+FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE)
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+UPDATE_BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)
+
+
+class _StateCollector:
+    """Reads the daemon's live state at scrape time."""
+
+    def __init__(self, state: Callable[[], dict]) -> None:
+        self.state = state
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        try:
+            s = self.state()
+        except Exception:  # a scrape must never take the daemon down
+            log.exception("metrics: reading daemon state failed")
+            return
+        st = s.get("tester", {})
+        c = CounterMetricFamily(
+            "pazz_reports", "sFlow report samples judged, by result", labels=["result"]
+        )
+        for result, key in (
+            ("consistent", "consistent"), ("fault", "fault_samples"),
+            ("held", "held_transient"), ("undecodable", "undecodable_reports"),
+            ("unknown_interface", "unknown_interface"),
+        ):  # fmt: skip
+            c.add_metric([result], st.get(key, 0))
+        yield c
+        c = CounterMetricFamily(
+            "pazz_sflow_datagrams", "sFlow datagrams, by result", labels=["result"]
+        )
+        for result, key in (
+            ("received", "datagrams"), ("malformed", "malformed"),
+            ("lost", "lost_datagrams"), ("reordered", "reordered_datagrams"),
+        ):  # fmt: skip
+            c.add_metric([result], st.get(key, 0))
+        yield c
+        g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
+        opened = s.get("faults_open", {})
+        for k in FAULT_CLASSES:
+            g.add_metric([k], opened.get(k, 0))
+        yield g
+        yield GaugeMetricFamily(
+            "pazz_model_rules", "flow entries in the model", value=s.get("rules", 0)
+        )
+        yield GaugeMetricFamily(
+            "pazz_model_classes", "header classes in the model", value=s.get("classes", 0)
+        )
+        yield GaugeMetricFamily(
+            "pazz_model_version", "the model's version number", value=s.get("version", 0)
+        )
+        fz = s.get("fuzz") or {}
+        yield CounterMetricFamily(
+            "pazz_fuzz_probes_sent", "fuzz probes sent", value=fz.get("probes_sent_total", 0)
+        )
+        g = GaugeMetricFamily(
+            "pazz_fuzz_coverage_ratio",
+            "share of a pair's uncovered header space probed in this model version",
+            labels=["ingress", "egress"],
+        )
+        for row in fz.get("pairs", []):
+            g.add_metric([row["ingress"], row["egress"]], row["coverage_ratio"])
+        yield g
+        g = GaugeMetricFamily(
+            "pazz_switch_connected", "1 if the switch is connected to the proxy", labels=["dpid"]
+        )
+        for dpid, up in sorted(s.get("switches", {}).items()):
+            g.add_metric([str(dpid)], 1 if up else 0)
+        yield g
+        yield GaugeMetricFamily(
+            "pazz_controller_connected",
+            "1 if the proxy has a controller connection (always 0 without the proxy)",
+            value=1 if s.get("controller_connected") else 0,
+        )
+
+
+class Metrics:
+    def __init__(self, state: Callable[[], dict]) -> None:
+        self.registry = r = CollectorRegistry()
+        self.faults_detected = Counter(
+            "pazz_faults_detected", "faults detected (new or reopened), by class",
+            ["class"], registry=r,
+        )  # fmt: skip
+        for k in FAULT_CLASSES:
+            self.faults_detected.labels(k)
+        self.detection_latency = Histogram(
+            "pazz_detection_latency_seconds",
+            "from the fault's first evidence (a blackhole: the flow's last report) to its record",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.model_update = Histogram(
+            "pazz_model_update_seconds", "time to apply one model update",
+            buckets=UPDATE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.localize = Histogram(
+            "pazz_localize_seconds", "time to poll and diff candidate flow tables",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.config_load_error = Gauge(
+            "pazz_config_load_error", "1 if the last configuration load failed", registry=r
+        )
+        self.config_reloads = Counter(
+            "pazz_config_reloads", "configuration reloads (SIGHUP), by result", ["result"],
+            registry=r,
+        )  # fmt: skip
+        for k in ("ok", "error"):
+            self.config_reloads.labels(k)
+        r.register(_StateCollector(state))
+        self._server = None
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the HTTP endpoint (a daemon thread); returns the bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return server.server_address[1]
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,68 @@
+"""systemd notification (sd_notify) written directly to $NOTIFY_SOCKET: READY=1, STATUS=,
+RELOADING=1, STOPPING=1 and the watchdog (WATCHDOG=1 every half of $WATCHDOG_USEC).
+
+No library: the protocol is one datagram per message on a Unix socket; a leading '@'
+names an abstract socket. Without NOTIFY_SOCKET every call is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+__all__ = ["Notifier"]
+
+log = logging.getLogger("pazzd.notify")
+
+
+class Notifier:
+    def __init__(self, env: dict | None = None) -> None:
+        env = os.environ if env is None else env
+        addr = env.get("NOTIFY_SOCKET") or ""
+        self.addr = "\0" + addr[1:] if addr.startswith("@") else addr
+        usec = env.get("WATCHDOG_USEC")
+        pid = env.get("WATCHDOG_PID")
+        self.watchdog_s: float | None = None
+        if usec and (not pid or pid == str(os.getpid())):
+            try:
+                self.watchdog_s = int(usec) / 1e6
+            except ValueError:
+                log.warning("WATCHDOG_USEC=%r is not an integer; watchdog off", usec)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.addr)
+
+    @property
+    def watchdog_interval(self) -> float | None:
+        """Seconds between WATCHDOG=1 pings: half of WATCHDOG_USEC."""
+        return self.watchdog_s / 2 if self.watchdog_s else None
+
+    def send(self, *items: str) -> bool:
+        if not self.addr:
+            return False
+        msg = "\n".join(items).encode()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+                s.connect(self.addr)
+                s.sendall(msg)
+            return True
+        except OSError as e:
+            log.warning("sd_notify to %r failed: %s", self.addr, e)
+            return False
+
+    def ready(self, status: str = "") -> bool:
+        return self.send("READY=1", *([f"STATUS={status}"] if status else []))
+
+    def status(self, status: str) -> bool:
+        return self.send(f"STATUS={status}")
+
+    def reloading(self) -> bool:
+        return self.send("RELOADING=1")
+
+    def stopping(self) -> bool:
+        return self.send("STOPPING=1")
+
+    def watchdog(self) -> bool:
+        return self.send("WATCHDOG=1")
