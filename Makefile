@@ -46,8 +46,10 @@ format: venv
 bench: venv
 	$(PY) bench/cpc.py --topology fattree --k 4 --rules 100000 --json
 
-demo: deps venv
-	$(PY) -m pazzd.demo
+# The end-to-end demo (root): emulated network, pazzd, traffic, one fault of each class.
+# DEMO_ARGS="--topology grid16 --duration 120" for the other topologies.
+demo: deps venv ovs
+	PAZZ_OVS_PREFIX=$$(cat $(OVS_PREFIX_FILE)) $(PY) -m pazzd.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OVS_PREFIX_FILE) .pytest_cache

@@ -46,8 +46,12 @@ class Notifier:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
                 s.connect(self.addr)
-                s.sendall(msg)
+                # Never block the daemon on a receiver that does not read.
+                s.send(msg, socket.MSG_DONTWAIT)
             return True
+        except BlockingIOError:
+            log.debug("sd_notify: receiver's queue is full; dropped %r", msg)
+            return False
         except OSError as e:
             log.warning("sd_notify to %r failed: %s", self.addr, e)
             return False

@@ -1,0 +1,100 @@
+"""Shared bits of the daemon tests: a small workload on disk and a pazzd subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from cpc import workloads
+from pazzd.api import ApiError, call
+
+
+def free_port(kind=socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_workload(d: Path) -> tuple[Path, Path]:
+    wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)
+    topo, rules = d / "topology.yaml", d / "rules.jsonl"
+    wl.write(topo, rules)
+    return topo, rules
+
+
+def base_config(d: Path, **over) -> dict:
+    topo, rules = write_workload(d)
+    cfg = {
+        "topology": str(topo),
+        "rules": str(rules),
+        "sflow": {"listen": f"127.0.0.1:{free_port(socket.SOCK_DGRAM)}", "sampling_rate": 1},
+        "metrics": {"listen": "127.0.0.1:0"},
+        "api": {"socket": str(d / "pazzd.sock")},
+        "database": str(d / "faults.db"),
+    }
+    cfg.update(over)
+    return cfg
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+class Pazzd:
+    """pazzd as a subprocess; stopped (and killed if need be) by stop()."""
+
+    def __init__(self, config: Path, env: dict | None = None) -> None:
+        self.config = config
+        self.sock = yaml.safe_load(config.read_text())["api"]["socket"]
+        self.log = open(config.parent / "pazzd.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pazzd", "--config", str(config)],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pazzd exited {self.proc.returncode}:\n{self.log_text()}")
+            with contextlib.suppress(ApiError, OSError, ValueError):
+                return call(self.sock, "status", timeout=5)
+            if time.monotonic() > deadline:
+                raise TimeoutError(self.log_text())
+            time.sleep(0.2)
+
+    def call(self, cmd: str, **kw):
+        return call(self.sock, cmd, **kw)
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return (self.config.parent / "pazzd.log").read_text()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(
+        [sys.executable, "-m", "pazzd.cli", "--socket", sock, *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if check and p.returncode != 0:
+        raise AssertionError(f"pazzctl {args}: {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
