@@ -283,8 +283,8 @@ def add_rule_id(instr: bytes, rule_id: int) -> bytes:
     act = verify_rule_action(rule_id)
     for t, off, ln in walk_tlvs(instr, "instruction"):
         if t == OFPIT_APPLY_ACTIONS:
-            head = struct.pack("!HH4x", OFPIT_APPLY_ACTIONS, ln + VERIFY_ACTION_LEN)
-            return instr[:off] + head + act + instr[off + 8 :]
+            head = instr[off : off + 2] + struct.pack("!H", ln + VERIFY_ACTION_LEN)
+            return instr[:off] + head + instr[off + 4 : off + 8] + act + instr[off + 8 :]
     return struct.pack("!HH4x", OFPIT_APPLY_ACTIONS, 8 + VERIFY_ACTION_LEN) + act + instr
 
 
@@ -300,8 +300,8 @@ def strip_rule_id(instr: bytes) -> tuple[bytes, int | None]:
                 return instr, None
             if ln == 8 + VERIFY_ACTION_LEN:
                 return instr[:off] + instr[off + ln :], rid
-            head = struct.pack("!HH4x", OFPIT_APPLY_ACTIONS, ln - VERIFY_ACTION_LEN)
-            return instr[:off] + head + instr[off + 24 :], rid
+            head = instr[off : off + 2] + struct.pack("!H", ln - VERIFY_ACTION_LEN)
+            return instr[:off] + head + instr[off + 4 : off + 8] + instr[off + 24 :], rid
     return instr, None
 
 

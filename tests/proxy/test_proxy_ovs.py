@@ -164,7 +164,7 @@ def test_model_in_step_with_random_flowmods(ovs, bridge):
     asyncio.run(main())
 
 
-ROUTES = [("10.0.%d.0" % i, i % 3 + 1) for i in range(20)]
+ROUTES = [(f"10.0.{i}.0", i % 3 + 1) for i in range(20)]
 
 
 def install_routes(c):
