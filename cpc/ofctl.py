@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, parse_value
+from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
 from .rules import (
     GROUP_TYPES,
     OFPP_ALL,
@@ -366,6 +366,85 @@ def _json_item(s: str, where: str) -> FlowEntry | Group:
     raise ModelError("each line needs a 'flow' or a 'group' key")
 
 
+# Model field -> ovs-ofctl match name, and the mod_* action that rewrites it.
+OFCTL_NAMES = {
+    "ipv4_dst": ("nw_dst", "mod_nw_dst"),
+    "ipv4_src": ("nw_src", "mod_nw_src"),
+    "ip_proto": ("nw_proto", None),
+    "tp_dst": ("tp_dst", "mod_tp_dst"),
+    "tp_src": ("tp_src", "mod_tp_src"),
+    "eth_type": ("dl_type", None),
+    "eth_dst": ("dl_dst", "mod_dl_dst"),
+    "eth_src": ("dl_src", "mod_dl_src"),
+}
+
+
+def format_match(match: Match) -> str:
+    """A match in ovs-ofctl syntax (OVS names: nw_dst, tp_dst, dl_type, vlan_tci...)."""
+    parts = [] if match.in_port is None else [f"in_port={match.in_port}"]
+    for f, v, m in match.fields:
+        if f == "vlan_vid":
+            parts.append(f"vlan_tci=0x{v:04x}/0x{m:04x}")
+        elif f == "ip_proto" and m == 0xFF and match.get("eth_type") == (0x0800, 0xFFFF):
+            continue  # written as the tcp/udp/ip keyword below
+        elif f == "eth_type" and m == 0xFFFF and v == 0x0800:
+            continue
+        else:
+            parts.append(f"{OFCTL_NAMES[f][0]}={format_value(f, v, m)}")
+    if match.get("eth_type") == (0x0800, 0xFFFF):
+        proto = match.get("ip_proto")
+        word = {(6, 0xFF): "tcp", (17, 0xFF): "udp", (1, 0xFF): "icmp"}.get(proto)
+        if word is None and proto is not None:
+            parts.insert(0, f"nw_proto={proto[0]}")
+        parts.insert(0, word or "ip")
+    return ",".join(parts)
+
+
+def format_action(a: tuple) -> str:
+    """One action in ovs-ofctl syntax."""
+    if a[0] == "output":
+        return f"output:{PORT_WORDS.get(a[1], a[1])}"
+    if a[0] == "group":
+        return f"group:{a[1]}"
+    if a[0] == "set_field":
+        field, value = a[1], a[2]
+        if field == "vlan_vid":
+            return f"set_field:{value}->vlan_vid"
+        mod = OFCTL_NAMES[field][1]
+        if mod is None:
+            return f"set_field:{format_value(field, value)}->{OFCTL_NAMES[field][0]}"
+        return f"{mod}:{format_value(field, value)}"
+    return "push_vlan:0x8100" if a[0] == "push_vlan" else a[0]
+
+
+def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
+    ins = instructions
+    parts = [f"set_verify_rule:{rule_id}"] if rule_id else []
+    parts += [format_action(a) for a in ins.apply]
+    if ins.clear:
+        parts.append("clear_actions")
+    if ins.write:
+        parts.append("write_actions(" + ",".join(format_action(a) for a in ins.write) + ")")
+    if ins.goto is not None:
+        parts.append(f"goto_table:{ins.goto}")
+    return ",".join(parts) or "drop"
+
+
 def format_flow(e: FlowEntry) -> str:
-    """The ovs-ofctl add-flow text of an entry (round-trips through parse_flow)."""
-    return str(e).replace(" actions=", ",actions=").replace(",any,", ",")
+    """The ovs-ofctl add-flow text of an entry; parse_flow reads it back unchanged."""
+    head = f"table={e.table},priority={e.priority}"
+    if e.cookie:
+        head += f",cookie=0x{e.cookie:x}"
+    match = format_match(e.match)
+    if match:
+        head += "," + match
+    return f"{head},actions={format_actions(e.instructions, e.rule_id)}"
+
+
+PORT_WORDS = {
+    OFPP_IN_PORT: "IN_PORT",
+    OFPP_FLOOD: "FLOOD",
+    OFPP_ALL: "ALL",
+    OFPP_CONTROLLER: "CONTROLLER",
+    OFPP_LOCAL: "LOCAL",
+}
