@@ -48,8 +48,13 @@ def test_patched_ovs_ofctl_parses_every_generated_flow(tmp_path):
             wl.entries[0].match,
             Instructions((("set_field", "ipv4_dst", 0x0A000001), ("output", 2))),
         ),
+        # pop_vlan needs a match that guarantees a VLAN tag (OpenFlow 1.3 consistency).
         FlowEntry(
-            1, 0, 6, wl.entries[0].match, Instructions((("pop_vlan",),), (("output", 3),), True, 1)
+            1,
+            0,
+            6,
+            Match.build({"vlan_vid": (0x1000, 0x1000)}),
+            Instructions((("pop_vlan",),), (("output", 3),), True, 1),
         ),
         FlowEntry(1, 1, 6, wl.entries[0].match, Instructions((), (), False, None), rule_id=9),
     ]
