@@ -154,6 +154,7 @@ class Session:
         self.upstream_task: asyncio.Task | None = None
         self.mods_committed = 0
         self.reid: set = set()
+        self._commit_upto = 0
         proxy._sessions.add(self)
         self.sw.write(of.hello())
 
@@ -202,7 +203,7 @@ class Session:
             self._features(msg)
         elif req.kind == "barrier" and t == BARRIER_REQ[self.version] + 1:
             del self.own[xid]
-            self._commit(req.seq)
+            self._commit_upto = req.seq  # after the relayed replies are written
         elif req.kind == "flows" and t == of.OFPT_MULTIPART_REPLY:
             stats, _ = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
             req.parts.extend(stats)
@@ -245,7 +246,9 @@ class Session:
             return
         del buf[:off]
         self._flush_up(out)
-        self.proxy.store.flush()
+        if self._commit_upto:
+            upto, self._commit_upto = self._commit_upto, 0
+            self._commit(upto)
 
     def _flush_up(self, out: list[bytes]) -> None:
         if out and self.up_ready:
@@ -534,7 +537,7 @@ class Session:
             changes.extend(ch)
         if self.reid and not self.pending:
             changes.extend(self._reid(table))
-        store.flush()
+        proxy._flush_soon()
         proxy._feed(self.dpid, changes)
 
 
@@ -563,6 +566,7 @@ class Proxy:
         self._sessions: set[Session] = set()
         self._xids = itertools.cycle(range(0xFFF00000, 0xFFFFFFFF))
         self._server = None
+        self._flush_handle = None
         self._tasks: set[asyncio.Task] = set()
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
         self._missing_once: dict[int, set] = collections.defaultdict(set)
@@ -613,6 +617,9 @@ class Proxy:
         return self._server.sockets[0].getsockname()[1] if self._server else 0
 
     async def stop(self) -> None:
+        if self._flush_handle:
+            self._flush_handle.cancel()
+            self._flush_handle = None
         if self._server is not None:
             self._server.close()
         for s in list(self._sessions):
@@ -633,6 +640,19 @@ class Proxy:
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
         return t
+
+    def _flush_soon(self) -> None:
+        """Write the intended state to SQLite within 20 ms, in one transaction per burst."""
+        if self._flush_handle:
+            return
+        try:
+            self._flush_handle = asyncio.get_running_loop().call_later(0.02, self._flush_now)
+        except RuntimeError:  # no loop running (tests driving a Session directly)
+            self.store.flush()
+
+    def _flush_now(self) -> None:
+        self._flush_handle = None
+        self.store.flush()
 
     def _next_xid(self) -> int:
         return next(self._xids)

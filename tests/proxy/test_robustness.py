@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pazzd import openflow as of
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.proxy.proxy import Session
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out, ser
+from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
 
 
 class FakeTransport:
@@ -83,7 +83,7 @@ CONTROLLER_TEMPLATES = [
              actions=[out(1), ofpp.OFPActionSetField(eth_dst="00:00:00:00:00:01")]),
     flow_mod(6, command=ofp.OFPFC_DELETE, match=ofpp.OFPMatch(in_port=1)),
     flow_mod(7, instructions=[ofpp.OFPInstructionGotoTable(3)], table=1),
-    ser(ofpp.OFPGroupMod(None and 0 or __import__("tests.proxy.ofhelpers").proxy.ofhelpers.DPATH,
+    ser(ofpp.OFPGroupMod(DPATH,
                          ofp.OFPGC_ADD, ofp.OFPGT_SELECT, 1,
                          [ofpp.OFPBucket(1, ofp.OFPP_ANY, ofp.OFPG_ANY, [out(2)])]), 8),
     of.packet_out(9, 1, b"\x00" * 60),
