@@ -353,6 +353,14 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
         critical_flows=[traffic["critical"]], fuzz_rate=0.0 if args.no_fuzz else 200.0,
         resolve_after=8.0, settle=1.0,
     )  # fmt: skip
+    pcaps = write_pcaps(lab, traffic["extra"], workdir)
+    for h, path in pcaps.items():
+        ns = lab.hosts[h]["ns"]
+        procs.append(ns.popen("tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0",
+                              str(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+    say(f"production traffic: tcpreplay in {len(pcaps)} host namespaces, {pps} pps each "
+        f"(sFlow sampling 1/{lab.sampling})")  # fmt: skip
+
     log = open(workdir / "pazzd.log", "w")  # noqa: SIM115
     pz = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -371,14 +379,6 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
         f"{status['model']['classes']} classes; sFlow {status['sflow']}; metrics {status['metrics']}; "
         f"fuzz {'on' if status['fuzz'] is not None else 'off'}")  # fmt: skip
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
-    pcaps = write_pcaps(lab, traffic["extra"], workdir)
-    for h, path in pcaps.items():
-        ns = lab.hosts[h]["ns"]
-        procs.append(ns.popen("tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0",
-                              str(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-    say(f"production traffic: tcpreplay in {len(pcaps)} host namespaces, {pps} pps each "
-        f"(sFlow sampling 1/{lab.sampling})")  # fmt: skip
-
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
     per_fault = max(12.0, (args.duration - warm - 10) / len(faults))
@@ -416,11 +416,18 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
         while time.monotonic() < deadline and f.localized is None:
             st, fs = refresh(f"fault {i}/{len(faults)}: {f.key}, waiting for detection")
             for row in fs:
-                if row["id"] in known or row["kind"] != EXPECT[f.key]:
+                # New, or reopened (the same fault key seen in an earlier outage).
+                fresh = row["id"] not in known or row["last_seen"] >= f.injected_at
+                if not fresh or row["kind"] != EXPECT[f.key] or row["state"] != "open":
                     continue
                 if f.detected is None:
                     f.detected = row
-                    f.latency = row["first_seen"] - f.injected_at
+                    t = (
+                        row["first_seen"]
+                        if row["first_seen"] >= f.injected_at
+                        else row["last_seen"]
+                    )
+                    f.latency = t - f.injected_at
                     say(f"  detected fault #{row['id']} {row['kind']} at {row['location']} "
                         f"after {f.latency:.1f}s")  # fmt: skip
                 if row["id"] == f.detected["id"] and row.get("polled"):
@@ -447,7 +454,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
         p = f.localized or {}
         summary_rows.append((
             f.key, EXPECT[f.key], f.detected["kind"] if f.detected else "MISSED",
-            p.get("switch", "-"), (p.get("entry") or p.get("intended") or "-")[:60],
+            p.get("switch", "-"), (p.get("entry") or p.get("intended") or "-")[:90],
             f"{f.latency:.1f}s" if f.latency is not None else "-",
             f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
         ))  # fmt: skip

@@ -75,13 +75,24 @@ def wait_for_datapath_free(timeout: float = 120.0, say: Callable[[str], None] | 
     second ovs-vswitchd cannot create netdev bridges while another one holds it."""
     deadline = time.monotonic() + timeout
     told = False
-    while Path("/sys/class/net/ovs-netdev").exists():
+    # A device left by an ovs-vswitchd that died is reused by the next one: wait only
+    # while some ovs-vswitchd runs.
+    while Path("/sys/class/net/ovs-netdev").exists() and _vswitchd_running():
         if not told and say is not None:
             say("waiting for another userspace ovs-vswitchd to release ovs-netdev ...")
             told = True
         if time.monotonic() > deadline:
             raise RuntimeError("another userspace ovs-vswitchd holds the ovs-netdev device")
         time.sleep(0.5)
+
+
+def _vswitchd_running() -> bool:
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (d / "comm").read_text().strip() == "ovs-vswitchd":
+                    return True
+    return False
 
 
 class Cleanup:
