@@ -43,7 +43,10 @@ def test_errors_name_file_line_and_key(tmp_path, extra, line_key, msg):
     assert err.startswith(f"{path}:"), err
     line = int(err.split(":")[1])
     key = line_key.split(".")[-1].split("[")[0]
-    assert key in text.splitlines()[line - 1] or line_key.split(".")[0].split("[")[0] in text.splitlines()[line - 1], (err, text.splitlines()[line - 1])
+    assert (
+        key in text.splitlines()[line - 1]
+        or line_key.split(".")[0].split("[")[0] in text.splitlines()[line - 1]
+    ), (err, text.splitlines()[line - 1])
     assert f"{line_key}:" in err and msg in err, err
 
 
@@ -67,7 +70,9 @@ def test_missing_topology_and_bad_topology_file(tmp_path):
     path.write_text("database: x.db\n")
     with pytest.raises(ConfigError, match="topology: required"):
         load_config(path)
-    (tmp_path / "t.yaml").write_text("switches:\n  - {name: s1, dpid: 1, ports: [1]}\nlinks:\n  - [s1:1, s2:1]\n")
+    (tmp_path / "t.yaml").write_text(
+        "switches:\n  - {name: s1, dpid: 1, ports: [1]}\nlinks:\n  - [s1:1, s2:1]\n"
+    )
     path.write_text("topology: t.yaml\nrules: r.jsonl\n")
     (tmp_path / "r.jsonl").write_text("")
     with pytest.raises(ConfigError, match=r"c\.yaml:1: topology: .*t\.yaml:4"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -47,10 +48,8 @@ def notify_sock(tmp_path):
 def _messages(s, seconds: float) -> list[str]:
     out, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
-        try:
+        with contextlib.suppress(TimeoutError):
             out += s.recv(4096).decode().split("\n")
-        except TimeoutError:
-            pass
     return out
 
 
