@@ -41,6 +41,7 @@ class ProxyConfig:
 
     listen_host: str = "0.0.0.0"
     listen_port: int = 6653
+    listen_unix: str | None = None  # also accept switches on this unix socket (ovs: unix:PATH)
     controller_host: str = "127.0.0.1"
     controller_port: int = 6633
     db_path: str | None = None  # None: in memory (nothing survives a restart)
@@ -566,6 +567,7 @@ class Proxy:
         self._sessions: set[Session] = set()
         self._xids = itertools.cycle(range(0xFFF00000, 0xFFFFFFFF))
         self._server = None
+        self._unix_server = None
         self._flush_handle = None
         self._tasks: set[asyncio.Task] = set()
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
@@ -607,6 +609,10 @@ class Proxy:
             lambda: _SwitchProtocol(self), self.config.listen_host, self.config.listen_port,
             ssl=self.config.switch_ssl, reuse_address=True,
         )  # fmt: skip
+        if self.config.listen_unix:
+            self._unix_server = await loop.create_unix_server(
+                lambda: _SwitchProtocol(self), self.config.listen_unix, ssl=self.config.switch_ssl
+            )
         if self.config.audit_interval > 0:
             self._spawn(self._audit_loop())
         log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
@@ -622,6 +628,8 @@ class Proxy:
             self._flush_handle = None
         if self._server is not None:
             self._server.close()
+        if self._unix_server is not None:
+            self._unix_server.close()
         for s in list(self._sessions):
             s.sw.close()
             s.switch_lost(None)

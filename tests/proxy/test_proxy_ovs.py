@@ -103,10 +103,28 @@ def random_flow_mod(rng, xid):
                     cookie=kw.pop("cookie", rng.randint(0, 2)), **kw)  # fmt: skip
 
 
-async def start(config_kw=None, model=None, findings=None):
+_N = iter(range(1_000_000))
+
+
+def unix_path(ovs) -> str:
+    """A unix socket for the proxy in the OVS run directory (the only place ovs-vswitchd
+    connects to; the switch runs in its own network namespace)."""
+    return str(ovs.rundir / f"pazzd{next(_N)}.sock")
+
+
+def target(px) -> str:
+    return f"unix:{px.config.listen_unix}"
+
+
+async def start(ovs, config_kw=None, model=None, findings=None):
     ctl = RawController()
     cport = await ctl.start()
-    kw = {"audit_interval": 0, "audit_delay": -1, **(config_kw or {})}
+    kw = {
+        "audit_interval": 0,
+        "audit_delay": -1,
+        "listen_unix": unix_path(ovs),
+        **(config_kw or {}),
+    }
     cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_port=cport, **kw)
     px = Proxy(cfg, model=model, on_finding=findings.append if findings is not None else None)
     await px.start()
@@ -119,9 +137,9 @@ def test_model_in_step_with_random_flowmods(ovs, bridge):
     model.build()
 
     async def main():
-        ctl, px = await start(model=model)
+        ctl, px = await start(ovs, model=model)
         try:
-            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px.port}")
+            ovs.vsctl("set-controller", br, target(px))
             c = await ctl.conn()
             assert c.dpid == 1
             rng = random.Random(7)
@@ -189,9 +207,9 @@ def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path
     async def main():
         model = Model(topo(5))
         model.build()
-        ctl, px = await start({"db_path": db, "audit_interval": 0.5}, model, findings)
+        ctl, px = await start(ovs, {"db_path": db, "audit_interval": 0.5}, model, findings)
         try:
-            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px.port}")
+            ovs.vsctl("set-controller", br, target(px))
             c = await ctl.conn()
             install_routes(c)
             await c.barrier()
@@ -219,7 +237,7 @@ def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path
             ovs.vsctl("set-controller", br, "tcp:127.0.0.1:1")
             await asyncio.sleep(0.5)
             assert 5 not in px.switches
-            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px.port}")
+            ovs.vsctl("set-controller", br, target(px))
             c = await ctl.conn()
             assert model_entries(model, 5) == want
             await asyncio.sleep(1.2)
@@ -231,14 +249,14 @@ def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path
         px2 = Proxy(
             ProxyConfig(listen_host="127.0.0.1", listen_port=0,
                         controller_port=ctl.server.sockets[0].getsockname()[1], db_path=db,
-                        audit_interval=0.5, audit_delay=0.2),
+                        audit_interval=0.5, audit_delay=0.2, listen_unix=unix_path(ovs)),
             model=model2, on_finding=findings.append,
         )  # fmt: skip
         try:
             assert model_entries(model2, 5) == want
             assert {e.key: e.rule_id for e in px2.intended(5)} == ids
             await px2.start()
-            ovs.vsctl("set-controller", br, f"tcp:127.0.0.1:{px2.port}")
+            ovs.vsctl("set-controller", br, target(px2))
             await ctl2.conn()
             await asyncio.sleep(1.5)
             assert findings == [], [str(f) for f in findings]
