@@ -391,7 +391,7 @@ class Lab:
                                f"ofport_request={port}", f"mtu_request={LINK_MTU}")  # fmt: skip
                 self.ports[(dpid, port)] = end
         for name, (dpid, port) in sorted(self.wl.hosts.items(), key=lambda h: int(h[0][1:])):
-            ns = Netns(unique_name(f"h{self.host_index(name)}"))
+            ns = Netns(unique_name(f"dh{self.host_index(name)}"))  # pzdh<k>...: the lab's own
             c.push(ns.delete)
             link = VethPair.host(ns, "eth0", f"{self.host_ip(name)}/8", mac=self.host_mac(name))
             c.push(link.delete)
