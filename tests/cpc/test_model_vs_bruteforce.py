@@ -113,3 +113,30 @@ def test_incremental_equals_rebuilt(sc):
         assert (total & u) == space.false
         total = total | u
     assert total == space.true
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_apply_many_equals_one_by_one(sc):
+    topo, groups, fms, hs = sc
+    one = Model(topo)
+    one.add_entries([], groups)
+    chosen = []  # the FlowMods run_flowmods would apply, one by one
+    for fm in fms:
+        if fm.command == "add" and not unique_priorities(one, fm):
+            continue
+        with contextlib.suppress(ModelError):
+            one.apply(fm)
+        chosen.append(fm)
+    batch = Model(topo)
+    batch.add_entries([], groups)
+    batch.apply_many(chosen)
+    for h in hs:
+        for ing in topo.edge_ports():
+            a = Counter(outcome_key(d) for d in one.trace(ing, h))
+            b = Counter(outcome_key(d) for d in batch.trace(ing, h))
+            assert a == b
+        for eg in topo.edge_ports():
+            a = Counter((x.ingress, x.verify_port, x.verify_rule) for x in one.expected(eg, h))
+            b = Counter((x.ingress, x.verify_port, x.verify_rule) for x in batch.expected(eg, h))
+            assert a == b
