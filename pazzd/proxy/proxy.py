@@ -698,44 +698,56 @@ class Proxy:
             log.warning("dpid %#x: model %s: %s", dpid, name, e)
 
     def _feed(self, dpid: int, changes) -> None:
-        """Apply accepted changes of the intended table to the model, entry by entry."""
+        """Apply accepted changes of the intended table to the model, one re-walk per batch."""
         if self.model is None or not changes or dpid not in self.model.topo.switches:
             return
         m = self.model
+        batch: list[FlowMod] = []
+
+        def flush() -> None:
+            if batch:
+                _, errors = m.apply_many(batch)
+                for _fm, e in errors:
+                    log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+                batch.clear()
+
         for kind, new, old in changes:
-            try:
-                if kind == "group":
+            if kind == "group":  # keep the order: FlowMods before a GroupMod go first
+                flush()
+                try:
                     if old is None:
                         m.delete_group(dpid, new)
                     else:
                         m.set_group(old)
+                except ModelError as e:
+                    log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+                continue
+            if kind in ("add", "modify"):
+                try:
+                    ce = self._cpc_entry(dpid, new)
+                except ModelError as e:
+                    log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
+                                dpid, e, new.table, new.priority)  # fmt: skip
+                    if old is not None:
+                        batch.extend(self._delete_mod(dpid, old))
                     continue
-                if kind in ("add", "modify"):
-                    try:
-                        ce = self._cpc_entry(dpid, new)
-                    except ModelError as e:
-                        log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
-                                    dpid, e, new.table, new.priority)  # fmt: skip
-                        if old is not None:
-                            self._model_delete(dpid, old)
-                        continue
-                    cmd = "add" if kind == "add" else "modify_strict"
-                    m.apply(FlowMod(
-                        cmd, dpid, ce.table, ce.priority, ce.match, ce.instructions,
-                        cookie=ce.cookie, rule_id=ce.rule_id, idle_timeout=ce.idle_timeout,
-                        hard_timeout=ce.hard_timeout, flags=ce.flags,
-                    ))  # fmt: skip
-                else:
-                    self._model_delete(dpid, new)
-            except ModelError as e:
-                log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+                cmd = "add" if kind == "add" else "modify_strict"
+                batch.append(FlowMod(
+                    cmd, dpid, ce.table, ce.priority, ce.match, ce.instructions,
+                    cookie=ce.cookie, rule_id=ce.rule_id, idle_timeout=ce.idle_timeout,
+                    hard_timeout=ce.hard_timeout, flags=ce.flags,
+                ))  # fmt: skip
+            else:
+                batch.extend(self._delete_mod(dpid, new))
+        flush()
 
-    def _model_delete(self, dpid: int, e: Entry) -> None:
+    @staticmethod
+    def _delete_mod(dpid: int, e: Entry) -> list[FlowMod]:
         try:
             match = of.cpc_match(e.mkey)
         except ModelError:
-            return
-        self.model.apply(
+            return []
+        return [
             FlowMod(
                 "delete_strict",
                 dpid,
@@ -744,8 +756,8 @@ class Proxy:
                 match,
                 cookie=e.cookie,
                 cookie_mask=FULL64,
-            )  # fmt: skip
-        )
+            )
+        ]
 
     def _group_mod(self, dpid: int, gm: of.RawGroupMod, table: IntendedTable) -> list:
         groups = self.groups[dpid]
