@@ -138,12 +138,7 @@ class Daemon:
             "version": m.version if m else 0,
             "fuzz": fz,
             "switches": switches,
-            "controller_connected": bool(
-                self.proxy is not None
-                and any(
-                    getattr(s, "up", None) is not None for s in getattr(self.proxy, "_sessions", ())
-                )
-            ),
+            "controller_connected": self.proxy is not None and self.proxy.controller_connected,
         }
 
     # --- set-up ------------------------------------------------------------------------------------

@@ -903,6 +903,11 @@ class Proxy:
     def intended(self, dpid: int) -> list[Entry]:
         return list(self.tables[dpid].entries.values())
 
+    @property
+    def controller_connected(self) -> bool:
+        """True when at least one switch session has its upstream controller connection up."""
+        return any(s.up is not None for s in self._sessions)
+
     def stats(self) -> dict:
         return {
             "switches": len(self.switches),
