@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -57,37 +58,51 @@ def ovs_flow(e) -> str:
 
 
 class OpenFlowListener:
-    """Accepts one switch connection; sends HELLO, answers echoes, sends raw messages."""
+    """Accepts switch connections (the newest one is current): sends HELLO, answers echoes,
+    tracks barrier replies, sends raw OpenFlow messages."""
 
     def __init__(self) -> None:
         self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(1)
+        self.srv.listen(4)
+        self.srv.settimeout(0.2)
         self.port = self.srv.getsockname()[1]
         self.conn: socket.socket | None = None
         self.barriers: set[int] = set()
         self._lock = threading.Lock()
         self._stop = False
-        self._thread: threading.Thread | None = None
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
 
-    def accept(self, timeout: float = 20.0) -> None:
-        self.srv.settimeout(timeout)
-        self.conn, _ = self.srv.accept()
-        self.conn.settimeout(0.2)
-        self.send(struct.pack(">BBHI", OFP_VERSION, OFPT_HELLO, 8, 1))
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(0.2)
+            conn.sendall(struct.pack(">BBHI", OFP_VERSION, OFPT_HELLO, 8, 1))
+            with self._lock:
+                self.conn = conn
+            t = threading.Thread(target=self._read, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
 
     def send(self, msg: bytes) -> None:
         with self._lock:
-            self.conn.sendall(msg)
+            conn = self.conn
+        if conn is None:
+            raise ConnectionError("no switch connection")
+        conn.sendall(msg)
 
-    def _read(self) -> None:
+    def _read(self, conn: socket.socket) -> None:
         buf = b""
         while not self._stop:
             try:
-                data = self.conn.recv(65536)
+                data = conn.recv(65536)
             except TimeoutError:
                 continue
             except OSError:
@@ -101,27 +116,41 @@ class OpenFlowListener:
                     break
                 msg, buf = buf[:length], buf[length:]
                 if typ == OFPT_ECHO_REQUEST:
-                    self.send(
-                        struct.pack(">BBHI", OFP_VERSION, OFPT_ECHO_REPLY, length, xid) + msg[8:]
-                    )
+                    reply = struct.pack(">BBHI", OFP_VERSION, OFPT_ECHO_REPLY, length, xid)
+                    conn.sendall(reply + msg[8:])
                 elif typ == OFPT_BARRIER_REPLY:
                     self.barriers.add(xid)
 
-    def barrier(self, xid: int, timeout: float = 10.0) -> None:
-        self.send(struct.pack(">BBHI", OFP_VERSION, OFPT_BARRIER_REQUEST, 8, xid))
+    def barrier(self, xid: int, timeout: float = 3.0) -> bool:
+        try:
+            self.send(struct.pack(">BBHI", OFP_VERSION, OFPT_BARRIER_REQUEST, 8, xid))
+        except OSError:
+            return False
         deadline = time.monotonic() + timeout
         while xid not in self.barriers:
             if time.monotonic() > deadline:
-                raise TimeoutError("no barrier reply")
+                return False
             time.sleep(0.01)
+        return True
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until a barrier round trip succeeds twice, 0.5 s apart (a stable connection)."""
+        deadline = time.monotonic() + timeout
+        xid = 1000
+        while time.monotonic() < deadline:
+            xid += 2
+            if self.barrier(xid) and (time.sleep(0.5) or self.barrier(xid + 1)):
+                return
+            time.sleep(0.2)
+        raise TimeoutError("the switch did not connect")
 
     def close(self) -> None:
         self._stop = True
         if self.conn is not None:
             self.conn.close()
         self.srv.close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        for t in self._threads:
+            t.join(timeout=2)
 
 
 class SflowSocket:
@@ -150,11 +179,19 @@ class SflowSocket:
         self.sock.close()
 
 
+def _ofctl(ovs, *args):
+    try:
+        return ovs.ofctl(*args)
+    except subprocess.CalledProcessError as e:
+        raise AssertionError(f"ovs-ofctl {' '.join(args)}: {e.stderr}") from e
+
+
 @pytest.fixture
 def grid_net(ovs, cleanup, tmp_path):
     wl = generate("grid", 2, 200, rule_ids=True)
     topo = wl.topo
-    bridges = {d: f"s{d}" for d in sorted(topo.switches)}
+    # Unique names: a userspace bridge is also a tap device in the root namespace.
+    bridges = {d: unique_name(f"s{d}") for d in sorted(topo.switches)}
     for d, br in bridges.items():
         ovs.add_bridge(br, dpid=d, other_config={"verify-tagging": "true"})
     # A real OpenFlow connection from s1 to this test's listener. Set before any flow is
@@ -182,6 +219,18 @@ def grid_net(ovs, cleanup, tmp_path):
         ovs.add_port(bridges[d], link.outer, p, {"verify-edge": "true"})
         # sFlow names interfaces by ifIndex: the kernel ifindex of the veth (README).
         ifindex[(d, p)] = int(Path(f"/sys/class/net/{link.outer}/ifindex").read_text())
+    for br in bridges.values():  # the bridge's management socket exists
+        deadline = time.monotonic() + 90
+        while subprocess.run([ovs._bin["ovs-ofctl"], "show", br], env=ovs.env,
+                             capture_output=True).returncode != 0:  # fmt: skip
+            if time.monotonic() > deadline:
+                log = ovs.log_tail(40)
+                if "ovs-netdev: creating tap device failed" in log:
+                    # The userspace datapath's tap device 'ovs-netdev' is global to the root
+                    # namespace: another ovs-vswitchd running at the same time holds it.
+                    pytest.skip("another ovs-vswitchd holds the ovs-netdev tap device")
+                raise AssertionError(f"bridge {br}: no management socket\n{log}")
+            time.sleep(0.2)
     for d, br in bridges.items():
         groups = [g for g in wl.groups if g.dpid == d]
         if groups:
@@ -191,10 +240,10 @@ def grid_net(ovs, cleanup, tmp_path):
                 + ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
                 + "\n" for g in groups
             ))  # fmt: skip
-            ovs.ofctl("add-groups", br, str(f))
+            _ofctl(ovs, "add-groups", br, str(f))
         f = tmp_path / f"{br}.flows"
         f.write_text("".join(ovs_flow(e) + "\n" for e in wl.entries if e.dpid == d))
-        ovs.ofctl("add-flows", br, str(f))
+        _ofctl(ovs, "add-flows", br, str(f))
     sflow = SflowSocket()
     cleanup.push(sflow.stop)
     ovs.vsctl(
@@ -223,7 +272,7 @@ def test_hidden_rule_found_by_first_boundary_batch(ovs, cleanup, grid_net):
         boundary += [p for p in probes if p.area == "boundary"]
     boundary = boundary[:64]
 
-    of.accept()
+    of.wait_ready()
     assert len(ovs.dump_flows(bridges[1]).splitlines()) > 40  # still the workload's flows
     crafter = Crafter(pretag=True)
     xid = iter(range(100, 1 << 30))
@@ -232,7 +281,7 @@ def test_hidden_rule_found_by_first_boundary_batch(ovs, cleanup, grid_net):
     )
     for pr in boundary:
         inj.inject(pr.ingress, [crafter.frame(pr.header, pr.seq)])
-    of.barrier(7)
+    assert of.barrier(7, timeout=10)
     time.sleep(2.0)  # sFlow datagrams are flushed once a second
     sflow.stop()
 
