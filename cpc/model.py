@@ -230,12 +230,12 @@ class Model:
         self._check_switch(group.dpid, group.source)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
-        return self._commit(extra=self._group_users.get((group.dpid, group.group_id), set()))
+        return self._commit_classes(self._group_users.get((group.dpid, group.group_id), set()))
 
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
-        return self._commit(extra=self._group_users.get((dpid, group_id), set()))
+        return self._commit_classes(self._group_users.get((dpid, group_id), set()))
 
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
         """A port went up or down: outputs to a down port are dropped."""
@@ -244,7 +244,15 @@ class Model:
             self.topo.down.discard(loc)
         else:
             self.topo.down.add(loc)
+        self._region = self.space.true
         return self._commit(extra=set(self._walks))
+
+    def _commit_classes(self, classes: set[int]) -> Update:
+        """Commit a change that re-walks these classes; their extent is the touched region."""
+        self._region = self._region | self.space.union(
+            self.part.bdd_of[c] for c in classes if c in self.part.bdd_of
+        )
+        return self._commit(extra=set(classes))
 
     def _check_switch(self, dpid: int, source: str = "") -> None:
         if dpid not in self.topo.switches:
@@ -541,6 +549,14 @@ class Model:
                 if d.kind == "egress" and d.ingress == ingress and d.egress == egress:
                     parts.append(o.src if o.src is not None else bdd_of[ap])
         return self.space.union(parts)
+
+    def reach_from(self, ingress: Port) -> dict[Port, object]:
+        """reach(ingress, egress) for every egress, in one pass."""
+        return {
+            eg: self.reach(ing, eg)
+            for (ing, eg), aps in list(self._pairs.items())
+            if ing == ingress and aps
+        }
 
     def corpus(self, ingress: Port, egress: Port):
         """(S_i, S_e) of Algorithm 2 for one pair.
