@@ -431,9 +431,13 @@ def _answers(net, model, headers):
     for h in headers:
         for router in net.routers:
             ds = model.trace((net.dpid_of[router], net.inject[router]), h)
-            out.append(sorted((d.kind, d.egress, d.hops, d.verify_port, d.verify_rule) for d in ds))
+            out.append(
+                sorted(
+                    ((d.kind, d.egress, d.hops, d.verify_port, d.verify_rule) for d in ds), key=repr
+                )
+            )
             for eg in sorted({d.egress for d in ds if d.kind == "egress"}):
-                out.append(sorted(model.expected(eg, h)))
+                out.append(sorted(model.expected(eg, h), key=repr))
     return out
 
 
