@@ -122,24 +122,9 @@ class Instructions:
         return {a[1] for a in self.apply + self.write if a[0] == "group"}
 
     def __str__(self) -> str:
-        parts = [format_action(a) for a in self.apply]
-        if self.clear:
-            parts.append("clear_actions")
-        if self.write:
-            parts.append("write_actions(" + ",".join(format_action(a) for a in self.write) + ")")
-        if self.goto is not None:
-            parts.append(f"goto_table:{self.goto}")
-        return ",".join(parts) or "drop"
+        from .ofctl import format_actions  # ofctl imports this module
 
-
-def format_action(a: Action) -> str:
-    if a[0] == "output":
-        return f"output:{PORT_NAMES.get(a[1], a[1])}"
-    if a[0] == "group":
-        return f"group:{a[1]}"
-    if a[0] == "set_field":
-        return f"set_field:{format_value(a[1], a[2])}->{a[1]}"
-    return a[0]
+        return format_actions(self)
 
 
 @dataclass(eq=False, slots=True)
