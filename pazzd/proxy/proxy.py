@@ -130,6 +130,24 @@ class _UpstreamProtocol(asyncio.Protocol):
         self.session.upstream_lost(self.transport, exc)
 
 
+def split_messages(buf: bytearray, handle) -> int:
+    """Call handle(msg) for each complete OpenFlow message at the start of buf.
+
+    Returns the number of bytes consumed; raises ProtocolError on a length below 8.
+    """
+    off, n = 0, len(buf)
+    while n - off >= 8:
+        ln = buf[off + 2] << 8 | buf[off + 3]
+        if ln < 8:
+            raise of.ProtocolError(f"message length {ln} < 8")
+        if n - off < ln:
+            break
+        msg = bytes(buf[off : off + ln])
+        off += ln
+        handle(msg)
+    return off
+
+
 class Session:
     """One switch connection and its upstream controller connection."""
 
@@ -225,17 +243,8 @@ class Session:
         buf = self.buf_sw
         buf += data
         out: list[bytes] = []
-        off, n = 0, len(buf)
         try:
-            while n - off >= 8:
-                ln = buf[off + 2] << 8 | buf[off + 3]
-                if ln < 8:
-                    raise of.ProtocolError(f"message length {ln} < 8")
-                if n - off < ln:
-                    break
-                msg = bytes(buf[off : off + ln])
-                off += ln
-                self._switch_msg(msg, out)
+            off = split_messages(buf, lambda msg: self._switch_msg(msg, out))
         except of.ProtocolError as e:
             self._flush_up(out)
             self.fail_switch(str(e))
@@ -412,17 +421,8 @@ class Session:
         buf = self.buf_up
         buf += data
         out: list[bytes] = []
-        off, n = 0, len(buf)
         try:
-            while n - off >= 8:
-                ln = buf[off + 2] << 8 | buf[off + 3]
-                if ln < 8:
-                    raise of.ProtocolError(f"message length {ln} < 8")
-                if n - off < ln:
-                    break
-                msg = bytes(buf[off : off + ln])
-                off += ln
-                self._controller_msg(msg, out)
+            off = split_messages(buf, lambda msg: self._controller_msg(msg, out))
         except of.ProtocolError as e:
             self._flush_down(out)
             self.fail_controller(str(e))
