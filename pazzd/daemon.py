@@ -46,6 +46,9 @@ from .notify import Notifier
 __all__ = ["Daemon", "main", "fault_json"]
 
 log = logging.getLogger("pazzd")
+
+_TICK = 0.5  # seconds between tester timer ticks
+_STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
 
 
@@ -214,6 +217,10 @@ class Daemon:
             ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
             names={d: s.name for d, s in cfg.topology.switches.items()},
         )  # fmt: skip
+        if cfg.fuzz_enabled:
+            # Before the collector: importing scapy and planning take seconds, and nothing
+            # should block the loop once datagrams arrive. The probe task starts after start().
+            self._start_fuzzer(cfg)
         self.collector = SflowCollector(
             self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
         )
@@ -222,8 +229,9 @@ class Daemon:
         await self.api.start()
         self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         self.metrics.config_load_error.set(0)
-        if cfg.fuzz_enabled:
-            self._start_fuzzer(cfg)
+        if self.tester.blackholes is not None:
+            # Silence counts from now: before this the datagrams were not being read.
+            self.tester.blackholes.arm(time.time())
         self._spawn(self._ticker())
         wd = self.notifier.watchdog_interval
         if wd:
@@ -344,13 +352,21 @@ class Daemon:
         return ans
 
     async def _ticker(self) -> None:
+        last = time.monotonic()
         while not self.stop_event.is_set():
+            now = time.monotonic()
+            if now - last > _TICK + _STALL and self.tester.blackholes is not None:
+                # The event loop was blocked: reports may still wait in the socket buffer.
+                log.warning("event loop stalled %.1f s; blackhole alarms held for %.0f s",
+                            now - last - _TICK, _STALL)  # fmt: skip
+                self.tester.blackholes.hold(time.time() + _STALL)
+            last = now
             try:
                 self.tester.tick()
             except Exception:
                 log.exception("tester tick failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), 0.5)
+                await asyncio.wait_for(self.stop_event.wait(), _TICK)
 
     async def _watchdog(self, interval: float) -> None:
         while not self.stop_event.is_set():

@@ -87,9 +87,22 @@ class BlackholeMonitor:
             self._by_egress.setdefault(st.flow.egress, []).append(st)
             self._by_ingress.setdefault(st.flow.ingress, []).append(st)
 
+        self._hold_until = start
+
     @property
     def flows(self) -> list[CriticalFlow]:
         return [s.flow for s in self._states]
+
+    def arm(self, now: float) -> None:
+        """Start the silence clocks of flows without reports now (the collector is listening)."""
+        for st in self._states:
+            if st.last_report is None:
+                st.start = now
+
+    def hold(self, until: float) -> None:
+        """No alarms before `until`: the caller was not reading datagrams for a while, so
+        reports may still be queued in the socket."""
+        self._hold_until = max(self._hold_until, until)
 
     def on_report(
         self, egress: Port, header: dict, now: float, sampling_rate: int
@@ -126,6 +139,8 @@ class BlackholeMonitor:
     def check(self, now: float) -> list[BlackholeAlarm]:
         """New alarms since the last call (each outage alarms once)."""
         out = []
+        if now < self._hold_until:
+            return out
         for st in self._states:
             if st.alarmed:
                 continue

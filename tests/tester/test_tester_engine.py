@@ -188,6 +188,23 @@ def test_blackhole(tmp_path) -> None:
     assert store.get(f.id).state == RESOLVED
 
 
+def test_blackhole_clock_starts_when_armed_and_waits_out_a_hold() -> None:
+    flow = CriticalFlow("web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=3.0)
+    mon = BlackholeMonitor([flow], k=10.0, now=0.0)
+    mon.arm(4.0)  # the collector started listening at t=4
+    assert mon.check(6.5) == []
+    mon.hold(8.0)  # the reader was blocked; queued reports may still come
+    assert mon.check(7.5) == []
+    (alarm,) = mon.check(8.0)
+    assert alarm.since == 4.0 and alarm.threshold == 3.0
+    # A flow that already reported keeps its clock when armed again.
+    mon2 = BlackholeMonitor([flow], k=10.0, now=0.0)
+    mon2.on_report(EGRESS, HDR, 1.0, 1)
+    mon2.arm(4.0)
+    (alarm2,) = mon2.check(4.5)
+    assert alarm2.since == 1.0
+
+
 def test_blackhole_idle_source_no_alarm(tmp_path) -> None:
     flow = CriticalFlow("web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=1.0)
     mon = BlackholeMonitor([flow], k=10.0, now=0.0)
