@@ -257,6 +257,22 @@ def walk_tlvs(data: bytes, what: str, min_len: int = 8) -> list[tuple[int, int, 
     return out
 
 
+def walk_buckets(data: bytes) -> list[tuple[int, int, int]]:
+    """[(0, offset, length)] of OpenFlow 1.3 group buckets. A bucket starts with its
+    length (then weight, watch_port, watch_group, pad: 16 bytes), not with a type."""
+    out = []
+    off, n = 0, len(data)
+    while off < n:
+        if off + 2 > n:
+            raise ProtocolError("truncated bucket")
+        (ln,) = struct.unpack_from("!H", data, off)
+        if ln < 16 or ln % 8 or off + ln > n:
+            raise ProtocolError(f"bucket with a bad length {ln}")
+        out.append((0, off, ln))
+        off += ln
+    return out
+
+
 def check_instructions(instr: bytes) -> None:
     for t, off, ln in walk_tlvs(instr, "instruction"):
         if t in (OFPIT_WRITE_ACTIONS, OFPIT_APPLY_ACTIONS):
@@ -627,7 +643,7 @@ def parse_group_mod(data: bytes) -> RawGroupMod:
         raise ProtocolError("GROUP_MOD shorter than 16 bytes")
     cmd, gtype, gid = GROUP_MOD.unpack_from(data, 8)
     buckets = bytes(data[16:])
-    for _, off, ln in walk_tlvs(buckets, "bucket", 16):
+    for _, off, ln in walk_buckets(buckets):
         walk_tlvs(buckets[off + 16 : off + ln], "action")
     return RawGroupMod(cmd, gtype, gid, buckets)
 
@@ -637,7 +653,7 @@ def group_to_cpc(dpid: int, gtype: int, gid: int, buckets: bytes) -> Group:
     if name not in ("all", "select", "indirect"):
         raise ModelError(f"group type {name or gtype} is not modelled")
     parsed = []
-    for _, off, ln in walk_tlvs(buckets, "bucket", 16):
+    for _, off, ln in walk_buckets(buckets):
         acts, _ = cpc_actions(buckets[off + 16 : off + ln])
         parsed.append(acts)
     if name == "indirect" and len(parsed) != 1:
