@@ -573,6 +573,7 @@ class Proxy:
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
         self._missing_once: dict[int, set] = collections.defaultdict(set)
         self.findings: list[AuditFinding] = []
+        self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
         self._load()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -689,6 +690,22 @@ class Proxy:
         return of.raw_entry_to_cpc(dpid, e.table, e.priority, e.mkey, e.cookie, e.instr,
                                    e.rule_id, e.idle, e.hard, e.flags)  # fmt: skip
 
+    def _cpc_instructions(self, instr: bytes):
+        """of.cpc_instructions, memoized: controllers send the same few instruction lists
+        over and over (the model's Instructions are immutable). Raises ModelError."""
+        r = self._instr_cache.get(instr)
+        if r is None:
+            try:
+                r = of.cpc_instructions(instr)
+            except ModelError as e:
+                r = str(e)
+            if len(self._instr_cache) >= 4096:
+                self._instr_cache.clear()
+            self._instr_cache[instr] = r
+        if isinstance(r, str):
+            raise ModelError(r)
+        return r
+
     def _model_call(self, dpid, name, *args) -> None:
         if self.model is None or dpid not in self.model.topo.switches:
             return
@@ -724,7 +741,8 @@ class Proxy:
                 continue
             if kind in ("add", "modify"):
                 try:
-                    ce = self._cpc_entry(dpid, new)
+                    ins, rid = self._cpc_instructions(new.instr)
+                    match = of.cpc_match(new.mkey)
                 except ModelError as e:
                     log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
                                 dpid, e, new.table, new.priority)  # fmt: skip
@@ -733,9 +751,9 @@ class Proxy:
                     continue
                 cmd = "add" if kind == "add" else "modify_strict"
                 batch.append(FlowMod(
-                    cmd, dpid, ce.table, ce.priority, ce.match, ce.instructions,
-                    cookie=ce.cookie, rule_id=ce.rule_id, idle_timeout=ce.idle_timeout,
-                    hard_timeout=ce.hard_timeout, flags=ce.flags,
+                    cmd, dpid, new.table, new.priority, match, ins, cookie=new.cookie,
+                    rule_id=new.rule_id or rid, idle_timeout=new.idle, hard_timeout=new.hard,
+                    flags=new.flags & ~2,
                 ))  # fmt: skip
             else:
                 batch.extend(self._delete_mod(dpid, new))
