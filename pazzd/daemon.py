@@ -42,6 +42,7 @@ from .config import Config, ConfigError, load_config
 from .localize import Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics
 from .notify import Notifier
+from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
 
@@ -89,8 +90,13 @@ def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
 
 
 class Daemon:
-    def __init__(self, config_path: str, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self, config_path: str, notifier: Notifier | None = None, tester_workers: int | None = None
+    ) -> None:
         self.config_path = config_path
+        self.tester_workers = tester_workers  # --tester-workers, over the config's tester.workers
+        self.workers: WorkerPool | None = None
+        self.model_server: ModelServer | None = None
         self.notifier = notifier or Notifier()
         self.cfg: Config | None = None
         self.started = time.time()
@@ -121,8 +127,20 @@ class Daemon:
                 out[r.kind] = out.get(r.kind, 0) + 1
         return out
 
+    def tester_stats(self) -> dict:
+        """The tester's counters: the in-process tester's plus every worker's latest."""
+        if self.tester is None:
+            return {}
+        out = self.tester.stats.as_dict()
+        if self.workers is not None:
+            for k, v in self.workers.totals().items():
+                out[k] = out.get(k, 0) + v
+            out["workers"] = self.workers.alive()
+            out["worker_restarts"] = self.workers.restarts
+        return out
+
     def state(self) -> dict:
-        m, t = self.model, self.tester
+        m = self.model
         fz = None
         if self.fuzzer is not None:
             try:
@@ -134,7 +152,7 @@ class Daemon:
             for d in self.proxy.switches:
                 switches[d] = True
         return {
-            "tester": t.stats.as_dict() if t else {},
+            "tester": self.tester_stats(),
             "faults_open": self.faults_open(),
             "rules": m.rule_count() if m else 0,
             "classes": m.class_count() if m else 0,
@@ -197,19 +215,22 @@ class Daemon:
                      self.model.class_count(), time.monotonic() - t0)  # fmt: skip
         else:
             self.model.build()
-        self.guard = TransientGuard(settle=cfg.settle)
+        # The tester's clock is wall time (sample timestamps): the guard must use the same.
+        self.guard = TransientGuard(settle=cfg.settle, clock=time.time)
         self.model.subscribe(self.guard.on_model_update)
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
         self.store = FaultStore(cfg.database)
+        self.rules_at = self._rules_at()
         self.tester = Tester(
             self.model, self.store, self._ifmap(cfg), ports=None, guard=self.guard,
             blackholes=self._blackholes(cfg), resolve_after=cfg.resolve_after,
-            on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self._rules_at(),
+            on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
         )  # fmt: skip
-        if cfg.tester_workers > 1:
-            log.warning("tester.workers=%d: multi-process tester workers are not implemented "
-                        "yet; running one in-process tester", cfg.tester_workers)  # fmt: skip
+        n_workers = self.tester_workers or cfg.tester_workers
+        if n_workers > 1 and cfg.database == ":memory:":
+            raise ConfigError(f"{self.config_path}: tester.workers > 1 needs a database file "
+                              "(the workers share it), not ':memory:'")  # fmt: skip
         if cfg.controller_enabled:
             await self._start_proxy(cfg)
         self.localizer = Localizer(
@@ -221,10 +242,13 @@ class Daemon:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
             self._start_fuzzer(cfg)
-        self.collector = SflowCollector(
-            self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
-        )
-        await self.collector.start()
+        if n_workers > 1:
+            await self._start_workers(cfg, n_workers)
+        else:
+            self.collector = SflowCollector(
+                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
+            )
+            await self.collector.start()
         self.api = ApiServer(cfg.api_socket, self.handle)
         await self.api.start()
         self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
@@ -240,6 +264,24 @@ class Daemon:
                  cfg.api_socket, cfg.metrics_host, self.metrics_port)  # fmt: skip
         self.notifier.ready(f"monitoring {len(cfg.topology.switches)} switches, "
                             f"{self.model.rule_count()} rules")  # fmt: skip
+
+    async def _start_workers(self, cfg: Config, n: int) -> None:
+        """Serve the model over Thrift, then start n workers on a shared sFlow port."""
+        if cfg.sflow_port == 0:
+            cfg.sflow_port = pick_udp_port(cfg.sflow_host)
+        self.model_server = ModelServer(self, str(Path(cfg.api_socket).with_suffix(".model")))
+        await self.model_server.start()
+        vf = self.version_file = VersionFile(
+            str(Path(cfg.api_socket).with_suffix(".version")), writer=True
+        )
+        vf.publish(self.model.version)
+        self.model.subscribe(lambda upd: vf.publish(upd.version))
+        self.workers = WorkerPool(n, self.config_path, self.model_server.path, vf.path, cfg)
+        self.workers.start()
+        await self.workers.wait_ready()
+        self._spawn(self.workers.supervise(self.stop_event))
+        log.info("tester: %d worker processes on sFlow port %d, model over Thrift at %s",
+                 n, cfg.sflow_port, self.model_server.path)  # fmt: skip
 
     async def _start_proxy(self, cfg: Config) -> None:
         from pazzd.proxy import Proxy, ProxyConfig
@@ -405,6 +447,8 @@ class Daemon:
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
+        if self.workers is not None:
+            self.workers.recycle()
         # Keep the start-up-only settings of the running instance.
         for key in ("topology", "topology_path", "rules", "sflow_host", "sflow_port",
                     "api_socket", "metrics_host", "metrics_port", "database"):  # fmt: skip
@@ -425,6 +469,13 @@ class Daemon:
             t.cancel()
         if self.collector is not None:
             self.collector.close()
+        if self.workers is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
+        if self.model_server is not None:
+            await self.model_server.close()
+            self.version_file.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.version_file.path)
         if self.api is not None:
             await self.api.close()
         if self.proxy is not None:
@@ -464,6 +515,17 @@ class Daemon:
                 "edge_ports": len(self.cfg.edge_ports),
             },  # fmt: skip
             "tester": t,
+            "tester_workers": None
+            if self.workers is None
+            else [
+                {
+                    "index": i,
+                    "alive": self.workers.procs[i].poll() is None,
+                    "datagrams": self.workers.stats.get(i, {}).get("datagrams", 0),
+                    "reports": self.workers.stats.get(i, {}).get("reports", 0),
+                }
+                for i in sorted(self.workers.procs)
+            ],  # fmt: skip
             "faults_open": st["faults_open"],
             "fuzz": None
             if st["fuzz"] is None
@@ -577,7 +639,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")
     p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--tester-workers", type=int, metavar="N", default=None,
+                   help="judge sFlow in N worker processes (default: the config's tester.workers)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.tester_workers is not None and not 1 <= args.tester_workers <= 64:
+        p.error("--tester-workers must be between 1 and 64")
     _setup_logging()
     if args.check:
         try:
@@ -587,7 +653,7 @@ def main(argv=None) -> int:
             return 2
         print(f"{args.config}: OK")
         return 0
-    return asyncio.run(_amain(Daemon(args.config)))
+    return asyncio.run(_amain(Daemon(args.config, tester_workers=args.tester_workers)))
 
 
 if __name__ == "__main__":

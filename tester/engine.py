@@ -329,20 +329,16 @@ class Tester:
     ) -> Verdict | None:
         """Judge one report's raw header bytes at egress. Returns the Verdict of a fault."""
         st = self.stats
-        pf = parse_frame(raw)
+        pf = self._parse(raw)
         if not pf.has_verify or not pf.complete:
             st.undecodable_reports += 1
             self.rlog.warning("undecodable", "report without a complete Verify/IPv4 header")
             return None
         hdr = pf.header
         if self.blackholes is not None:
-            recovered = self.blackholes.on_report(egress, hdr, now, sampling_rate)
-            for flow in recovered:
-                fid = self._blackhole_fault.get("flow:" + flow.name)
-                if fid is not None and self._since.get(fid, 0) is None:
-                    self._since[fid] = now
-        cls = self.model.classify(hdr)
-        if self.guard is not None and self.guard.held(cls, now):
+            self.note_report(egress, hdr, now, sampling_rate)
+        cls, held = self._classify(hdr, now)
+        if held:
             st.held_transient += 1
             return None
         alts = self.alternatives(egress, hdr, cls)
@@ -367,6 +363,21 @@ class Tester:
                 label = f"c{cls}@v{self.model.version}"
         self._record(verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
         return verdict
+
+    def note_report(self, egress: Port, hdr: dict, now: float, sampling_rate: int) -> None:
+        """Feed a report to the blackhole timers; a report of an alarmed flow starts its resolution."""
+        for flow in self.blackholes.on_report(egress, hdr, now, sampling_rate):
+            fid = self._blackhole_fault.get("flow:" + flow.name)
+            if fid is not None and self._since.get(fid, 0) is None:
+                self._since[fid] = now
+
+    def _parse(self, raw: bytes):
+        return parse_frame(raw)
+
+    def _classify(self, hdr: dict, now: float) -> tuple[int, bool]:
+        """The header's class, and whether its reports are held back (a recent update)."""
+        cls = self.model.classify(hdr)
+        return cls, self.guard is not None and self.guard.held(cls, now)
 
     # ------------------------------------------------------------ faults
 

@@ -92,6 +92,10 @@ class IfMap:
     def ports(self) -> list[Port]:
         return sorted(set(self._map.values()))
 
+    def entries(self) -> list[tuple[tuple[str, int, int], Port]]:
+        """((agent, sub-agent, ifIndex), port) pairs, for handing the map to a worker."""
+        return list(self._map.items())
+
     def __len__(self) -> int:
         return len(self._map)
 

@@ -201,6 +201,13 @@ class TransientGuard:
         t = self._done.get(class_id)
         return t is not None and now - t < self.settle
 
+    def held_until(self, class_id: int) -> float:
+        """When reports of the class stop being held back (inf while in flight, 0: not held)."""
+        if class_id in self._inflight:
+            return float("inf")
+        t = self._done.get(class_id)
+        return 0.0 if t is None else t + self.settle
+
     def expire(self, now: float) -> None:
         """Forget classes that settled long ago (call now and then)."""
         old = [c for c, t in self._done.items() if now - t >= self.settle]

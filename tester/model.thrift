@@ -1,0 +1,94 @@
+// The model as tester worker processes see it (thriftpy2, binary protocol, Unix socket).
+//
+// pazzd holds the one model (cpc) and serves this interface; each tester worker reads
+// sFlow datagrams on its own socket (SO_REUSEPORT) and asks the model once per datagram.
+// 64-bit unsigned values (cookies) travel as their two's-complement i64.
+
+struct Rule {
+  1: i16 table,
+  2: i32 priority,
+  3: i64 cookie,
+  4: i64 rule_id,
+}
+
+struct Hop {
+  1: i64 dpid,
+  2: i32 in_port,
+  3: list<Rule> rules,
+  4: i32 out_port = -1,      // -1: the packet ends at this switch
+}
+
+struct Expected {
+  1: i64 ingress_dpid,
+  2: i32 ingress_port,
+  3: list<Hop> hops,
+  4: i64 verify_port,
+  5: i32 verify_rule,
+}
+
+struct Query {
+  1: i64 egress_dpid,
+  2: i32 egress_port,
+  3: map<string, i64> header,
+}
+
+// The class of a header, and until when reports of it are held back (a model update
+// touched it less than `settle` seconds ago; 0: not held). Valid for Lookup.version.
+struct Answer {
+  1: i32 class_id,
+  2: double held_until,
+}
+
+struct Lookup {
+  1: i64 version,
+  2: list<Answer> answers,
+}
+
+struct IfEntry {
+  1: string agent,
+  2: i32 sub_agent,
+  3: i32 if_index,
+  4: i64 dpid,
+  5: i32 port,
+}
+
+// A fault a worker stored (or resolved); pazzd counts it, logs it and localizes it.
+struct FaultNote {
+  1: i64 fault_id,
+  2: string kind,
+  3: string location,
+  4: string header_class,
+  5: i64 egress_dpid = -1,
+  6: i32 egress_port = -1,
+  7: string header_json,
+  8: list<i64> candidates,
+  9: bool opened,            // first seen or reopened
+  10: bool resolved,
+  11: bool localize,
+}
+
+// A sample of a critical flow (pazzd runs the blackhole timers).
+struct FlowSeen {
+  1: bool report,             // true: a report at an egress; false: an ingress sample
+  2: i64 dpid,
+  3: i32 port,
+  4: map<string, i64> header,
+  5: double now,
+  6: i32 sampling_rate,
+}
+
+struct WorkerReport {
+  1: i32 worker,
+  2: map<string, i64> stats,  // the worker's cumulative TesterStats
+  3: list<FaultNote> faults,
+  4: list<FlowSeen> flows,
+}
+
+service ModelService {
+  i64 version(),
+  Lookup lookup(1: list<Query> queries, 2: double now),
+  list<Expected> expected(1: Query query),
+  list<Rule> rules_at(1: i64 dpid),
+  list<IfEntry> ifmap(),
+  void report(1: WorkerReport report),
+}

@@ -1,0 +1,269 @@
+"""Tester workers: the tester in its own process, asking the model over Thrift.
+
+pazzd keeps the one model; a worker reads sFlow datagrams on its own socket and judges
+them with a `WorkerTester`, whose model is a `RemoteModel` speaking `model.thrift`:
+
+- one `lookup` RPC per datagram classifies all its reports and says which are held back
+  (a model update touched them less than `settle` seconds ago);
+- `expected` is asked only when the worker's cache, keyed by (egress, class) and the
+  model version of the last lookup, has no answer;
+- faults are stored by the worker itself (the SQLite store is shared, WAL), then sent to
+  pazzd with `report`, with the samples of critical flows (pazzd runs the blackhole
+  timers) and the worker's counters.
+
+The conversions between cpc.results records and their Thrift structs live here too;
+pazzd's server side uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import thriftpy2
+
+from cpc.results import Expected, Hop, Port, RuleRef
+
+from .engine import FaultEvent, LocalizationRequest, Tester, egress_if_index
+from .packet import is_report, parse_frame
+from .timers import CriticalFlow
+
+__all__ = [
+    "THRIFT",
+    "RemoteModel",
+    "WorkerTester",
+    "FlowRelay",
+    "Outbox",
+    "expected_to_thrift",
+    "expected_from_thrift",
+    "rule_to_thrift",
+    "query",
+]
+
+THRIFT = thriftpy2.load(
+    str(Path(__file__).with_name("model.thrift")), module_name="pazz_model_thrift"
+)
+
+_U64 = 1 << 64
+
+
+def _i64(u: int) -> int:
+    return u - _U64 if u >= 1 << 63 else u
+
+
+def _u64(i: int) -> int:
+    return i % _U64
+
+
+def rule_to_thrift(r: RuleRef):
+    return THRIFT.Rule(r.table, r.priority, _i64(r.cookie), r.rule_id)
+
+
+def _rule(t) -> RuleRef:
+    return RuleRef(t.table, t.priority, _u64(t.cookie), t.rule_id)
+
+
+def expected_to_thrift(e: Expected):
+    hops = [
+        THRIFT.Hop(h.dpid, h.in_port, [rule_to_thrift(r) for r in h.rules],
+                   -1 if h.out_port is None else h.out_port)
+        for h in e.hops
+    ]  # fmt: skip
+    return THRIFT.Expected(e.ingress[0], e.ingress[1], hops, e.verify_port, e.verify_rule)
+
+
+def expected_from_thrift(t) -> Expected:
+    hops = tuple(
+        Hop(
+            h.dpid,
+            h.in_port,
+            tuple(_rule(r) for r in h.rules),
+            None if h.out_port < 0 else h.out_port,
+        )
+        for h in t.hops
+    )
+    return Expected((t.ingress_dpid, t.ingress_port), hops, t.verify_port, t.verify_rule)
+
+
+def query(egress: Port, header: dict):
+    return THRIFT.Query(egress[0], egress[1], {k: int(v) for k, v in header.items()})
+
+
+class RemoteModel:
+    """The tester's view of the model (tester.engine.ModelLike) over a Thrift client.
+
+    Answers are cached per (egress, header) for one model version. `version_now` reads
+    the model's current version without a call (pazzd publishes it in a shared file);
+    without it, every datagram asks.
+    """
+
+    CACHE_MAX = 1 << 18
+
+    def __init__(self, client, version_now: Callable[[], int] | None = None) -> None:
+        self.client = client
+        self.version_now = version_now
+        self.version = client.version()
+        self._answers: dict[int, tuple[int, float]] = {}  # id(header) -> (class, held until)
+        self._cache: dict[tuple, tuple[int, float]] = {}
+        self._cache_ver = -1
+        self._rules: tuple[int, dict[int, list[RuleRef]]] = (-1, {})
+        self.rpcs = 0
+
+    def _lookup(self, queries: list[tuple[Port, dict]], now: float):
+        res = self.client.lookup([query(eg, h) for eg, h in queries], now)
+        self.rpcs += 1
+        if res.version != self._cache_ver:
+            self._cache.clear()
+            self._cache_ver = res.version
+        self.version = res.version
+        return [(a.class_id, a.held_until) for a in res.answers]
+
+    def prefetch(self, queries: list[tuple[Port, dict]], now: float) -> None:
+        """Classify the headers of one datagram, in at most one call. The caller keeps them alive."""
+        self._answers.clear()
+        if self.version_now is not None:
+            ver = self.version_now()
+            if ver != self._cache_ver:
+                self._cache.clear()
+                self._cache_ver = ver
+            self.version = ver
+        cache, misses = self._cache, []
+        for eg, h in queries:
+            k = (eg, tuple(h.items()))
+            a = cache.get(k) if self.version_now is not None else None
+            if a is None:
+                misses.append((eg, h, k))
+            else:
+                self._answers[id(h)] = a
+        if not misses:
+            return
+        answers = self._lookup([(eg, h) for eg, h, _ in misses], now)
+        if len(cache) + len(misses) > self.CACHE_MAX:
+            cache.clear()
+        for (_, h, k), a in zip(misses, answers, strict=True):
+            self._answers[id(h)] = cache[k] = a
+
+    def answer(self, header: dict, now: float) -> tuple[int, bool]:
+        a = self._answers.get(id(header))
+        if a is None:  # not prefetched (e.g. a stored fault's header): ask alone
+            a = self._lookup([((0, 0), header)], now)[0]
+        return a[0], now < a[1]
+
+    def classify(self, header: dict) -> int:
+        return self.answer(header, time.time())[0]
+
+    def expected(self, egress: Port, header: dict) -> list[Expected]:
+        self.rpcs += 1
+        return [expected_from_thrift(t) for t in self.client.expected(query(egress, header))]
+
+    def rules_at(self, dpid: int) -> list[RuleRef]:
+        ver, by = self._rules
+        if ver != self.version:
+            by = {}
+            self._rules = (self.version, by)
+        got = by.get(dpid)
+        if got is None:
+            self.rpcs += 1
+            got = by[dpid] = [_rule(t) for t in self.client.rules_at(dpid)]
+        return got
+
+
+class Outbox:
+    """What a worker owes pazzd: fault notes and critical-flow samples, sent with `report`."""
+
+    def __init__(self) -> None:
+        self.faults: list = []
+        self.flows: list = []
+
+    def fault(self, ev: FaultEvent) -> None:
+        self.faults.append(_note(ev.fault_id, ev.kind, ev.location, ev.header_class, ev.egress,
+                                 ev.header, ev.candidates, opened=ev.new, resolved=ev.resolved))  # fmt: skip
+
+    def localize(self, req: LocalizationRequest) -> None:
+        self.faults.append(_note(req.fault_id, req.kind, req.location, "", req.egress,
+                                 req.header, req.candidates, localize=True))  # fmt: skip
+
+    def take(self) -> tuple[list, list]:
+        out = (self.faults, self.flows)
+        self.faults, self.flows = [], []
+        return out
+
+
+def _note(fid, kind, location, key, egress, header, candidates, **flags):
+    return THRIFT.FaultNote(
+        fid, kind, location, key, egress[0] if egress else -1, egress[1] if egress else -1,
+        json.dumps(header, sort_keys=True), list(candidates), **flags,
+    )  # fmt: skip
+
+
+def note_event(n) -> FaultEvent | LocalizationRequest:
+    """pazzd's side: a FaultNote back into the tester's own record."""
+    egress = (n.egress_dpid, n.egress_port) if n.egress_dpid >= 0 else None
+    header = json.loads(n.header_json) if n.header_json else {}
+    if n.localize:
+        return LocalizationRequest(
+            n.fault_id, n.kind, tuple(n.candidates), header, egress, n.location
+        )
+    return FaultEvent(n.fault_id, n.kind, n.location, n.header_class, egress, header,
+                      tuple(n.candidates), n.opened, n.resolved)  # fmt: skip
+
+
+class FlowRelay:
+    """Stands in for the blackhole monitor inside a worker: forwards critical-flow samples."""
+
+    def __init__(self, flows: list[CriticalFlow], outbox: Outbox) -> None:
+        self.flows = flows
+        self.outbox = outbox
+
+    def _seen(self, report: bool, port: Port, header: dict, now: float, rate: int) -> None:
+        if any(f.matches(header) for f in self.flows):
+            h = {k: int(v) for k, v in header.items()}
+            self.outbox.flows.append(THRIFT.FlowSeen(report, port[0], port[1], h, now, rate))
+
+    def on_report(self, egress: Port, header: dict, now: float, sampling_rate: int) -> list:
+        self._seen(True, egress, header, now, sampling_rate)
+        return []  # alarms and their recovery are pazzd's
+
+    def on_ingress(self, ingress: Port, header: dict, now: float, sampling_rate: int) -> None:
+        self._seen(False, ingress, header, now, sampling_rate)
+
+    def check(self, now: float) -> list:
+        return []
+
+
+class WorkerTester(Tester):
+    """A Tester whose model is a RemoteModel: one lookup RPC per datagram."""
+
+    __test__ = False
+
+    def __init__(self, model: RemoteModel, *a, **kw) -> None:
+        super().__init__(model, *a, **kw)
+        self.remote = model
+        self._frames: dict[bytes, object] = {}
+
+    def handle_datagram(self, dg, now: float) -> None:
+        frames: dict[bytes, object] = {}
+        queries = []
+        lookup = self.ifmap.lookup
+        for s in dg.flows:
+            if not is_report(s) or s.header in frames:
+                continue
+            pf = frames[s.header] = parse_frame(s.header)
+            egress = lookup(dg.agent, dg.sub_agent, egress_if_index(s))
+            if egress is not None and pf.has_verify and pf.complete:
+                queries.append((egress, pf.header))
+        self._frames = frames
+        self.remote.prefetch(queries, now)
+        try:
+            super().handle_datagram(dg, now)
+        finally:
+            self._frames = {}
+
+    def _parse(self, raw: bytes):
+        pf = self._frames.get(raw)
+        return pf if pf is not None else super()._parse(raw)
+
+    def _classify(self, hdr: dict, now: float) -> tuple[int, bool]:
+        return self.remote.answer(hdr, now)
