@@ -1,13 +1,18 @@
 """The end-to-end demo: `make demo` (or `python -m pazzd.demo`, as root).
 
-Builds an emulated network of patched userspace OVS bridges (pazzd.lab), installs the
-generator's routing and ACL rules with ovs-ofctl and starts pazzd on the same rule file
-(model + tester + sFlow collector + fuzzer), replays production traffic with tcpreplay
-inside the host namespaces, then injects one fault of each class with ovs-ofctl and shows
-detection and localization live. Ends with a summary table and removes everything
-(namespaces, veths, OVS processes, temp dirs), also on Ctrl-C.
+Builds an emulated network of patched userspace OVS bridges (pazzd.lab), starts the example
+os-ken controller app (examples/controller_app.py) on the generator's rule file and pazzd
+with its OpenFlow proxy (model + tester + sFlow collector + fuzzer); the bridges connect to
+the proxy, which relays the controller's GroupMods and FlowMods and builds the model from
+them. Once the model holds every rule it replays production traffic with tcpreplay inside
+the host namespaces, then injects one fault of each class with ovs-ofctl directly on a
+switch, behind the controller's back, and shows detection and localization live. Ends
+with a summary table and removes everything (namespaces, veths, OVS processes, controller,
+pazzd, temp dirs), also on Ctrl-C. With --no-controller the rules go on with ovs-ofctl and
+pazzd loads its model from the same rule file.
 
     python -m pazzd.demo [--duration 75] [--topology grid4|grid16|fattree] [--no-fuzz]
+                         [--no-controller]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +35,7 @@ from cpc import workloads
 from cpc.ofctl import split_top
 
 from .api import ApiError, call
-from .lab import Lab, dotted, ofctl_flow
+from .lab import Lab, dotted, free_tcp_port, ofctl_flow, start_controller
 
 TOPOLOGIES = {
     "grid4": ("grid", 2, 100, 2, 100),  # kind, size, rules, acls, pps per host
@@ -132,13 +138,14 @@ def _status_line(st: dict) -> str:
 def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     """One fault of each class for this workload, and the traffic each needs."""
     wl, topo = lab.wl, lab.topo
+    entries = lab.intended_entries()  # rule IDs as on the switches
     names = sorted(wl.hosts, key=lambda h: int(h[1:]))
     h1, h2 = names[0], names[1]
     x1 = wl.hosts[h1][0]
     nets_of = {h: sorted(n for n, o in wl.prefixes.items() if o == h) for h in names}
 
     def route(dpid: int, net: int):
-        for e in wl.entries:
+        for e in entries:
             if (
                 e.dpid == dpid
                 and e.priority == workloads.ROUTE_PRIORITY
@@ -162,7 +169,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
                expect_entry=f"cookie={HIDDEN_COOKIE:#x}")  # fmt: skip
     # 2. same match, different output: a single-output route on a link, sent elsewhere.
     best = None
-    for e in wl.entries:
+    for e in entries:
         if e.priority != workloads.ROUTE_PRIORITY or len(e.instructions.apply) != 1:
             continue
         kind, port = e.instructions.apply[0][:2]
@@ -184,7 +191,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
                [("mod-flows", "--strict", text2)], expect_entry=f"output:{p_new}")  # fmt: skip
     # 3. hidden rule admitting traffic an ACL drops.
     acl = next(
-        e for e in wl.entries
+        e for e in entries
         if e.priority == workloads.ACL_PRIORITY
         and wl.prefixes[e.match.get("ipv4_src")[0]] != wl.prefixes[e.match.get("ipv4_dst")[0]]
     )  # fmt: skip
@@ -272,6 +279,9 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=75.0, help="total seconds (about)")
     ap.add_argument("--topology", choices=sorted(TOPOLOGIES), default="grid4")
     ap.add_argument("--no-fuzz", action="store_true", help="no fuzz probes")
+    ap.add_argument("--no-controller", action="store_true",
+                    help="install the rules with ovs-ofctl, pazzd loads them from the file "
+                    "(no controller, no proxy)")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -300,9 +310,11 @@ def main(argv=None) -> int:
         rc = 130
     except Exception as e:
         print(f"\ndemo: failed: {type(e).__name__}: {e}", flush=True)
-        log = workdir / "pazzd.log"
-        if log.exists():
-            print("--- pazzd log (tail) ---\n" + "\n".join(log.read_text().splitlines()[-30:]))
+        for name in ("controller", "pazzd"):
+            log = workdir / f"{name}.log"
+            if log.exists():
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+                print(f"--- {name} log (tail) ---\n{tail}")
         rc = 1
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -332,7 +344,151 @@ def _cleanup(procs, lab, workdir: Path, keep: bool) -> None:
         print(f"demo: work directory kept: {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
-    print("demo: cleaned up (namespaces, veths, OVS, pazzd, tcpreplay, temp files)", flush=True)
+    print("demo: cleaned up (namespaces, veths, OVS, controller, pazzd, tcpreplay, temp files)",
+          flush=True)  # fmt: skip
+
+
+def metrics_of(url: str) -> dict[str, float]:
+    """pazzd's Prometheus endpoint as {'name{labels}': value}."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            out[k] = float(v)
+    return out
+
+
+def wait_for_pazzd(pz: subprocess.Popen, sock: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        if pz.poll() is not None:
+            raise RuntimeError(f"pazzd exited with status {pz.returncode}")
+        with contextlib.suppress(ApiError, OSError, ValueError):
+            return call(sock, "status", timeout=5)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"pazzd did not become ready in {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+def wait_for_model(lab: Lab, pz: subprocess.Popen, sock: str, timeout: float = 90) -> dict:
+    """Until every switch is connected to pazzd's proxy, every proxy session has its
+    controller link up, and the model holds as many rules as the generator made (all of
+    them learnt from the FlowMods the proxy relayed). Returns the last status."""
+    want, dpids = len(lab.wl.entries), sorted(lab.topo.switches)
+    deadline = time.monotonic() + timeout
+    st: dict = {}
+    while True:
+        if pz.poll() is not None:
+            raise RuntimeError(f"pazzd exited with status {pz.returncode}")
+        with contextlib.suppress(ApiError, OSError, ValueError):
+            st = call(sock, "status", timeout=5)
+            up = metrics_of(st["metrics"]).get("pazz_controller_connected", 0) == 1
+            if (st["model"]["rules"] == want and st["switches_connected"] == dpids and up
+                    and all(lab.controllers_connected().values())):  # fmt: skip
+                return st
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the model holds {st.get('model', {}).get('rules')} of {want} rules, "
+                f"switches connected {st.get('switches_connected')} after {timeout:.0f} s"
+            )
+        time.sleep(0.3)
+
+
+def start_traffic(lab: Lab, extra: dict, workdir: Path, pps: int, procs: list) -> int:
+    pcaps = write_pcaps(lab, extra, workdir)
+    for h, path in pcaps.items():
+        procs.append(lab.hosts[h]["ns"].popen(
+            "tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0", str(path),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+    return len(pcaps)
+
+
+@dataclass
+class Running:
+    """What bring_up started (every process is also in the caller's list)."""
+
+    sock: str
+    config: Path
+    pazzd: subprocess.Popen
+    controller: subprocess.Popen | None
+    status: dict
+    faults: list
+    traffic: dict
+
+
+def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, pps: int = 100,
+             fuzz_rate: float = 200.0, resolve_after: float = 8.0, settle: float = 1.0,
+             updates: Path | None = None, say=lambda s: None) -> Running:  # fmt: skip
+    """Rules, pazzd and production traffic on a started lab.
+
+    controller=True (the real control path): the example os-ken controller app
+    (examples/controller_app.py --rules) listens on a free port; pazzd starts with its
+    OpenFlow proxy on and an empty model; the bridges get pazzd's listen address as their
+    controller, the proxy opens one upstream session per switch and relays the app's
+    GroupMods and FlowMods, and the model is built from what it relays (the proxy adds
+    its own rule IDs). Once the model holds every rule, the flow tables are snapshotted
+    (lab.restore() puts them back), traffic starts, and the critical flow is declared with
+    a config reload: its blackhole clock must not run while the network is still empty.
+
+    controller=False: the rules go on with ovs-ofctl, pazzd loads the same rule file.
+    `updates`: a file the controller app follows (examples/controller_app.py --updates).
+    """
+    _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
+    sock = str(workdir / "pazzd.sock")
+    common = dict(api_socket=sock, database=str(workdir / "faults.db"), fuzz_rate=fuzz_rate,
+                  resolve_after=resolve_after, settle=settle)  # fmt: skip
+    cfg_path = workdir / "pazzd.yaml"
+    ctl = None
+    if controller:
+        ctl_port, proxy_port = free_tcp_port(), free_tcp_port()
+        ctl = start_controller(lab.rules_file, ctl_port, workdir / "controller.log",
+                               updates=updates)  # fmt: skip
+        procs.append(ctl)
+        say(f"controller: examples/controller_app.py (os-ken) on 127.0.0.1:{ctl_port}, "
+            f"routes from {lab.rules_file.name}")  # fmt: skip
+        proxied = dict(common, proxy_listen=f"127.0.0.1:{proxy_port}",
+                       controller=f"127.0.0.1:{ctl_port}")  # fmt: skip
+        lab.write_config(cfg_path, **proxied)
+    else:
+        n = lab.install_rules()
+        say(f"no controller: the generator's {n} rules and {len(lab.wl.groups)} groups "
+            "installed with ovs-ofctl; pazzd loads its model from the same rule file")  # fmt: skip
+        lab.write_config(cfg_path, critical_flows=[traffic["critical"]], **common)
+        start_traffic(lab, traffic["extra"], workdir, pps, procs)
+    log = open(workdir / "pazzd.log", "w")  # noqa: SIM115
+    pz = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
+                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    log.close()
+    procs.append(pz)
+    status = wait_for_pazzd(pz, sock)
+    if controller:
+        t0 = time.monotonic()
+        lab.set_controller(f"tcp:127.0.0.1:{proxy_port}")
+        say(f"pazzd running (pid {pz.pid}) with its OpenFlow proxy on 127.0.0.1:{proxy_port} "
+            f"and an empty model; {len(lab.topo.switches)} bridges now use it as their "
+            "controller (fail_mode=secure)")  # fmt: skip
+        status = wait_for_model(lab, pz, sock)
+        on_switches = lab.snapshot()
+        if on_switches != len(lab.wl.entries):
+            raise RuntimeError(f"{on_switches} entries on the switches, "
+                               f"{len(lab.wl.entries)} intended")  # fmt: skip
+        say(f"model fed through the proxy: {status['model']['rules']} rules (the generator's "
+            f"{len(lab.wl.entries)}) and {len(lab.wl.groups)} groups from the controller's "
+            f"FlowMods in {time.monotonic() - t0:.1f}s; switches connected "
+            f"{status['switches_connected']}, controller link up")  # fmt: skip
+        start_traffic(lab, traffic["extra"], workdir, pps, procs)
+        time.sleep(2.0)  # the critical flow's first reports before its clock starts
+        lab.write_config(cfg_path, critical_flows=[traffic["critical"]], **proxied)
+        res = call(sock, "reload", timeout=10)
+        if not res.get("ok"):
+            raise RuntimeError(f"pazzd reload failed: {res.get('error')}")
+        say(f"critical flow {traffic['critical']['name']} declared (config reload)")
+    else:
+        say(f"pazzd running (pid {pz.pid}): model {status['model']['rules']} rules from the "
+            "rule file")  # fmt: skip
+    faults, _ = build_faults(lab)  # with the rule IDs now on the switches
+    return Running(sock, cfg_path, pz, ctl, status, faults, traffic)
 
 
 def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
@@ -342,43 +498,17 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
     lab = Lab(prefix, workdir, kind=kind, size=size, rules=rules, acls=acls, sampling=1)
     _LAB.append(lab)
     lab.start(say=say)
-    n = lab.install_rules()
-    say(f"controller: the generator's {n} rules and {len(lab.wl.groups)} groups installed with "
-        "ovs-ofctl; pazzd loads its model from the same rule file (the OpenFlow proxy is not "
-        "in the demo's path)")  # fmt: skip
-    faults, traffic = build_faults(lab)
-    sock = str(workdir / "pazzd.sock")
-    cfg_path = lab.write_config(
-        workdir / "pazzd.yaml", api_socket=sock, database=str(workdir / "faults.db"),
-        critical_flows=[traffic["critical"]], fuzz_rate=0.0 if args.no_fuzz else 200.0,
-        resolve_after=8.0, settle=1.0,
-    )  # fmt: skip
-    pcaps = write_pcaps(lab, traffic["extra"], workdir)
-    for h, path in pcaps.items():
-        ns = lab.hosts[h]["ns"]
-        procs.append(ns.popen("tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0",
-                              str(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-    say(f"production traffic: tcpreplay in {len(pcaps)} host namespaces, {pps} pps each "
+    run = bring_up(lab, workdir, procs, controller=not args.no_controller, pps=pps,
+                   fuzz_rate=0.0 if args.no_fuzz else 200.0, say=say)  # fmt: skip
+    faults, sock = run.faults, run.sock
+    status = call(sock, "status", timeout=5)
+    say(f"production traffic: tcpreplay in {len(lab.hosts)} host namespaces, {pps} pps each "
         f"(sFlow sampling 1/{lab.sampling})")  # fmt: skip
-
-    log = open(workdir / "pazzd.log", "w")  # noqa: SIM115
-    pz = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
-                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    procs.append(pz)
-    deadline = time.monotonic() + 120
-    status = None
-    while status is None:
-        if pz.poll() is not None:
-            raise RuntimeError(f"pazzd exited with status {pz.returncode}")
-        if time.monotonic() > deadline:
-            raise RuntimeError("pazzd did not become ready in 120 s")
-        with contextlib.suppress(ApiError, OSError, ValueError):
-            status = call(sock, "status", timeout=5)
-        time.sleep(0.3)
-    say(f"pazzd running (pid {pz.pid}): model {status['model']['rules']} rules, "
-        f"{status['model']['classes']} classes; sFlow {status['sflow']}; metrics {status['metrics']}; "
-        f"fuzz {'on' if status['fuzz'] is not None else 'off'}")  # fmt: skip
+    say(f"pazzd: model {status['model']['rules']} rules, {status['model']['classes']} classes; "
+        f"controller {status['controller']}; sFlow {status['sflow']}; metrics "
+        f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}")  # fmt: skip
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
+    say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
     per_fault = max(12.0, (args.duration - warm - 10) / len(faults))

@@ -3,7 +3,10 @@ namespaces, sFlow to a collector on 127.0.0.1. Used by `python -m pazzd.demo` an
 daemon's integration test.
 
     lab = Lab(ovs_prefix, workdir, kind="grid", size=2)
-    lab.start()                      # bridges, links, hosts, sFlow, intended rules
+    lab.start()                      # bridges, links, hosts, sFlow (empty flow tables)
+    lab.install_rules()              # the generator's rules with ovs-ofctl, or instead:
+    lab.set_controller("tcp:127.0.0.1:6653")   # a controller (pazzd's proxy) installs them
+    lab.snapshot()                   # what is on the switches now is what restore() puts back
     lab.write_config("pazzd.yaml", sflow_port=..., api_socket=...)
     lab.ofctl(1, "add-flow", "priority=100,ip,nw_dst=10.0.1.7,actions=output:2")
     lab.restore()                    # put the intended entries back on every bridge
@@ -21,6 +24,7 @@ plus veths are all the demo needs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -28,6 +32,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,8 +43,9 @@ from cpc import workloads
 from cpc.ofctl import format_flow, split_top
 
 __all__ = [
-    "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_udp_port", "ofctl_flow",
-    "ofctl_group", "run", "unique_name", "wait_for_datapath_free",
+    "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
+    "ofctl_flow", "ofctl_group", "run", "start_controller", "unique_name",
+    "wait_for_datapath_free",
 ]  # fmt: skip
 
 LINK_MTU = 1508
@@ -68,6 +74,43 @@ def free_udp_port(host: str = AGENT) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_tcp_port(host: str = AGENT) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+CONTROLLER_APP = Path(__file__).resolve().parent.parent / "examples" / "controller_app.py"
+
+
+def start_controller(rules_file, port: int, log_path, *, updates=None,
+                     timeout: float = 60.0) -> subprocess.Popen:  # fmt: skip
+    """The example os-ken controller app (examples/controller_app.py) on 127.0.0.1:port,
+    installing the routes, ACLs and groups of `rules_file` on every switch that connects
+    (and, with `updates`, the FlowMods of each line appended to that file). Returns once
+    it accepts connections; the caller stops the process."""
+    cmd = [sys.executable, str(CONTROLLER_APP), "--port", str(port), "--rules", str(rules_file)]
+    if updates is not None:
+        cmd += ["--updates", str(updates)]
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(
+            cmd,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection((AGENT, port), timeout=1):
+            return p
+        if p.poll() is not None or time.monotonic() > deadline:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            tail = "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-20:])
+            raise RuntimeError(f"controller app did not listen on {AGENT}:{port}:\n{tail}")
+        time.sleep(0.2)
 
 
 def wait_for_datapath_free(timeout: float = 120.0, say: Callable[[str], None] | None = None):
@@ -333,6 +376,7 @@ class Lab:
         self.hosts: dict[str, dict] = {}  # name -> {ns, port, ip, mac, index}
         self.ports: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface
         self.flow_files: dict[int, Path] = {}
+        self.installed_ids: dict[tuple, int] = {}  # (dpid, table, priority, match) -> ID
         self.sflow_port = 0
         self.topology_file = self.workdir / "topology.yaml"
         self.rules_file = self.workdir / "rules.jsonl"
@@ -369,6 +413,11 @@ class Lab:
         c.push(self.ovs.stop)
         self.ovs.start()
         topo = self.topo
+        # fail_mode=secure: the flow tables hold what the controller (or install_rules)
+        # put there and nothing else. In standalone mode OVS would turn a bridge into a
+        # learning switch (a hidden NORMAL flow) whenever it has no controller connection,
+        # e.g. before pazzd's proxy is up or while it restarts: traffic would then be
+        # forwarded by rules no controller intended, which is exactly what pazzd reports.
         for d in sorted(topo.switches):
             self.ovs.vsctl(
                 "add-br", self.br(d), "--", "set", "bridge", self.br(d), "datapath_type=netdev",
@@ -429,6 +478,59 @@ class Lab:
             self.ovs.ofctl("add-flows", self.br(d), str(path))
         return len(self.wl.entries)
 
+    def set_controller(self, target: str) -> None:
+        """Point every bridge at an OpenFlow controller (pazzd's proxy), out of band: no
+        hidden in-band flows for the controller's own traffic, and a quick first retry."""
+        for d in sorted(self.topo.switches):
+            self.ovs.vsctl("set-controller", self.br(d), target, "--", "set", "controller",
+                           self.br(d), "connection-mode=out-of-band", "max_backoff=1000",
+                           "inactivity_probe=0")  # fmt: skip
+
+    def controllers_connected(self) -> dict[int, bool]:
+        """Per dpid: does OVSDB say the bridge's controller connection is up?"""
+        out = {}
+        for d in sorted(self.topo.switches):
+            v = self.ovs.vsctl("--if-exists", "get", "controller", self.br(d), "is_connected")
+            out[d] = v.strip() == "true"
+        return out
+
+    def dump_flows(self, dpid: int) -> list[str]:
+        """The bridge's flow table in ovs-ofctl syntax (no counters)."""
+        text = self.ovs.ofctl("dump-flows", "--no-stats", self.br(dpid))
+        return [ln.strip() for ln in text.splitlines()
+                if ln.strip() and not ln.lstrip().startswith(("OFPST_", "NXST_"))]  # fmt: skip
+
+    def snapshot(self) -> int:
+        """Take the bridges' current flow tables as what restore() puts back, and note
+        the rule ID each intended entry carries on its switch (pazzd's proxy gives its
+        own IDs to what the controller sends). Returns the number of entries."""
+        from cpc.ofctl import parse_flow
+
+        self.installed_ids = {}
+        n = 0
+        for d in sorted(self.topo.switches):
+            lines = self.dump_flows(d)
+            path = self.workdir / f"flows-{d}.txt"
+            path.write_text("".join(ln + "\n" for ln in lines))
+            self.flow_files[d] = path
+            for ln in lines:
+                e = parse_flow(ln, d).entry()
+                self.installed_ids[(d, e.table, e.priority, e.match)] = e.rule_id
+            n += len(lines)
+        return n
+
+    def intended_entries(self) -> list:
+        """The generator's entries, with the rule IDs the switches carry (after snapshot())."""
+        if not self.installed_ids:
+            return list(self.wl.entries)
+        return [
+            dataclasses.replace(
+                e,
+                rule_id=self.installed_ids.get((e.dpid, e.table, e.priority, e.match), e.rule_id),
+            )  # fmt: skip
+            for e in self.wl.entries
+        ]
+
     def restore(self) -> None:
         for dpid, path in self.flow_files.items():
             self.ovs.ofctl("replace-flows", self.br(dpid), str(path))
@@ -452,11 +554,17 @@ class Lab:
     # --- pazzd configuration ------------------------------------------------------------------------
     def config(self, *, sflow_port: int | None = None, api_socket: str, database: str,
                metrics_port: int = 0, critical_flows=(), fuzz_rate: float = 0.0,
-               resolve_after: float = 30.0, settle: float = 2.0) -> dict:  # fmt: skip
+               resolve_after: float = 30.0, settle: float = 2.0,
+               proxy_listen: str | None = None, controller: str | None = None) -> dict:  # fmt: skip
+        """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
+        on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
+        the model is loaded from the rule file."""
         cfg = {
             "topology": str(self.topology_file),
-            "rules": str(self.rules_file),
-            "controller": {"enabled": False},
+            **({} if proxy_listen else {"rules": str(self.rules_file)}),
+            "controller": {"enabled": True, "listen": proxy_listen, "address": controller}
+            if proxy_listen
+            else {"enabled": False},
             "sflow": {
                 "listen": f"{AGENT}:{sflow_port or self.sflow_port}",
                 "sampling_rate": self.sampling,
