@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from cpc.rules import FlowMod, ModelError
 from pazzd import openflow as of
+from pazzd.proxy import monitor
 from pazzd.proxy.store import Entry, Store
 from pazzd.proxy.table import IntendedTable
 
@@ -297,6 +298,10 @@ class Session:
                 _, body = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
                 if len(body) != ln - 16:
                     msg = of.HDR.pack(ver, t, 16 + len(body), xid) + msg[8:16] + body
+            elif self.ids_on and (kind := monitor.monitor_kind(msg)) is not None:
+                msg = monitor.strip_reply(msg, kind, self.own_fire)
+                if msg is None:
+                    return
         elif t == of.OFPT_PORT_STATUS:
             reason, port, up = of.parse_port_status(msg)
             self.proxy._model_call(self.dpid, "port_status", self.dpid, port, up)

@@ -69,6 +69,11 @@ class RawController:
                                                  reuse_address=True)  # fmt: skip
         return self.server.sockets[0].getsockname()[1]
 
+    async def start_unix(self, path: str) -> None:
+        """Listen on a unix socket too (a switch in another network namespace connects
+        directly with `set-controller BR unix:PATH`)."""
+        self.server = await asyncio.start_unix_server(self._accept, path)
+
     async def _accept(self, reader, writer) -> None:
         c = Conn(reader, writer)
         self.all.append(c)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pazzd import openflow as of
-from pazzd.proxy import Proxy, ProxyConfig
+from pazzd.proxy import Proxy, ProxyConfig, monitor
 from pazzd.proxy.proxy import Session
 from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
 
@@ -78,6 +78,20 @@ def flow_stats_reply(xid: int) -> bytes:
     return of.message(4, of.OFPT_MULTIPART_REPLY, xid, struct.pack("!HH4x", 1, 0) + entry)
 
 
+def flow_monitor_reply(xid: int) -> bytes:
+    """An ONF flow-monitor reply as OVS sends it on 1.3: a full update (ofp_match, then
+    instructions with the ID) and an abbreviated one."""
+    fm = flow_mod(1, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.1"), actions=[out(2)])
+    p = of.parse_flow_mod(fm)
+    match = fm[48 : p.match_end]
+    instr = of.add_rule_id(p.instr, 9)
+    full = struct.pack("!HHHHHHHBxQ", 24 + len(match) + len(instr), 0, 0, 100, 0, 0,
+                       struct.unpack_from("!H", match, 2)[0], 0, 7) + match + instr  # fmt: skip
+    abbrev = struct.pack("!HHI", 8, 3, 5)
+    head = struct.pack("!HH4xII", 0xFFFF, 0, monitor.ONF_VENDOR_ID, monitor.ONFST_FLOW_MONITOR)
+    return of.message(4, of.OFPT_MULTIPART_REPLY, xid, head + full + abbrev)
+
+
 CONTROLLER_TEMPLATES = [
     flow_mod(5, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.0.0", "255.0.0.0")),
              actions=[out(1), ofpp.OFPActionSetField(eth_dst="00:00:00:00:00:01")]),
@@ -93,6 +107,7 @@ CONTROLLER_TEMPLATES = [
 ]  # fmt: skip
 SWITCH_TEMPLATES = [
     flow_stats_reply(1001),
+    flow_monitor_reply(0),
     of.message(4, of.OFPT_ERROR, 5, struct.pack("!HH", 5, 1) + CONTROLLER_TEMPLATES[0][:64]),
     of.message(
         4,
@@ -153,7 +168,11 @@ def check_forwarded(data: bytes, sent_msgs: list[bytes], to_switch: bool) -> Non
         if not to_switch and t == of.OFPT_ECHO_REPLY:
             continue
         if not to_switch and t == of.OFPT_MULTIPART_REPLY:
-            of.parse_flow_stats_body(f[16:], strip=False)  # well formed, IDs stripped
+            kind = monitor.monitor_kind(f)
+            if kind is not None:  # well formed, IDs stripped
+                assert monitor.strip_updates(f[24:], kind)[1] == 0
+            else:
+                of.parse_flow_stats_body(f[16:], strip=False)  # well formed, IDs stripped
             continue
         if not to_switch and t == of.OFPT_ERROR:
             continue
