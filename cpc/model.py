@@ -45,6 +45,7 @@ from .walk import Outcome, Walker
 
 log = logging.getLogger(__name__)
 FLAG_CHECK_OVERLAP = 2
+_ANY_PORT = -1  # in an output port set: FLOOD or ALL
 
 
 class UnknownSwitchError(ModelError):
@@ -572,33 +573,33 @@ class Model:
             return s_i, cached[1]
         dpid, port = egress
         parts = []
+        bdd_of = self.part.bdd_of
         for el in self._elem_list:
             if el.dpid != dpid:
                 continue
             for beh, aps in self.part.members.get(el.idx, {}).items():
-                if self._outputs_to(dpid, beh, port):
-                    parts += [self.part.bdd_of[ap] for ap in aps]
+                outs = self._out_ports(beh)
+                if port in outs or _ANY_PORT in outs:
+                    parts += [bdd_of[ap] for ap in aps]
         s_e = self.space.union(parts)
         self._s_e[egress] = (self.version, s_e)  # shared by every ingress of this egress
         return s_i, s_e
 
-    def _outputs_to(self, dpid: int, beh: Behaviour, port: int) -> bool:
-        key = (beh, port)
-        hit = self.walker.outputs_cache.get(key)
-        if hit is None:
-            hit = self.walker.outputs_cache[key] = self._outputs_to_uncached(dpid, beh, port)
-        return hit
-
-    def _outputs_to_uncached(self, dpid: int, beh: Behaviour, port: int) -> bool:
-        ins = beh.instructions
-        outs = ins.outputs()
-        if port in outs or outs & {OFPP_ALL, OFPP_FLOOD}:
-            return True
-        for gid in ins.groups():
-            g = self._groups.get((dpid, gid))
-            if g and any(a[0] == "output" and a[1] == port for b in g.buckets for a in b):
-                return True
-        return False
+    def _out_ports(self, beh: Behaviour) -> frozenset:
+        """The ports a behaviour can output to, directly or through its groups (_ANY_PORT:
+        FLOOD/ALL); cached per behaviour until the groups change."""
+        cache = self.walker.outputs_cache
+        outs = cache.get(beh)
+        if outs is None:
+            ports = set(beh.instructions.outputs())
+            if ports & {OFPP_ALL, OFPP_FLOOD}:
+                ports.add(_ANY_PORT)
+            for gid in beh.instructions.groups():
+                g = self._groups.get((beh.dpid, gid))
+                if g is not None:
+                    ports.update(a[1] for b in g.buckets for a in b if a[0] == "output")
+            outs = cache[beh] = frozenset(ports)
+        return outs
 
     def loops(self) -> list[Loop]:
         return [

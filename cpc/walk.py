@@ -91,7 +91,7 @@ class Walker:
         self.topo = model.topo
         self._memo: dict | None = None
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
-        self.outputs_cache: dict = {}  # (behaviour, port) -> does it output there (model.corpus)
+        self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
 
     def forget_groups(self) -> None:
         """Drop what was derived from group contents (after a GroupMod)."""
