@@ -167,8 +167,28 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     f1 = Fault("hidden", f"hidden higher-priority rule on {topo.switches[x1].name} "
                f"(nw_dst={dotted(target)}, same output)", x1, [("add-flow", hidden)],
                expect_entry=f"cookie={HIDDEN_COOKIE:#x}")  # fmt: skip
-    # 2. same match, different output: a single-output route on a link, sent elsewhere.
-    best = None
+    # 2. same match, different output: a single-output route on a link, sent elsewhere,
+    # preferably to a neighbour whose own route for the prefix does not lead back (on a
+    # larger grid the packets would otherwise bounce until their TTL runs out: a loop,
+    # not a misroute, and no report would ever show it).
+    groups = {(g.dpid, g.group_id): g for g in wl.groups}
+
+    def route_ports(dpid: int, net: int) -> set[int]:
+        ports = set()
+        for a in route(dpid, net).instructions.apply:
+            if a[0] == "output":
+                ports.add(a[1])
+            elif a[0] == "group":
+                ports |= {b[0][1] for b in groups[(dpid, a[1])].buckets}
+        return ports
+
+    def onward(dpid: int, port: int, net: int) -> int:
+        """2: the neighbour's route never leads back; 1: some of its paths do not; 0: none."""
+        nb, nb_port = topo.links[(dpid, port)]
+        ports = route_ports(nb, net)
+        return 2 if nb_port not in ports else 1 if ports - {nb_port} else 0
+
+    best, score = None, 0
     for e in entries:
         if e.priority != workloads.ROUTE_PRIORITY or len(e.instructions.apply) != 1:
             continue
@@ -178,9 +198,11 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
         src_host = next((h for h, p in wl.hosts.items() if p[0] == e.dpid), None)
         if src_host is None:
             continue
-        others = [p for p in topo.ports_of(e.dpid) if (e.dpid, p) in topo.links and p != port]
-        if others:
-            best = (e, port, others[0], src_host)
+        net = e.match.get("ipv4_dst")[0]
+        for p in topo.ports_of(e.dpid):
+            if (e.dpid, p) in topo.links and p != port and onward(e.dpid, p, net) > score:
+                best, score = (e, port, p, src_host), onward(e.dpid, p, net)
+        if score == 2:
             break
     e2, p_old, p_new, src2 = best
     net2 = e2.match.get("ipv4_dst")[0]
@@ -397,9 +419,11 @@ def wait_for_model(lab: Lab, pz: subprocess.Popen, sock: str, timeout: float = 9
 
 def start_traffic(lab: Lab, extra: dict, workdir: Path, pps: int, procs: list) -> int:
     pcaps = write_pcaps(lab, extra, workdir)
+    # --timer=nano: tcpreplay's default timer busy-waits (a whole core per process at
+    # 25 pps); with nanosleep sixteen replays together cost about 1 % of a core.
     for h, path in pcaps.items():
         procs.append(lab.hosts[h]["ns"].popen(
-            "tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0", str(path),
+            "tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0", "--timer=nano", str(path),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
     return len(pcaps)
 
