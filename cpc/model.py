@@ -77,6 +77,11 @@ class Update:
     version: int
     classes: frozenset[int]  # classes created, moved or removed
     region: object  # BDD of the header space the update touched
+    # (ingress, egress) pairs whose S_i may have changed (headers gained or lost an outcome
+    # there), and the edge ports whose S_e may have (an entry that outputs there gained or
+    # lost headers, or a group or port of the exit switch changed).
+    pairs: frozenset[tuple[Port, Port]] = frozenset()
+    exits: frozenset[Port] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,8 @@ class Model:
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
         self._region = self.space.false
+        self._touched_pairs: set[tuple[Port, Port]] = set()  # of the update being committed
+        self._touched_exits: set[Port] = set()
 
     # --- elements and lookups ------------------------------------------------------------
     def _element(
@@ -231,11 +238,13 @@ class Model:
         self._check_switch(group.dpid, group.source)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
+        self._touch_switch(group.dpid)
         return self._commit_classes(self._group_users.get((group.dpid, group.group_id), set()))
 
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
+        self._touch_switch(dpid)
         return self._commit_classes(self._group_users.get((dpid, group_id), set()))
 
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
@@ -245,6 +254,7 @@ class Model:
             self.topo.down.discard(loc)
         else:
             self.topo.down.add(loc)
+        self._touch_switch(dpid)
         self._region = self.space.true
         return self._commit(extra=set(self._walks))
 
@@ -386,6 +396,8 @@ class Model:
         for ap in list(self.part.bdd_of):
             self._walk(ap)
         self.part.forget_changes()
+        self._touched_pairs.clear()
+        self._touched_exits.clear()
         self._built = True
         self.version += 1
         self._region = self.space.false
@@ -402,6 +414,17 @@ class Model:
         for ap in reshaped | gone | moved:
             full |= self._through.pop(ap, set())
         dirty = (set(moved) | full) - gone
+        elems, edges = self._elem_list, self.topo.edges
+        for e, behs in part.owner_changes.items():
+            dpid = elems[e].dpid
+            for b in behs:
+                if b is None:
+                    continue
+                outs = self._out_ports(b)
+                if _ANY_PORT in outs:
+                    self._touch_switch(dpid)
+                else:
+                    self._touched_exits.update((dpid, p) for p in outs if (dpid, p) in edges)
         if self._built:
             # Plan every re-walk before touching the old walks: split-off classes read theirs.
             plans = {
@@ -409,17 +432,31 @@ class Model:
                 for ap in dirty
                 if ap in part.bdd_of
             }
+            before = {ap: self._pairs_of(ap) for ap in gone | dirty | set(part.origin.values())}
+            merged_into = dict(part.merged_into)
             for ap in gone | dirty:
                 self._unwalk(ap)
             for ap, plan in plans.items():
                 self._walk(ap, plan)
+            # A pair's S_i changed where headers gained or lost an outcome for it: compare each
+            # class's pairs with those its headers had before (its own, or its origin's).
+            tp = self._touched_pairs
+            for ap in plans:
+                old = before.get(part.origin.get(ap, ap))
+                tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, set()))
+            for ap in gone:
+                keep = merged_into.get(ap)
+                tp |= before.get(ap, set()) ^ (self._pairs_of(keep) if keep is not None else set())
         else:
             for ap in gone:
                 self._unwalk(ap)
         part.forget_changes()
         self.version += 1
-        upd = Update(self.version, frozenset(dirty | gone), self._region)
+        upd = Update(self.version, frozenset(dirty | gone), self._region,
+                     frozenset(self._touched_pairs), frozenset(self._touched_exits))  # fmt: skip
         self._region = self.space.false
+        self._touched_pairs.clear()
+        self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)
         return upd
@@ -479,6 +516,16 @@ class Model:
                 (exp, o.final_hdr, ap)
             )
             self._pairs[(d.ingress, d.egress)].add(ap)
+
+    def _touch_switch(self, dpid: int) -> None:
+        self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
+
+    def _pairs_of(self, ap: int) -> set[tuple[Port, Port]]:
+        return {
+            (o.delivery.ingress, o.delivery.egress)
+            for o in self._walks.get(ap, ())
+            if o.delivery.kind == "egress"
+        }
 
     def _unwalk(self, ap: int) -> None:
         outcomes = self._walks.pop(ap, None)

@@ -53,6 +53,8 @@ class Partition:
         self.gone: set[int] = set()
         self.changed_at: dict[int, set[int]] = defaultdict(set)  # class -> elements it moved at
         self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
+        self.merged_into: dict[int, int] = {}  # class merged away in this update -> the one kept
+        self.owner_changes: dict[int, set] = defaultdict(set)  # element -> behaviours in or out
 
     def __len__(self) -> int:
         return len(self.bdd_of)
@@ -192,6 +194,7 @@ class Partition:
             return
         sig = self._sig[ap]
         self._unindex_sig(ap, sig)
+        self.owner_changes[elem].update((old, key))
         if old is not None:
             sig -= hash((elem, old))
             bucket = self.members[elem][old]
@@ -239,6 +242,10 @@ class Partition:
         self._unindex_sig(drop, self._sig.pop(drop))
         self._drop_id(drop)
         self.gone.add(drop)
+        self.merged_into[drop] = keep
+        for d, k in self.merged_into.items():
+            if k == drop:
+                self.merged_into[d] = keep
         self.changed_at[keep] |= self.changed_at.pop(drop, set())
         self.origin.pop(drop, None)
         self.moved.discard(drop)
@@ -255,3 +262,5 @@ class Partition:
     def forget_changes(self) -> None:
         self.changed_at.clear()
         self.origin.clear()
+        self.merged_into.clear()
+        self.owner_changes.clear()

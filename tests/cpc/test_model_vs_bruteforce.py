@@ -140,3 +140,37 @@ def test_apply_many_equals_one_by_one(sc):
             a = Counter((x.ingress, x.verify_port, x.verify_rule) for x in one.expected(eg, h))
             b = Counter((x.ingress, x.verify_port, x.verify_rule) for x in batch.expected(eg, h))
             assert a == b
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_update_names_every_changed_pair_and_exit_switch(sc):
+    """Update.pairs covers every pair whose S_i changed, Update.exits every egress whose S_e
+    changed (the fuzzer re-plans only the ingresses of those)."""
+    topo, groups, fms, _ = sc
+    model = Model(topo)
+    model.add_entries([], groups)
+    edges = topo.edge_ports()
+
+    def corpora():
+        return {
+            (i, e): tuple(list(model.space.cubes(x)) for x in model.corpus(i, e))
+            for i in edges for e in edges if i != e
+        }  # fmt: skip
+
+    before = corpora()
+    for fm in fms:
+        if fm.command == "add" and not unique_priorities(model, fm):
+            continue
+        try:
+            upd = model.apply(fm)
+        except ModelError:
+            continue
+        after = corpora()
+        for pair, (s_i, s_e) in after.items():
+            old_i, old_e = before[pair]
+            if s_i != old_i:
+                assert pair in upd.pairs, (fm, pair)
+            if s_e != old_e:
+                assert pair[1] in upd.exits, (fm, pair)
+        before = after
