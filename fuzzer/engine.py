@@ -55,11 +55,13 @@ class CriticalFlow:
 
 
 class _IngressState:
-    __slots__ = ("plan", "built_version", "built_at", "probed_cls", "cov", "cov_version", "sent")
+    __slots__ = ("plan", "built_version", "built_at", "probed_cls", "cov", "cov_version", "sent",
+                 "stale")  # fmt: skip
 
     def __init__(self, space) -> None:
         self.plan: IngressPlan | None = None
         self.built_version = -1
+        self.stale = True  # an update changed one of the ingress's corpora since the plan
         self.built_at = -1e18
         self.probed_cls: set[int] = set()
         self.cov = space.false  # headers of probed classes (this and earlier versions)
@@ -99,6 +101,7 @@ class Fuzzer:
         self.seq = 0
         self._seen: dict = {}
         self._seen_version = -1
+        self._followed = None  # the model version the last Update told about (None: none yet)
         self.counts = CountCache(self.space)
         self._changed = self.space.false  # region changed since the last coverage trim
         self.set_pairs(pairs)
@@ -121,6 +124,7 @@ class Fuzzer:
         self.state = {i: old.get(i) or _IngressState(self.space) for i in self.egresses}
         for st in self.state.values():
             st.built_version = -1
+            st.stale = True
         self._order = list(self.egresses)
         self._rr = 0
 
@@ -137,7 +141,19 @@ class Fuzzer:
 
     # --- model updates ---------------------------------------------------------------------------
     def on_update(self, upd) -> None:
-        """model.subscribe callback: remember what changed; plans are rebuilt lazily."""
+        """model.subscribe callback: remember what changed; plans are rebuilt lazily, and
+        only for ingresses with a pair whose S_i or S_e the update changed."""
+        if self._followed is not None and upd.version != self._followed + 1:
+            self._all_stale()  # an update went by unseen
+        self._followed = upd.version
+        for i, _ in upd.pairs:
+            st = self.state.get(i)
+            if st is not None:
+                st.stale = True
+        if upd.exits:
+            for i, egs in self.egresses.items():
+                if any(e in upd.exits for e in egs):
+                    self.state[i].stale = True
         region = upd.region
         bdd_of = self.model.part.bdd_of
         for c in upd.classes:  # group and port changes move classes without a match region
@@ -145,6 +161,10 @@ class Fuzzer:
             if b is not None:
                 region = region | b
         self._changed = self._changed | region
+
+    def _all_stale(self) -> None:
+        for st in self.state.values():
+            st.stale = True
 
     def _trim_coverage(self) -> None:
         ch = self._changed
@@ -158,7 +178,11 @@ class Fuzzer:
 
     def _plan(self, ingress: Port, st: _IngressState) -> IngressPlan:
         version = self.model.version
-        if st.plan is not None and st.built_version == version:
+        # Updates name the pairs they change; without them (not subscribed, or an update
+        # went by unseen) only an unchanged version keeps a plan.
+        following = self._followed == version
+        if st.plan is not None and (st.built_version == version or (following and not st.stale)):
+            st.built_version = version  # the update did not touch this ingress's corpora
             return st.plan
         now = self.clock()
         if st.plan is not None and now - st.built_at < self.min_replan_s:
@@ -181,6 +205,7 @@ class Fuzzer:
         )  # fmt: skip
         st.built_version = version
         st.built_at = now
+        st.stale = False
         return st.plan
 
     # --- probes -------------------------------------------------------------------------------

@@ -81,3 +81,30 @@ def test_metrics_shape():
     assert row["ingress"] == "1:5"
     names = {n for n, _, _ in fz.prometheus_samples()}
     assert {"pazz_fuzz_coverage_ratio", "pazz_fuzz_probes_sent_total"} <= names
+
+
+def test_only_ingresses_with_a_changed_pair_are_replanned():
+    wl, m = _model()
+    clk = Clock()
+    fz = Fuzzer(m, rate=10_000, burst=1000, clock=clk, seed=1, min_replan_s=0.0)
+    clk.t = 1.0
+    fz.step(RecordingInjector(), max_probes=200)
+    plans = {i: st.plan for i, st in fz.state.items()}
+    assert all(p is not None for p in plans.values())
+    # A route on s4 alone for a new prefix, out of h4's port: no traffic from another
+    # ingress reaches it (the other switches drop 172.16/12) and h4's own would go back out
+    # of its input port, so no S_i changes; S_e of s4's edge port grows.
+    upd = m.add_flow(4, "priority=30,ip,nw_dst=172.16.0.0/12,actions=output:5")
+    assert upd.pairs == frozenset() and upd.exits == {(4, 5)}
+    clk.t = 2.0
+    fz.step(RecordingInjector(), max_probes=200)
+    for i, st in fz.state.items():
+        touched = any(p[0] == i for p in upd.pairs) or any(e in upd.exits for e in fz.egresses[i])
+        assert (st.plan is not plans[i]) == touched, i
+        assert st.built_version == m.version
+        # A kept plan is exactly what a fresh one would be: same corpora.
+    assert fz.state[(4, 5)].plan is plans[(4, 5)]  # the one ingress without (4, 5) as an exit
+    for i, st in fz.state.items():
+        fresh = {e: m.corpus(i, e) for e in fz.egresses[i]}
+        for e, (s_i, s_e) in fresh.items():
+            assert st.plan.pairs[e].s_i == s_i and st.plan.pairs[e].s_e == s_e, (i, e)
