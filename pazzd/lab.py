@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -178,31 +179,47 @@ def _offloads_off(ifname: str, ns: str | None = None) -> None:
 
 
 class Netns:
+    """A Linux network namespace, deleted by delete() or at the end of a with block."""
+
     def __init__(self, name: str | None = None) -> None:
         self.name = name or unique_name("ns")
         run("ip", "netns", "add", self.name)
         self.run("ip", "link", "set", "lo", "up")
 
-    def run(self, *cmd, check: bool = True, timeout: float = 30) -> str:
+    def run(self, *cmd: str, check: bool = True, timeout: float = 30) -> str:
         return run("ip", "netns", "exec", self.name, *cmd, check=check, timeout=timeout)
 
-    def popen(self, *cmd, **kw) -> subprocess.Popen:
+    def popen(self, *cmd: str, **kw) -> subprocess.Popen:
         return subprocess.Popen(["ip", "netns", "exec", self.name, *map(str, cmd)], **kw)
 
     def delete(self) -> None:
-        for pid in run("ip", "netns", "pids", self.name, check=False).split():
+        # Kill anything left running inside, then remove the namespace.
+        pids = run("ip", "netns", "pids", self.name, check=False).split()
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
         run("ip", "netns", "delete", self.name, check=False)
 
+    def __enter__(self) -> Netns:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.delete()
+
 
 class VethPair:
-    def __init__(self, a: str, b: str) -> None:
-        self.a, self.b, self.ns_a = a, b, None
+    """A veth pair a <-> b, each end optionally moved into a namespace."""
+
+    def __init__(self, a: str, b: str, ns_a: Netns | None = None, ns_b: Netns | None = None):
+        self.a, self.b, self.ns_a, self.ns_b = a, b, ns_a, ns_b
         run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-        for end in (a, b):
-            run("ip", "link", "set", end, "up")
-            _offloads_off(end)
+        for end, ns in ((a, ns_a), (b, ns_b)):
+            if ns is not None:
+                run("ip", "link", "set", end, "netns", ns.name)
+                ns.run("ip", "link", "set", end, "up")
+            else:
+                run("ip", "link", "set", end, "up")
+            _offloads_off(end, ns.name if ns else None)
 
     @property
     def outer(self) -> str:
@@ -210,7 +227,8 @@ class VethPair:
 
     @classmethod
     def host(cls, ns: Netns, ifname: str, cidr: str, mac: str | None = None) -> VethPair:
-        outer, tmp = unique_name("v"), unique_name("i")
+        outer = unique_name("v")
+        tmp = unique_name("i")
         pair = cls(tmp, outer)
         run("ip", "link", "set", tmp, "netns", ns.name)
         ns.run("ip", "link", "set", tmp, "name", ifname)
@@ -220,79 +238,104 @@ class VethPair:
         ns.run("ip", "addr", "add", cidr, "dev", ifname)
         ns.run("ip", "link", "set", ifname, "up")
         _offloads_off(ifname, ns.name)
+        # No IPv6 chatter (router solicitations, DAD) on test links.
         ns.run("sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
         run("sysctl", "-qw", f"net.ipv6.conf.{outer}.disable_ipv6=1", check=False)
         return pair
 
     def delete(self) -> None:
-        run("ip", "link", "del", self.b, check=False)
+        # Deleting either end removes both; the root-namespace end is always reachable.
+        if self.ns_b is None:
+            run("ip", "link", "del", self.b, check=False)
+        elif self.ns_a is None:
+            run("ip", "link", "del", self.a, check=False)
+        else:
+            self.ns_a.run("ip", "link", "del", self.a, check=False)
 
 
 class OvsInstance:
-    """A private ovsdb-server + ovs-vswitchd (userspace datapath) in rundir."""
+    """A private ovsdb-server + ovs-vswitchd (userspace datapath) in 'rundir'."""
 
-    def __init__(self, prefix, rundir) -> None:
+    def __init__(self, prefix: str | os.PathLike, rundir: str | os.PathLike, *, name="ovs"):
         self.prefix = Path(prefix)
         self.rundir = Path(rundir)
+        self.name = name
         self.rundir.mkdir(parents=True, exist_ok=True)
         self._procs: list[subprocess.Popen] = []
         self.bin = {}
-        for tool, subs in (
-            ("ovsdb-server", ("sbin", "bin")), ("ovs-vswitchd", ("sbin", "bin")),
-            ("ovsdb-tool", ("bin", "sbin")), ("ovs-vsctl", ("bin", "sbin")),
-            ("ovs-ofctl", ("bin", "sbin")), ("ovs-appctl", ("bin", "sbin")),
-        ):  # fmt: skip
-            found = [self.prefix / s / tool for s in subs if (self.prefix / s / tool).exists()]
-            if not found:
-                raise FileNotFoundError(f"{tool} not found under {self.prefix}")
-            self.bin[tool] = str(found[0])
-        schema = self.prefix / "share/openvswitch/vswitch.ovsschema"
-        self.schema = (
-            schema if schema.exists() else Path("/usr/share/openvswitch/vswitch.ovsschema")
-        )
+        for tool in ("ovsdb-server", "ovs-vswitchd", "ovsdb-tool"):
+            self.bin[tool] = self._find(tool, ("sbin", "bin"))
+        for tool in ("ovs-vsctl", "ovs-ofctl", "ovs-appctl"):
+            self.bin[tool] = self._find(tool, ("bin", "sbin"))
+        self.schema = self._find_schema()
         self.db = self.rundir / "conf.db"
         self.db_sock = self.rundir / "db.sock"
         self.env = dict(
-            os.environ, OVS_RUNDIR=str(self.rundir), OVS_DBDIR=str(self.rundir),
-            OVS_LOGDIR=str(self.rundir), OVS_SYSCONFDIR=str(self.rundir),
+            os.environ,
+            OVS_RUNDIR=str(self.rundir),
+            OVS_DBDIR=str(self.rundir),
+            OVS_LOGDIR=str(self.rundir),
+            OVS_SYSCONFDIR=str(self.rundir),
             OVS_PKGDATADIR=str(self.schema.parent),
-        )  # fmt: skip
+        )
 
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self._procs if p.poll() is None]
+    def _find(self, tool: str, subdirs) -> str:
+        for sub in subdirs:
+            p = self.prefix / sub / tool
+            if p.exists():
+                return str(p)
+        raise FileNotFoundError(f"{tool} not found under {self.prefix}")
 
+    def _find_schema(self) -> Path:
+        for p in (
+            self.prefix / "share/openvswitch/vswitch.ovsschema",
+            Path("/usr/share/openvswitch/vswitch.ovsschema"),
+        ):
+            if p.exists():
+                return p
+        raise FileNotFoundError("vswitch.ovsschema not found")
+
+    # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> OvsInstance:
         try:
             run(self.bin["ovsdb-tool"], "create", self.db, self.schema, env=self.env)
             self._spawn(
-                self.bin["ovsdb-server"], self.db, f"--remote=punix:{self.db_sock}",
+                self.bin["ovsdb-server"],
+                self.db,
+                f"--remote=punix:{self.db_sock}",
                 f"--pidfile={self.rundir / 'ovsdb-server.pid'}",
                 f"--unixctl={self.rundir / 'ovsdb-server.ctl'}",
-                f"--log-file={self.rundir / 'ovsdb-server.log'}", "-vconsole:off",
-            )  # fmt: skip
+                f"--log-file={self.rundir / 'ovsdb-server.log'}",
+                "-vconsole:off",
+            )
             self._wait_for(self.db_sock)
             self.vsctl("--no-wait", "init")
             self._spawn(
-                self.bin["ovs-vswitchd"], f"unix:{self.db_sock}",
+                self.bin["ovs-vswitchd"],
+                f"unix:{self.db_sock}",
                 f"--pidfile={self.rundir / 'ovs-vswitchd.pid'}",
                 f"--unixctl={self.rundir / 'ovs-vswitchd.ctl'}",
-                f"--log-file={self.rundir / 'ovs-vswitchd.log'}", "-vconsole:off",
+                f"--log-file={self.rundir / 'ovs-vswitchd.log'}",
+                "-vconsole:off",
                 "--disable-system",
-            )  # fmt: skip
+            )
             self._wait_for(self.rundir / "ovs-vswitchd.ctl")
+            # A vsctl that waits for ovs-vswitchd to apply it: the switch is up once it returns.
+            self.vsctl("--timeout=20", "set", "Open_vSwitch", ".", "external_ids:pazz=1")
         except BaseException:
             self.stop()
             raise
         return self
 
     def _spawn(self, *cmd) -> None:
-        err = open(self.rundir / f"{Path(str(cmd[0])).name}.stderr", "w")  # noqa: SIM115
         p = subprocess.Popen(
-            [str(c) for c in cmd], env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-        )  # fmt: skip
-        err.close()
+            [str(c) for c in cmd],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.rundir / f"{Path(str(cmd[0])).name}.stderr", "w"),  # noqa: SIM115
+            start_new_session=True,
+        )
         self._procs.append(p)
 
     def _wait_for(self, path: Path, timeout: float = 15) -> None:
@@ -306,6 +349,7 @@ class OvsInstance:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        """Stop ovs-vswitchd and ovsdb-server (by pid), even if start() failed half-way."""
         for p in reversed(self._procs):
             if p.poll() is None:
                 p.terminate()
@@ -316,6 +360,12 @@ class OvsInstance:
                     p.wait(timeout=5)
         self._procs.clear()
 
+    def __enter__(self) -> OvsInstance:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def log_tail(self, n: int = 30) -> str:
         out = []
         for f in sorted(self.rundir.glob("*.log")) + sorted(self.rundir.glob("*.stderr")):
@@ -323,16 +373,79 @@ class OvsInstance:
             out.append(f"== {f.name}\n" + "\n".join(lines))
         return "\n".join(out)
 
-    def vsctl(self, *args, timeout: float = 30) -> str:
-        return run(self.bin["ovs-vsctl"], f"--db=unix:{self.db_sock}", *args, timeout=timeout,
-                   env=self.env)  # fmt: skip
+    # -- tools ---------------------------------------------------------------------------
+    def vsctl(self, *args: str, timeout: float = 30) -> str:
+        return run(
+            self.bin["ovs-vsctl"],
+            f"--db=unix:{self.db_sock}",
+            *args,
+            timeout=timeout,
+            env=self.env,
+        )
 
-    def ofctl(self, *args, timeout: float = 30) -> str:
-        return run(self.bin["ovs-ofctl"], "-O", "OpenFlow13", *args, timeout=timeout, env=self.env)
+    def ofctl(self, *args: str, version: str | None = "OpenFlow13", timeout: float = 30) -> str:
+        opts = ["-O", version] if version else []
+        return run(self.bin["ovs-ofctl"], *opts, *args, timeout=timeout, env=self.env)
 
-    def appctl(self, *args, timeout: float = 30) -> str:
-        ctl = self.rundir / "ovs-vswitchd.ctl"
+    def appctl(self, *args: str, target: str = "ovs-vswitchd", timeout: float = 30) -> str:
+        ctl = self.rundir / f"{target}.ctl"
         return run(self.bin["ovs-appctl"], "-t", ctl, *args, timeout=timeout, env=self.env)
+
+    # -- conveniences --------------------------------------------------------------------
+    def add_bridge(
+        self,
+        name: str,
+        dpid: int | None = None,
+        fail_mode: str = "secure",
+        other_config: dict[str, str] | None = None,
+    ) -> None:
+        cmd = ["add-br", name, "--", "set", "bridge", name, "datapath_type=netdev"]
+        if fail_mode:
+            cmd.append(f"fail_mode={fail_mode}")
+        if dpid is not None:
+            cmd.append(f"other_config:datapath-id={dpid:016x}")
+        for k, v in (other_config or {}).items():
+            cmd.append(f"other_config:{k}={v}")
+        self.vsctl(*cmd)
+
+    def add_port(
+        self,
+        bridge: str,
+        port: str,
+        ofport: int | None = None,
+        iface_other_config: dict[str, str] | None = None,
+    ) -> None:
+        cmd = ["add-port", bridge, port]
+        sets = []
+        if ofport is not None:
+            sets.append(f"ofport_request={ofport}")
+        for k, v in (iface_other_config or {}).items():
+            sets.append(f"other_config:{k}={v}")
+        if sets:
+            cmd += ["--", "set", "interface", port, *sets]
+        self.vsctl(*cmd)
+
+    def dump_flows(self, bridge: str, *args: str) -> str:
+        return self.ofctl("dump-flows", bridge, *args)
+
+    def port_stats(self, bridge: str) -> dict[int, dict[str, int]]:
+        """{ofport: {"rx_packets": n, "tx_packets": n, "rx_dropped": n, "tx_dropped": n}}."""
+        out = self.ofctl("--no-names", "dump-ports", bridge)
+        stats: dict[int, dict[str, int]] = {}
+        cur = None
+        for line in out.splitlines():
+            m = re.match(r"\s*port\s+\"?([\w-]+)\"?:\s*rx pkts=(\d+).*?drop=(\d+)", line)
+            if m:
+                name = m.group(1)
+                cur = {"rx_packets": int(m.group(2)), "rx_dropped": int(m.group(3))}
+                key = int(name) if name.isdigit() else (0xFFFE if name == "LOCAL" else -1)
+                stats[key] = cur
+                continue
+            m = re.match(r"\s*tx pkts=(\d+).*?drop=(\d+)", line)
+            if m and cur is not None:
+                cur["tx_packets"] = int(m.group(1))
+                cur["tx_dropped"] = int(m.group(2))
+        return stats
 
 
 def ofctl_flow(e) -> str:

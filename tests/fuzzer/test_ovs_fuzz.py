@@ -221,7 +221,7 @@ def grid_net(ovs, cleanup, tmp_path):
         ifindex[(d, p)] = int(Path(f"/sys/class/net/{link.outer}/ifindex").read_text())
     for br in bridges.values():  # the bridge's management socket exists
         deadline = time.monotonic() + 90
-        while subprocess.run([ovs._bin["ovs-ofctl"], "show", br], env=ovs.env,
+        while subprocess.run([ovs.bin["ovs-ofctl"], "show", br], env=ovs.env,
                              capture_output=True).returncode != 0:  # fmt: skip
             if time.monotonic() > deadline:
                 log = ovs.log_tail(40)
