@@ -449,7 +449,8 @@ class OvsInstance:
 
 
 def ofctl_flow(e) -> str:
-    """An entry in ovs-ofctl's own words (OVS field names; `drop` only as the whole list)."""
+    """format_flow in ovs-ofctl's own words: it writes cpc's field names (ipv4_dst, tp_dst,
+    ...), which ovs-ofctl rejects, and OVS takes `drop` only as the whole action list."""
     head, _, acts = format_flow(e).partition(",actions=")
     proto = (e.match.get("ip_proto") or (0, 0))[0]
     tp = {6: "tcp", 17: "udp"}.get(proto, "tp")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import shutil
 import socket
 import subprocess
@@ -31,8 +30,10 @@ from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw
 
 from cpc import workloads
 from cpc.model import Model
-from cpc.ofctl import format_flow, parse_flow, split_top
+from cpc.ofctl import parse_flow, split_top
 from cpc.results import RuleRef
+from pazzd.daemon import netns_packet_socket
+from pazzd.lab import ofctl_flow, ofctl_group
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, hop_bits
 from tester.engine import Tester
@@ -50,9 +51,6 @@ LINK_MTU = 1508  # host MTU 1500 + the 8-byte Verify header
 HIDDEN_COOKIE = 0xBAD
 FLUSH_S = 1.3  # OVS sends sFlow datagrams about once a second
 
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
 
 def host_mac(dpid: int) -> str:
     return f"02:00:00:00:00:{dpid:02x}"
@@ -65,47 +63,6 @@ def host_ip(dpid: int) -> str:
 
 def dotted(ip: int) -> str:
     return socket.inet_ntoa(ip.to_bytes(4, "big"))
-
-
-OVS_NAMES = {
-    "ipv4_dst": "nw_dst", "ipv4_src": "nw_src", "ip_proto": "nw_proto", "eth_type": "dl_type",
-    "eth_dst": "dl_dst", "eth_src": "dl_src",
-}  # fmt: skip
-
-
-def ofctl_flow(e) -> str:
-    """format_flow in ovs-ofctl's own words: it writes cpc's field names (ipv4_dst, tp_dst,
-    ...), which ovs-ofctl rejects, and OVS takes `drop` only as the whole action list."""
-    head, _, acts = format_flow(e).partition(",actions=")
-    proto = (e.match.get("ip_proto") or (0, 0))[0]
-    tp = {6: "tcp", 17: "udp"}.get(proto, "tp")
-    words = []
-    for item in head.split(","):
-        key, sep, val = item.partition("=")
-        if key in ("tp_src", "tp_dst"):
-            key = f"{tp}_{key[3:]}"
-        words.append(OVS_NAMES.get(key, key) + sep + val)
-    items = [a for a in split_top(acts) if a.lower() != "drop"]
-    return f"{','.join(words)},actions={','.join(items) or 'drop'}"
-
-
-def ofctl_group(g) -> str:
-    buckets = ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
-    return f"group_id={g.group_id},type={g.type},{buckets}"
-
-
-def packet_socket(ns: Netns, ifname: str) -> socket.socket:
-    """An AF_PACKET socket bound to ifname inside ns (opened there with setns, then back)."""
-    with open("/proc/self/ns/net") as own, open(f"/run/netns/{ns.name}") as target:
-        if _libc.setns(target.fileno(), CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into {ns.name}")
-        try:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-            s.bind((ifname, 0))
-        finally:
-            if _libc.setns(own.fileno(), CLONE_NEWNET) != 0:  # pragma: no cover
-                raise OSError(ctypes.get_errno(), "setns back into the test's namespace")
-    return s
 
 
 class Grid:
@@ -276,7 +233,7 @@ def grid(ovs_prefix):
             g.flow_files[d] = path
             ovs.ofctl("add-flows", Grid.br(d), str(path))
         for d, ns in namespaces.items():
-            s = packet_socket(ns, "eth0")
+            s = netns_packet_socket(ns.name, "eth0")
             c.push(s.close)
             g.sockets[d] = s
         g.setup_s = time.monotonic() - t0
