@@ -242,47 +242,42 @@ class Datagram:
         )
 
 
-def _flow_records(data: bytes, off: int, end: int, n: int, fs: FlowSample) -> None:
+def _records(data: bytes, off: int, end: int, n: int, kind: str):
+    """(format, offset, length) of each of n records of a sample that ends at `end`."""
     for _ in range(n):
         if off + 8 > end:
-            raise SflowError("flow record header truncated")
+            raise SflowError(f"{kind} record header truncated")
         fmt, length = _u32x2.unpack_from(data, off)
         off += 8
-        rend = off + length
-        if rend > end or length & 3:
-            raise SflowError("flow record length out of bounds")
+        if off + length > end or length & 3:
+            raise SflowError(f"{kind} record length out of bounds")
+        yield fmt, off, length
+        off += length
+    if off != end:
+        raise SflowError(f"{kind} sample length does not match its records")
+
+
+def _flow_records(data: bytes, off: int, end: int, n: int, fs: FlowSample) -> None:
+    for fmt, at, length in _records(data, off, end, n, "flow"):
         if fmt == RECORD_RAW_HEADER:
             if length < 16:
                 raise SflowError("raw header record too short")
-            proto, flen, stripped, hlen = _u32x4.unpack_from(data, off)
-            if off + 16 + hlen > rend:
+            proto, flen, stripped, hlen = _u32x4.unpack_from(data, at)
+            if 16 + hlen > length:
                 raise SflowError("raw header bytes truncated")
             fs.header_protocol = proto
             fs.frame_length = flen
             fs.stripped = stripped
-            fs.header = data[off + 16 : off + 16 + hlen]
-        off = rend
-    if off != end:
-        raise SflowError("flow sample length does not match its records")
+            fs.header = data[at + 16 : at + 16 + hlen]
 
 
 def _counter_records(data: bytes, off: int, end: int, n: int) -> IfCounters | None:
     generic = None
-    for _ in range(n):
-        if off + 8 > end:
-            raise SflowError("counter record header truncated")
-        fmt, length = _u32x2.unpack_from(data, off)
-        off += 8
-        rend = off + length
-        if rend > end or length & 3:
-            raise SflowError("counter record length out of bounds")
+    for fmt, at, length in _records(data, off, end, n, "counter"):
         if fmt == RECORD_GENERIC_IF:
             if length < 88:
                 raise SflowError("generic interface counters too short")
-            generic = IfCounters(*_GENERIC_IF.unpack_from(data, off))
-        off = rend
-    if off != end:
-        raise SflowError("counter sample length does not match its records")
+            generic = IfCounters(*_GENERIC_IF.unpack_from(data, at))
     return generic
 
 
