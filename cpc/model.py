@@ -109,6 +109,8 @@ class Model:
         self._expect: dict[int, dict[Port, list]] = {}  # final class -> egress -> [(Expected, hdr)]
         self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
+        self._class_pairs: dict[int, frozenset] = {}  # class -> its (ingress, egress) pairs
+        self._pair_sets: dict[frozenset, frozenset] = {}  # interned pair sets
         self._s_e: dict[Port, tuple[int, object]] = {}  # egress -> (version, S_e)
         self._built = False
         self.version = 0
@@ -393,9 +395,11 @@ class Model:
         self._expect.clear()
         self._pairs.clear()
         self._rewriting.clear()
+        self._class_pairs.clear()
         for ap in list(self.part.bdd_of):
             self._walk(ap)
         self.part.forget_changes()
+        self.part.track_owners = True
         self._touched_pairs.clear()
         self._touched_exits.clear()
         self._built = True
@@ -440,13 +444,13 @@ class Model:
                 self._walk(ap, plan)
             # A pair's S_i changed where headers gained or lost an outcome for it: compare each
             # class's pairs with those its headers had before (its own, or its origin's).
-            tp = self._touched_pairs
+            tp, none = self._touched_pairs, frozenset()
             for ap in plans:
                 old = before.get(part.origin.get(ap, ap))
-                tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, set()))
+                tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, none))
             for ap in gone:
                 keep = merged_into.get(ap)
-                tp |= before.get(ap, set()) ^ (self._pairs_of(keep) if keep is not None else set())
+                tp |= before.get(ap, none) ^ (self._pairs_of(keep) if keep is not None else none)
         else:
             for ap in gone:
                 self._unwalk(ap)
@@ -507,27 +511,31 @@ class Model:
             self._through[t].add(ap)
         for g in res.groups:
             self._group_users[g].add(ap)
+        pairs = set()
         for o in res.outcomes:
             d = o.delivery
             if d.kind != "egress":
                 continue
+            pairs.add((d.ingress, d.egress))
             exp = Expected(d.ingress, d.hops, d.verify_port, d.verify_rule)
             self._expect.setdefault(o.final_ap, {}).setdefault(d.egress, []).append(
                 (exp, o.final_hdr, ap)
             )
             self._pairs[(d.ingress, d.egress)].add(ap)
+        if pairs:
+            key = frozenset(pairs)  # many classes share one set: keep one copy
+            if len(self._pair_sets) > 100_000:
+                self._pair_sets.clear()
+            self._class_pairs[ap] = self._pair_sets.setdefault(key, key)
 
     def _touch_switch(self, dpid: int) -> None:
         self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
 
-    def _pairs_of(self, ap: int) -> set[tuple[Port, Port]]:
-        return {
-            (o.delivery.ingress, o.delivery.egress)
-            for o in self._walks.get(ap, ())
-            if o.delivery.kind == "egress"
-        }
+    def _pairs_of(self, ap: int) -> frozenset[tuple[Port, Port]]:
+        return self._class_pairs.get(ap, frozenset())
 
     def _unwalk(self, ap: int) -> None:
+        self._class_pairs.pop(ap, None)
         outcomes = self._walks.pop(ap, None)
         self._rewriting.discard(ap)
         if not outcomes:

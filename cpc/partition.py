@@ -55,6 +55,7 @@ class Partition:
         self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
         self.merged_into: dict[int, int] = {}  # class merged away in this update -> the one kept
         self.owner_changes: dict[int, set] = defaultdict(set)  # element -> behaviours in or out
+        self.track_owners = False  # off during bulk builds (nothing reads them, they are large)
 
     def __len__(self) -> int:
         return len(self.bdd_of)
@@ -194,7 +195,8 @@ class Partition:
             return
         sig = self._sig[ap]
         self._unindex_sig(ap, sig)
-        self.owner_changes[elem].update((old, key))
+        if self.track_owners:
+            self.owner_changes[elem].update((old, key))
         if old is not None:
             sig -= hash((elem, old))
             bucket = self.members[elem][old]
