@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -32,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpc import workloads
+from cpc.fields import parse_header
 from cpc.ofctl import split_top
+from cpc.refdp import RefDataPlane
+from cpc.rules import Instructions
 
 from .api import ApiError, call
 from .lab import Lab, dotted, free_tcp_port, ofctl_flow, start_controller
@@ -135,6 +139,43 @@ def _status_line(st: dict) -> str:
             f"{sum(st['faults_open'].values())}{fuzz}")  # fmt: skip
 
 
+def _transit_misroute(lab: Lab, entries, groups):
+    """(entry, old port, new port, source host) for a misroute on a transit switch: a
+    single-output route on a link sent out of another link. OVS hashes each flow onto one
+    SELECT bucket, so the choice maximizes the share of the reference data plane's paths
+    from the source that cross the switch and still arrive, misrouted, at the exit."""
+    wl, topo = lab.wl, lab.topo
+    grps = list(groups.values())
+    best, best_share = None, 0.0
+    # In a fixed order: build_faults runs before the switches hold the proxy's rule IDs
+    # (for the traffic) and after (for the faults); both runs must pick the same route.
+    for e in sorted(entries, key=lambda x: (x.dpid, x.table, x.priority, x.match.fields)):
+        if e.priority != workloads.ROUTE_PRIORITY or len(e.instructions.apply) != 1:
+            continue
+        kind, port = e.instructions.apply[0][:2]
+        if kind != "output" or (e.dpid, port) not in topo.links:
+            continue
+        net = e.match.get("ipv4_dst")[0]
+        exit_port = wl.hosts[lab.owner(net)]
+        hdr = parse_header(f"nw_dst={dotted(net + 20)},udp_dst=443")
+        for p in topo.ports_of(e.dpid):
+            if p == port or (e.dpid, p) not in topo.links:
+                continue
+            bad = dataclasses.replace(e, instructions=Instructions((("output", p),)))
+            ref = RefDataPlane(topo, [bad if x is e else x for x in entries], grps)
+            for h, ing in sorted(wl.hosts.items()):
+                if ing[0] in (e.dpid, exit_port[0]):
+                    continue
+                ds = ref.send(ing, hdr)
+                hit = sum(1 for d in ds if d.kind == "egress" and d.egress == exit_port
+                          and any(x.dpid == e.dpid for x in d.hops))  # fmt: skip
+                if ds and hit / len(ds) > best_share:
+                    best, best_share = (e, port, p, h), hit / len(ds)
+    if best is None:
+        raise RuntimeError("no route in this workload can be misrouted for the demo")
+    return best
+
+
 def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     """One fault of each class for this workload, and the traffic each needs."""
     wl, topo = lab.wl, lab.topo
@@ -204,6 +245,8 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
                 best, score = (e, port, p, src_host), onward(e.dpid, p, net)
         if score == 2:
             break
+    if best is None:  # no host sits at a single-output route (a fat-tree's edge uses groups)
+        best = _transit_misroute(lab, entries, groups)
     e2, p_old, p_new, src2 = best
     net2 = e2.match.get("ipv4_dst")[0]
     text2 = ofctl_flow(e2).replace(f"output:{p_old}", f"dec_ttl,output:{p_new}")
