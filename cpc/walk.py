@@ -10,6 +10,7 @@ forks into every class it meets. Loops are detected by revisiting a
 
 from __future__ import annotations
 
+import weakref
 from binascii import crc_hqx
 from dataclasses import dataclass, field
 
@@ -85,7 +86,10 @@ class Walker:
     """
 
     def __init__(self, model) -> None:
-        self.m = model
+        # A weak reference: a model and its walker would otherwise form a cycle that only the
+        # cyclic GC frees, and model builds freeze the GC's view (cpc.model.gc_paused).
+        self._model = weakref.ref(model)
+        self.m = None  # the model, during a walk
         self.part = model.part
         self.space = model.space
         self.topo = model.topo
@@ -127,6 +131,13 @@ class Walker:
         return plan
 
     def walk(self, ap: int, ingresses, hdr=None, local: bool = False) -> WalkResult:
+        self.m = self._model()
+        try:
+            return self._walk(ap, ingresses, hdr, local)
+        finally:
+            self.m = None
+
+    def _walk(self, ap: int, ingresses, hdr, local: bool) -> WalkResult:
         res = WalkResult()
         self._memo = {} if hdr is None and not local else None
         for ing in ingresses:
