@@ -230,6 +230,12 @@ def cmd_status(args) -> int:
          f"mean coverage {st['fuzz']['mean_coverage']:.2%}"),
         ("metrics", st["metrics"]),
     ]  # fmt: skip
+    workers = st.get("tester_workers")
+    if workers:
+        alive = sum(1 for x in workers if x["alive"])
+        per = ", ".join(f"#{x['index']} {x['datagrams']} dgrams" for x in workers)
+        rows.insert(5, ("workers", f"{alive}/{len(workers)} alive, "
+                                   f"{t.get('worker_restarts', 0)} restarts: {per}"))  # fmt: skip
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k.ljust(w)}  {v}")

@@ -371,6 +371,9 @@ def load_config(path: str | Path) -> Config:
     db = doc.get("database", cfg.database)
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")
+    if db == ":memory:" and cfg.tester_workers > 1:
+        r.fail(doc, "database", "database",
+               "tester.workers > 1 needs a database file (the workers share it)")  # fmt: skip
     cfg.database = db
     lvl = doc.get("log_level", "info")
     if not isinstance(lvl, str) or lvl.lower() not in LOG_LEVELS:

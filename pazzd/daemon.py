@@ -228,8 +228,8 @@ class Daemon:
             on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
         )  # fmt: skip
         n_workers = self.tester_workers or cfg.tester_workers
-        if n_workers > 1 and cfg.database == ":memory:":
-            raise ConfigError(f"{self.config_path}: tester.workers > 1 needs a database file "
+        if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
+            raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
                               "(the workers share it), not ':memory:'")  # fmt: skip
         if cfg.controller_enabled:
             await self._start_proxy(cfg)

@@ -58,6 +58,15 @@ def test_listen_address_error_names_line(tmp_path):
         load_config(path)
 
 
+def test_workers_need_a_database_file(tmp_path):
+    cfg = base_config(tmp_path, database=":memory:", tester={"workers": 2})
+    path = write_config(tmp_path / "c.yaml", cfg)
+    with pytest.raises(ConfigError, match=r"c\.yaml:\d+: database: tester.workers > 1 needs"):
+        load_config(path)
+    cfg["tester"]["workers"] = 1
+    assert load_config(write_config(tmp_path / "c.yaml", cfg)).database == ":memory:"
+
+
 def test_yaml_syntax_error_names_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("topology: x\nsflow: [\n")

@@ -149,6 +149,8 @@ def test_workers_judge_reports_and_record_faults(net):
     assert sum(w["datagrams"] for w in workers) == dgs
     assert all(w["datagrams"] > 0 for w in workers), workers
     assert json.loads(pazzctl(d.sock, "faults", "--json").stdout) == []
+    text = pazzctl(d.sock, "status").stdout
+    assert "workers" in text and "2/2 alive" in text, text
 
     # A wrong Verify_Rule on one report: a match fault, stored by the worker, counted by pazzd.
     ingress, h = _traffic(wl)[0]
