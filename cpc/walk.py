@@ -46,6 +46,14 @@ class State:
     rewritten: bool = False
     nrules: int = 0  # entries matched so far on the whole path (the CRC chain's length)
 
+    def moved_to(self, dpid: int, in_port: int, hops: tuple) -> State:
+        """This packet as it arrives at the next switch (the walk's most frequent copy)."""
+        return State(
+            self.ingress, dpid, in_port, self.ap, self.hdr, self.src, self.vport, self.vrule,
+            hops, self.visited, self.rules, self.action_set, self.alternative, self.rewritten,
+            self.nrules,
+        )  # fmt: skip
+
     def copy(self, **kw) -> State:
         s = State(
             self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
@@ -178,8 +186,10 @@ class Walker:
         sub = WalkResult()
         fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
         self._switch_direct(sub, fresh, local)
-        res.through |= sub.through
-        res.groups |= sub.groups
+        if sub.through:
+            res.through |= sub.through
+        if sub.groups:
+            res.groups |= sub.groups
         if any(r[1] == "loop" or r[12] for r in sub.raw):
             return None
         return sub.raw
@@ -222,7 +232,8 @@ class Walker:
             st.rules = (beh.ref,)
             st.nrules += 1
             ports, groups = plan
-            res.groups.update(groups)
+            if groups:
+                res.groups.update(groups)
             for port, alt in ports:
                 self._output(
                     res,
@@ -315,9 +326,7 @@ class Walker:
                 self._end(res, st, "egress", p, "", hop)
             elif loc in topo.links:
                 nxt = topo.links[loc]
-                self._switch(
-                    res, st.copy(dpid=nxt[0], in_port=nxt[1], hops=st.hops + (hop,)), local
-                )
+                self._switch(res, st.moved_to(nxt[0], nxt[1], st.hops + (hop,)), local)
             else:
                 self._end(res, st, "drop", p, f"port {topo.port_name(loc)} leads nowhere", hop)
 
