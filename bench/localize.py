@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench.common import median  # noqa: E402
 from pazzd.api import call  # noqa: E402
 from pazzd.demo import EXPECT, TOPOLOGIES, bring_up, ovs_prefix  # noqa: E402
-from pazzd.lab import Lab  # noqa: E402
+from pazzd.lab import Lab, stop_processes  # noqa: E402
 
 
 class Interrupted(Exception):
@@ -180,14 +180,7 @@ def main(argv=None) -> int:
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_processes(procs, timeout=10)
         lab.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -39,7 +39,7 @@ from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
 
 from .api import ApiError, call
-from .lab import Lab, dotted, free_tcp_port, ofctl_flow, start_controller
+from .lab import Lab, dotted, free_tcp_port, ofctl_flow, start_controller, stop_processes
 
 TOPOLOGIES = {
     "grid4": ("grid", 2, 100, 2, 100),  # kind, size, rules, acls, pps per host
@@ -394,14 +394,7 @@ _LAB: list[Lab] = []
 
 
 def _cleanup(procs, lab, workdir: Path, keep: bool) -> None:
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+    stop_processes(procs)
     for lb in _LAB:
         lb.stop()
     _LAB.clear()

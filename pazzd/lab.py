@@ -45,7 +45,7 @@ from cpc.ofctl import format_flow, split_top
 
 __all__ = [
     "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
-    "ofctl_flow", "ofctl_group", "run", "start_controller", "unique_name",
+    "ofctl_flow", "ofctl_group", "run", "start_controller", "stop_processes", "unique_name",
     "wait_for_datapath_free",
 ]  # fmt: skip
 
@@ -64,6 +64,18 @@ def run(*cmd, check: bool = True, timeout: float = 30, env=None) -> str:
     if check and p.returncode != 0:
         raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
     return p.stdout
+
+
+def stop_processes(procs, timeout: float = 5.0) -> None:
+    """Terminate the still-running processes, newest first; kill any that do not exit."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=timeout)
 
 
 def unique_name(stem: str = "t") -> str:
@@ -350,14 +362,7 @@ class OvsInstance:
 
     def stop(self) -> None:
         """Stop ovs-vswitchd and ovsdb-server (by pid), even if start() failed half-way."""
-        for p in reversed(self._procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=5)
+        stop_processes(self._procs)
         self._procs.clear()
 
     def __enter__(self) -> OvsInstance:

@@ -9,10 +9,10 @@ import signal
 import socket
 import stat
 import time
-import urllib.request
 
 import pytest
 
+from pazzd.demo import metrics_of as scrape
 from tester.sflow import encode_datagram  # noqa: F401  (the tester's encoder is importable)
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
@@ -23,16 +23,6 @@ METRIC_NAMES = [
     "pazz_model_update_seconds_bucket", "pazz_fuzz_probes_sent_total", "pazz_controller_connected",
     "pazz_config_load_error", "pazz_config_reloads_total",
 ]  # fmt: skip
-
-
-def scrape(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            out[k] = float(v)
-    return out
 
 
 @pytest.fixture

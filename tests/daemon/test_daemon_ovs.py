@@ -29,7 +29,7 @@ import yaml
 
 from cpc.ofctl import parse_flow
 from pazzd.demo import EXPECT, bring_up, metrics_of
-from pazzd.lab import Lab, dotted
+from pazzd.lab import Lab, dotted, stop_processes
 
 from .helpers import pazzctl
 
@@ -52,14 +52,7 @@ def env():
                        resolve_after=30.0, settle=1.5, updates=workdir / "updates.jsonl")  # fmt: skip
         yield {"lab": lab, "run": run, "workdir": workdir}
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_processes(procs, timeout=10)
         lab.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
