@@ -46,6 +46,7 @@ from cpc.ofctl import format_flow, split_top
 __all__ = [
     "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
     "ofctl_flow", "ofctl_group", "run", "start_controller", "stop_processes", "unique_name",
+    "wire_links",
     "wait_for_datapath_free",
 ]  # fmt: skip
 
@@ -453,6 +454,26 @@ class OvsInstance:
         return stats
 
 
+def wire_links(ovs: OvsInstance, topo, bridge: Callable[[int], str], cleanup: Cleanup) -> dict:
+    """One veth pair per topology link between the bridges (MTU LINK_MTU for the Verify
+    header, no IPv6 chatter), each end on its OpenFlow port. Returns (dpid, port) -> ifname."""
+    ports, done = {}, set()
+    for (a, pa), (b, pb) in sorted(topo.links.items()):
+        if (b, pb) in done:
+            continue
+        done.add((a, pa))
+        ea, eb = unique_name(f"l{a}"), unique_name(f"l{b}")
+        pair = VethPair(ea, eb)
+        cleanup.push(pair.delete)
+        for end, dpid, port in ((ea, a, pa), (eb, b, pb)):
+            run("ip", "link", "set", end, "mtu", str(LINK_MTU))
+            run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
+            ovs.vsctl("add-port", bridge(dpid), end, "--", "set", "interface", end,
+                      f"ofport_request={port}", f"mtu_request={LINK_MTU}")  # fmt: skip
+            ports[(dpid, port)] = end
+    return ports
+
+
 def ofctl_flow(e) -> str:
     """format_flow in ovs-ofctl's own words: it writes cpc's field names (ipv4_dst, tp_dst,
     ...), which ovs-ofctl rejects, and OVS takes `drop` only as the whole action list."""
@@ -544,20 +565,7 @@ class Lab:
                 "other_config:verify-tagging=true", "protocols=OpenFlow10,OpenFlow13",
             )  # fmt: skip
         say(f"{len(topo.switches)} patched OVS bridges (netdev, verify-tagging)")
-        done = set()
-        for (a, pa), (b, pb) in sorted(topo.links.items()):
-            if (b, pb) in done:
-                continue
-            done.add((a, pa))
-            ea, eb = unique_name(f"l{a}"), unique_name(f"l{b}")
-            pair = VethPair(ea, eb)
-            c.push(pair.delete)
-            for end, dpid, port in ((ea, a, pa), (eb, b, pb)):
-                run("ip", "link", "set", end, "mtu", str(LINK_MTU))
-                run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
-                self.ovs.vsctl("add-port", self.br(dpid), end, "--", "set", "interface", end,
-                               f"ofport_request={port}", f"mtu_request={LINK_MTU}")  # fmt: skip
-                self.ports[(dpid, port)] = end
+        self.ports.update(wire_links(self.ovs, topo, self.br, c))
         for name, (dpid, port) in sorted(self.wl.hosts.items(), key=lambda h: int(h[0][1:])):
             ns = Netns(unique_name(f"dh{self.host_index(name)}"))  # pzdh<k>...: the lab's own
             c.push(ns.delete)

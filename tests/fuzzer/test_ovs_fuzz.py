@@ -30,7 +30,7 @@ from fuzzer.engine import Fuzzer
 from fuzzer.inject import PacketOutInjector, ofp13_packet_out
 from tester.packet import is_report, parse_frame
 from tester.sflow import decode
-from tests.ovs.ovsenv import Netns, VethPair, unique_name
+from tests.ovs.ovsenv import Netns, SflowSink, VethPair, unique_name
 
 pytestmark = pytest.mark.ovs
 
@@ -153,32 +153,6 @@ class OpenFlowListener:
             t.join(timeout=2)
 
 
-class SflowSocket:
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.datagrams: list[bytes] = []
-        self._stop = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop:
-            try:
-                self.datagrams.append(self.sock.recv(65535))
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    def stop(self) -> None:
-        self._stop = True
-        self.thread.join(timeout=2)
-        self.sock.close()
-
-
 def _ofctl(ovs, *args):
     try:
         return ovs.ofctl(*args)
@@ -244,7 +218,7 @@ def grid_net(ovs, cleanup, tmp_path):
         f = tmp_path / f"{br}.flows"
         f.write_text("".join(ovs_flow(e) + "\n" for e in wl.entries if e.dpid == d))
         _ofctl(ovs, "add-flows", br, str(f))
-    sflow = SflowSocket()
+    sflow = SflowSink()
     cleanup.push(sflow.stop)
     ovs.vsctl(
         "--", "--id=@s", "create", "sflow", "agent=lo", f'target="127.0.0.1:{sflow.port}"',

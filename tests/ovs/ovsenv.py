@@ -41,6 +41,37 @@ API
     ``pz<stem><6 hex>`` short names, unique per call (Linux interface names are <= 15 chars).
 """
 
+import socket
+import threading
+
 from pazzd.lab import Cleanup, Netns, OvsInstance, VethPair, run, unique_name
 
-__all__ = ["Cleanup", "Netns", "OvsInstance", "VethPair", "run", "unique_name"]
+__all__ = ["Cleanup", "Netns", "OvsInstance", "SflowSink", "VethPair", "run", "unique_name"]
+
+
+class SflowSink:
+    """A UDP socket on 127.0.0.1 that keeps every sFlow datagram it receives (a thread)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.datagrams: list[bytes] = []
+        self._stop = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            try:
+                self.datagrams.append(self.sock.recv(65535))
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self._stop = True
+        self.thread.join(timeout=2)
+        self.sock.close()

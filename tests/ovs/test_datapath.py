@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import struct
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pytest
 from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, rdpcap, wrpcap
 
 from cpc import tags
-from tests.ovs.ovsenv import Netns, VethPair, unique_name
+from tests.ovs.ovsenv import Netns, SflowSink, VethPair, unique_name
 
 pytestmark = pytest.mark.ovs
 
@@ -102,32 +100,8 @@ class Capture:
         return [bytes(p) for p in rdpcap(str(self.path))]
 
 
-class SflowCollector:
-    """UDP socket on 127.0.0.1 that keeps every sFlow datagram."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.datagrams: list[bytes] = []
-        self._stop = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self):
-        while not self._stop:
-            try:
-                self.datagrams.append(self.sock.recv(65535))
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    def stop(self):
-        self._stop = True
-        self.thread.join(timeout=2)
-        self.sock.close()
+class SflowCollector(SflowSink):
+    """The sink, plus the datagrams written as a pcap for tshark."""
 
     def write_pcap(self, path: Path):
         pkts = [

@@ -33,7 +33,7 @@ from cpc.model import Model
 from cpc.ofctl import parse_flow, split_top
 from cpc.results import RuleRef
 from pazzd.daemon import netns_packet_socket
-from pazzd.lab import ofctl_flow, ofctl_group
+from pazzd.lab import ofctl_flow, ofctl_group, wire_links
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, hop_bits
 from tester.engine import Tester
@@ -42,12 +42,11 @@ from tester.packet import OVS_REPORT_INDEX_BASE, is_report, parse_frame
 from tester.sflow import decode
 from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow
-from tests.ovs.ovsenv import Cleanup, Netns, OvsInstance, VethPair, run, unique_name
+from tests.ovs.ovsenv import Cleanup, Netns, OvsInstance, VethPair, unique_name
 
 pytestmark = pytest.mark.ovs
 
 AGENT = "127.0.0.1"  # sFlow agent=lo
-LINK_MTU = 1508  # host MTU 1500 + the 8-byte Verify header
 HIDDEN_COOKIE = 0xBAD
 FLUSH_S = 1.3  # OVS sends sFlow datagrams about once a second
 
@@ -182,20 +181,7 @@ def grid(ovs_prefix):
         topo = wl.topo
         for d in sorted(topo.switches):
             ovs.add_bridge(Grid.br(d), dpid=d, other_config={"verify-tagging": "true"})
-        done, ports = set(), {}
-        for (a, pa), (b, pb) in sorted(topo.links.items()):
-            if (b, pb) in done:
-                continue
-            done.add((a, pa))
-            ea, eb = unique_name(f"l{a}{pa}"), unique_name(f"l{b}{pb}")
-            pair = VethPair(ea, eb)
-            c.push(pair.delete)
-            for end, dpid, port in ((ea, a, pa), (eb, b, pb)):
-                run("ip", "link", "set", end, "mtu", str(LINK_MTU))
-                run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
-                ovs.add_port(Grid.br(dpid), end, port)
-                ovs.vsctl("set", "interface", end, f"mtu_request={LINK_MTU}")
-                ports[(dpid, port)] = end
+        ports = wire_links(ovs, topo, Grid.br, c)
         namespaces = {}
         for d in sorted(topo.switches):
             ns = Netns(unique_name(f"h{d}"))
