@@ -118,6 +118,13 @@ class _Reader:
         where = f"{self.path}:{line}" if line else self.path
         raise ConfigError(f"{where}: {dotted}: {msg}")
 
+    def items(self, doc, key: str, dotted: str) -> list:
+        """The list under key ([] when absent)."""
+        v = doc.get(key) or []
+        if not isinstance(v, list):
+            self.fail(doc, key, dotted, "must be a list")
+        return v
+
     def section(self, doc, key: str, dotted: str):
         v = doc.get(key)
         if v is None:
@@ -246,9 +253,7 @@ def load_config(path: str | Path) -> Config:
     s = r.section(doc, "sflow", "sflow")
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
-    ifs = s.get("interfaces") or []
-    if not isinstance(ifs, list):
-        r.fail(s, "interfaces", "sflow.interfaces", "must be a list")
+    ifs = r.items(s, "interfaces", "sflow.interfaces")
     for i, e in enumerate(ifs):
         d = f"sflow.interfaces[{i}]"
         if not isinstance(e, dict):
@@ -271,9 +276,7 @@ def load_config(path: str | Path) -> Config:
     if not isinstance(cfg.ovs_bin_dir, str):
         r.fail(o, "bin_dir", "ovs.bin_dir", "must be a directory path")
 
-    sws = doc.get("switches") or []
-    if not isinstance(sws, list):
-        r.fail(doc, "switches", "switches", "must be a list")
+    sws = r.items(doc, "switches", "switches")
     seen = set()
     for i, e in enumerate(sws):
         d = f"switches[{i}]"
@@ -319,9 +322,7 @@ def load_config(path: str | Path) -> Config:
             r.fail(inj, k, d, "must be IFNAME or netns:NAMESPACE:IFNAME")
         cfg.fuzz_inject[p] = v
 
-    cfs = doc.get("critical_flows") or []
-    if not isinstance(cfs, list):
-        r.fail(doc, "critical_flows", "critical_flows", "must be a list")
+    cfs = r.items(doc, "critical_flows", "critical_flows")
     names = set()
     for i, e in enumerate(cfs):
         d = f"critical_flows[{i}]"

@@ -30,6 +30,8 @@ def _text(tmp_path, extra: str) -> str:
          "critical_flows[0].header", "unknown header field"),
         ("switches:\n  - switch: s1\n    colour: red\n", "switches[0].colour", "unknown key"),
         ("bogus: 1\n", "bogus", "unknown key"),
+        ("switches: 5\n", "switches", "must be a list"),
+        ("critical_flows: {a: 1}\n", "critical_flows", "must be a list"),
         ("log_level: loud\n", "log_level", "must be one of"),
     ],
 )  # fmt: skip
