@@ -117,21 +117,21 @@ class Partition:
         false_id = int(self.space.false)
         ids = self._id_of_node
         out: list[int] = []
-        seen: set[int] = set()
+        # Only branch nodes are remembered: a chain is entered through its branch node, so a
+        # shared chain is cut where it forks off; `steps` bounds the work either way.
+        forks: set[int] = set()
+        steps = 0
         stack = [(u, 0)]
         while stack:
             node, comp = stack.pop()
             while True:  # follow the path while only one branch is alive
-                k = int(node) ^ comp
                 if node.level >= id_level:
-                    ident = ids.get(k)
+                    ident = ids.get(int(node) ^ comp)
                     if ident is not None and ident not in out:
                         out.append(ident)
                     break
-                if k in seen:
-                    break
-                seen.add(k)
-                if len(seen) > budget:
+                steps += 1
+                if steps > budget:
                     space = self.space
                     return self._minterms(space.bdd.exist(space.header_names, u))
                 comp ^= node.negated
@@ -141,6 +141,10 @@ class Partition:
                 elif int(hi) ^ comp == false_id:
                     node = lo
                 else:
+                    k = int(node) ^ comp
+                    if k in forks:
+                        break
+                    forks.add(k)
                     stack.append((hi, comp))
                     node = lo
         return out
