@@ -97,6 +97,7 @@ class Daemon:
         self.tester_workers = tester_workers  # --tester-workers, over the config's tester.workers
         self.workers: WorkerPool | None = None
         self.model_server: ModelServer | None = None
+        self.version_file: VersionFile | None = None
         self.notifier = notifier or Notifier()
         self.cfg: Config | None = None
         self.started = time.time()
@@ -473,6 +474,7 @@ class Daemon:
             await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
         if self.model_server is not None:
             await self.model_server.close()
+        if self.version_file is not None:
             self.version_file.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.version_file.path)

@@ -88,6 +88,7 @@ class _Handler:
     async def report(self, r) -> None:
         self.d.workers.stats[r.worker] = dict(r.stats)
         self.d.workers.hello(r.worker)
+        self.d._last_datagram = max(self.d._last_datagram, r.last_datagram)
         t = self.d.tester
         for f in r.flows:
             if t.blackholes is None:
@@ -290,14 +291,14 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
 
+    received = 0.0  # wall time of the latest datagram: pazzd's detection latency starts there
+
     def report() -> None:
         faults, seen = outbox.take()
-        client.report(THRIFT.WorkerReport(index, _stats_map(t), faults, seen))
+        client.report(THRIFT.WorkerReport(index, _stats_map(t), faults, seen, received))
 
     report()  # hello: the socket is bound
-    log.info(
-        "tester worker %d: sFlow %s:%d, model %s", index, cfg.sflow_host, sflow_port, model_socket
-    )
+    log.info("tester worker %d: sFlow %s:%d, model %s", index, sflow_host, sflow_port, model_socket)
     last = time.monotonic()
     while not stopping:
         try:
@@ -305,6 +306,7 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
         except TimeoutError:
             data = None
         if data is not None:
+            received = time.time()
             t.process_datagram(data)
         now = time.monotonic()
         if outbox.faults or (outbox.flows and now - last >= 0.1) or now - last >= REPORT_EVERY:

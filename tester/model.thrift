@@ -82,6 +82,7 @@ struct WorkerReport {
   2: map<string, i64> stats,  // the worker's cumulative TesterStats
   3: list<FaultNote> faults,
   4: list<FlowSeen> flows,
+  5: double last_datagram = 0.0,  // wall time the worker last received a datagram
 }
 
 service ModelService {
