@@ -8,13 +8,17 @@
     model.reach(ingress, egress)              # reachable header set
     model.corpus(ingress, egress)             # S_i and S_e for the fuzzer
 
-Updates touch only the classes that the rule's match intersects (cpc.partition)
-and re-walk only those classes (cpc.walk).
+Classes are kept apart by forwarding action only (cpc.partition); which entry a header
+matches at each table is kept per element (cpc.tables.Identities). An update moves
+classes only where an action changes, and re-walks only those classes (cpc.walk). Walks
+record path templates: the elements a path consults. expected() and trace() fill in the
+entries, and the Verify_Rule chain, for the concrete header.
 """
 
 from __future__ import annotations
 
 import gc
+from binascii import crc_hqx
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +29,7 @@ from pathlib import Path
 
 from . import ofctl
 from .partition import Partition
-from .results import Delivery, Expected, Port
+from .results import Delivery, Expected, Hop, Port
 from .rules import (
     OFPG_ANY,
     OFPP_ALL,
@@ -38,8 +42,8 @@ from .rules import (
     ModelError,
 )
 from .space import HeaderSpace
-from .tables import Behaviour, Element
-from .tags import port_bits
+from .tables import Action, Behaviour, Element
+from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
 from .walk import Outcome, Walker
 
@@ -75,7 +79,7 @@ class Update:
     """What one model update changed; sent to subscribers (tester hold-back, fuzzer corpus)."""
 
     version: int
-    classes: frozenset[int]  # classes created, moved or removed
+    classes: frozenset[int]  # classes created, moved or removed, or whose entries changed
     region: object  # BDD of the header space the update touched
     # (ingress, egress) pairs whose S_i may have changed (headers gained or lost an outcome
     # there), and the edge ports whose S_e may have (an entry that outputs there gained or
@@ -100,13 +104,17 @@ class Model:
         self._elements: dict[tuple[int, int, int | None], Element] = {}
         self._elem_list: list[Element] = []
         self._behaviours: dict[tuple, Behaviour] = {}
+        self._actions: dict[tuple, Action] = {}
+        self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self._groups: dict[tuple[int, int], Group] = {}
         self._ingresses = topology.edge_ports()
         # Walk results, per start class, and the indexes built from them.
         self._walks: dict[int, list[Outcome]] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
-        self._expect: dict[int, dict[Port, list]] = {}  # final class -> egress -> [(Expected, hdr)]
+        # final class -> egress -> [(template Delivery, final header set or None, start class,
+        # fields rewritten on the way)]
+        self._expect: dict[int, dict[Port, list]] = {}
         self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
         self._class_pairs: dict[int, frozenset] = {}  # class -> its (ingress, egress) pairs
@@ -116,6 +124,7 @@ class Model:
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
         self._region = self.space.false
+        self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_pairs: set[tuple[Port, Port]] = set()  # of the update being committed
         self._touched_exits: set[Port] = set()
 
@@ -126,23 +135,36 @@ class Model:
         key = (dpid, table, in_port)
         el = self._elements.get(key)
         if el is None and create:
-            el = Element(len(self._elem_list), dpid, table, in_port)
+            el = Element(len(self._elem_list), dpid, table, in_port, self.space)
             self._elements[key] = el
             self._elem_list.append(el)
+            if in_port is not None:
+                self._port_elems[(dpid, table)].append(el)
+                # The port's element answers for the whole table: copy the wildcard entries in.
+                w = self._elements.get((dpid, table, None))
+                for e in w.ident.entries() if w is not None else ():
+                    m = self.space.match_bdd(e.match.fields)
+                    self._region = self._region | m
+                    self._insert(el, e, self._behaviour(e), m)
         return el
 
-    def lookup(self, dpid: int, table: int, in_port: int, ap: int) -> Behaviour | None:
-        """The behaviour that (dpid, table) applies to class ap arriving on in_port."""
-        owners = self.part.owners[ap]
-        w = self._elements.get((dpid, table, None))
-        p = self._elements.get((dpid, table, in_port))
-        bw = owners.get(w.idx) if w is not None else None
-        bp = owners.get(p.idx) if p is not None else None
-        if bw is None:
-            return bp
-        if bp is None or bw.priority > bp.priority:
-            return bw
-        return bp
+    def element_for(self, dpid: int, table: int, in_port: int) -> Element | None:
+        """The element that answers for packets arriving on in_port at (dpid, table)."""
+        els = self._elements
+        return els.get((dpid, table, in_port)) or els.get((dpid, table, None))
+
+    def lookup(self, dpid: int, table: int, in_port: int, ap: int):
+        """(element, action) that (dpid, table) applies to class ap arriving on in_port."""
+        el = self.element_for(dpid, table, in_port)
+        if el is None:
+            return None, None
+        return el, self.part.owners[ap].get(el.idx)
+
+    def _targets(self, el: Element) -> list[Element]:
+        """The elements an entry living in el takes part in."""
+        if el.in_port is None:
+            return [el, *self._port_elems.get((el.dpid, el.table), ())]
+        return [el]
 
     def group(self, dpid: int, gid: int) -> Group | None:
         return self._groups.get((dpid, gid))
@@ -156,7 +178,11 @@ class Model:
         k = (e.dpid, e.table, e.priority, e.cookie, e.rule_id, e.instructions)
         b = self._behaviours.get(k)
         if b is None:
-            b = self._behaviours[k] = Behaviour(*k)
+            ak = (e.dpid, e.table, e.instructions)
+            act = self._actions.get(ak)
+            if act is None:
+                act = self._actions[ak] = Action(*ak)
+            b = self._behaviours[k] = Behaviour(*k, act)
         return b
 
     # --- rules in ----------------------------------------------------------------------------
@@ -306,25 +332,41 @@ class Model:
         self._check_switch(entry.dpid, entry.source)
         self._check_goto(entry)
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
-        old = el.entries.get(Element.key_of(entry))
+        key = Element.key_of(entry)
+        old = el.entries.get(key)
         if old is not None:
             self._replace(old, entry)
             return
-        if check_overlap and any(o.priority == entry.priority for o in el.overlapping(entry)):
+        targets = self._targets(el)
+        if check_overlap and any(
+            o.priority == entry.priority for t in targets for o in t.ident.overlapping(entry)
+        ):
             raise ModelError("check_overlap: an entry with the same priority overlaps")
-        el.add(entry)
+        el.entries[key] = entry
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
         self._region = self._region | m
+        for t in targets:
+            self._insert(t, entry, beh, m)
+
+    def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:
+        act = beh.action
+        for region, old in el.ident.insert(entry, beh, m):
+            if old is not None and old.action is act:
+                self._id_region = self._id_region | region
+            else:
+                self._move(el, region, act)
+
+    def _move(self, el: Element, region, act: Action | None) -> None:
+        """Element el now applies act to the headers of region: split and move classes."""
         part = self.part
-        for ap in part.candidates(m):
-            cur = part.owners[ap].get(el.idx)
-            if cur is not None and cur.priority >= entry.priority:
-                continue
+        for ap in part.candidates(region):
             a = part.bdd_of[ap]
-            p = a & m
+            p = a & region
+            if p == self.space.false:
+                continue
             target = ap if p == a else part.split(ap, p)
-            part.set_owner(target, el.idx, beh)
+            part.set_owner(target, el.idx, act)
 
     def _replace(self, old: FlowEntry, new) -> None:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
@@ -336,52 +378,31 @@ class Model:
             flags=new.flags, source=new.source,
         )  # fmt: skip
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
-        el.remove(old)
-        el.add(entry)
-        if old_b is new_b:
-            return
-        m = self.space.match_bdd(old.match.fields)
-        self._region = self._region | m
-        part = self.part
-        for ap in part.candidates(m):
-            if part.owners[ap].get(el.idx) is not old_b:
+        el.entries[Element.key_of(entry)] = entry
+        if old_b is not new_b:
+            self._region = self._region | self.space.match_bdd(old.match.fields)
+        for t in self._targets(el):
+            region = t.ident.replace(entry, new_b)
+            if old_b is new_b:
                 continue
-            a = part.bdd_of[ap]
-            p = a & m
-            target = ap if p == a else part.split(ap, p)
-            part.set_owner(target, el.idx, new_b)
+            if old_b.action is new_b.action:
+                self._id_region = self._id_region | region
+            else:
+                self._move(t, region, new_b.action)
 
     def _remove(self, entry: FlowEntry) -> None:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
-        beh = self._behaviour(entry)
-        lower = sorted(
-            (e for e in el.overlapping(entry) if e.priority <= entry.priority),
-            key=lambda e: -e.priority,
-        )
-        el.remove(entry)
-        m = self.space.match_bdd(entry.match.fields)
-        self._region = self._region | m
-        part = self.part
-        lower_bdds = [(self.space.match_bdd(e.match.fields), self._behaviour(e)) for e in lower]
-        for ap in part.candidates(m):
-            if part.owners[ap].get(el.idx) is not beh:
-                continue
-            a = part.bdd_of[ap]
-            p = a & m
-            rest = ap if p == a else part.split(ap, p)
-            # Hand the freed headers to the lower-priority entries, highest first.
-            for lm, lb in lower_bdds:
-                r = part.bdd_of[rest]
-                q = r & lm
-                if q == self.space.false:
-                    continue
-                if q == r:
-                    part.set_owner(rest, el.idx, lb)
-                    rest = None
-                    break
-                part.set_owner(part.split(rest, q), el.idx, lb)
-            if rest is not None:
-                part.set_owner(rest, el.idx, None)
+        act = self._behaviour(entry).action
+        del el.entries[Element.key_of(entry)]
+        self._region = self._region | self.space.match_bdd(entry.match.fields)
+        for t in self._targets(el):
+            # The freed headers go to the lower-priority entries, highest first, or miss.
+            for region, new in t.ident.remove(entry):
+                new_act = new.action if new is not None else None
+                if new_act is act:
+                    self._id_region = self._id_region | region
+                else:
+                    self._move(t, region, new_act)
 
     # --- walks and indexes -------------------------------------------------------------------
     def build(self) -> None:
@@ -405,6 +426,7 @@ class Model:
         self._built = True
         self.version += 1
         self._region = self.space.false
+        self._id_region = self.space.false
 
     def _commit(self, extra: Iterable[int] = ()) -> Update:
         part = self.part
@@ -450,13 +472,20 @@ class Model:
                 tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, none))
             for ap in gone:
                 keep = merged_into.get(ap)
-                tp |= before.get(ap, none) ^ (self._pairs_of(keep) if keep is not None else none)
+                old = before.get(part.origin.get(ap, ap), none)
+                tp |= old ^ (self._pairs_of(keep) if keep is not None else none)
         else:
             for ap in gone:
                 self._unwalk(ap)
         part.forget_changes()
         self.version += 1
-        upd = Update(self.version, frozenset(dirty | gone), self._region,
+        named = dirty | gone
+        if self._subscribers and self._id_region != self.space.false:
+            # Reports of these classes may carry the old Verify_Rule until the switch has
+            # the change; the tester holds them back like moved classes.
+            named = named | set(part.candidates(self._id_region))
+        self._id_region = self.space.false
+        upd = Update(self.version, frozenset(named), self._region,
                      frozenset(self._touched_pairs), frozenset(self._touched_exits))  # fmt: skip
         self._region = self.space.false
         self._touched_pairs.clear()
@@ -489,7 +518,7 @@ class Model:
             keep = [o for o in old if o.delivery.ingress not in redo]
         else:
             keep = [
-                Outcome(o.delivery, ap, None, None) for o in old if o.delivery.ingress not in redo
+                Outcome(o.delivery, ap, None, None, ()) for o in old if o.delivery.ingress not in redo
             ]
         if base != ap:
             for users in self._group_users.values():
@@ -517,9 +546,8 @@ class Model:
             if d.kind != "egress":
                 continue
             pairs.add((d.ingress, d.egress))
-            exp = Expected(d.ingress, d.hops, d.verify_port, d.verify_rule)
             self._expect.setdefault(o.final_ap, {}).setdefault(d.egress, []).append(
-                (exp, o.final_hdr, ap)
+                (d, o.final_hdr, ap, o.rw)
             )
             self._pairs[(d.ingress, d.egress)].add(ap)
         if pairs:
@@ -558,6 +586,16 @@ class Model:
                 if not by_eg:
                     del self._expect[final_ap]
 
+    def drop_caches(self) -> None:
+        """Forget the BDDs kept only to answer faster (encodings, candidate lists, id cubes)."""
+        space = self.space
+        space._field_cache.clear()
+        space._match_cache.clear()
+        space._id_cubes.clear()
+        self.part._cand_cache.clear()
+        for el in self._elem_list:
+            el.ident._cand_cache.clear()
+
     # --- queries -----------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Update], None]) -> None:
         self._subscribers.append(fn)
@@ -566,30 +604,63 @@ class Model:
         return self.part.classify(header)
 
     def expected(self, egress: Port, header) -> list[Expected]:
-        """Every (ingress, path, tags) the model allows for header sampled leaving at egress."""
+        """Every (ingress, path, tags) the model allows for header sampled leaving at egress.
+
+        The class's path templates name the elements each path consults; the entry the
+        header matches at each of them gives the hop's rules and the Verify_Rule chain.
+        Paths that rewrote the header are walked again for the headers that can end as
+        this one.
+        """
         by_eg = self._expect.get(self.part.classify(header))
-        if not by_eg:
-            return []
-        lst = by_eg.get(egress)
+        lst = by_eg.get(egress) if by_eg else None
         if not lst:
             return []
-        return [e for e, hdr, _ in lst if hdr is None or self.space.contains(hdr, header)]
+        out: list[Expected] = []
+        seen: dict[int, Behaviour] = {}  # element -> the entry the header matches there
+        elems = self._elem_list
+        again: dict[tuple[int, Port], set[str]] = {}
+        for d, final_hdr, ap, rw in lst:
+            if final_hdr is not None:
+                if self.space.contains(final_hdr, header):
+                    again.setdefault((ap, d.ingress), set()).update(rw)
+                continue
+            vrule = VERIFY_RULE_INIT
+            hops = []
+            for hop in d.hops:
+                refs = []
+                for i in hop.rules:
+                    b = seen.get(i)
+                    if b is None:
+                        b = seen[i] = elems[i].ident.identify(header)
+                    vrule = crc_hqx(b.ur, vrule)
+                    refs.append(b.ref)
+                hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
+            out.append(Expected(d.ingress, tuple(hops), d.verify_port, vrule))
+        for (ap, ingress), rw in again.items():
+            out += self._expected_rewritten(ap, ingress, egress, header, rw)
+        return out
 
-    def expected_for_class(self, cls: int, egress: Port) -> tuple[list[Expected], bool]:
-        """The answers for a whole class at egress, and whether they hold for every header of it.
-
-        They do unless a set_field rewrote the header on the way; then call expected().
-        Answers are valid for the current `version` only: class ids are reused.
-        """
-        lst = self._expect.get(cls, {}).get(egress, [])
-        return [e for e, _, _ in lst], all(hdr is None for _, hdr, _ in lst)
+    def _expected_rewritten(self, ap: int, ingress: Port, egress: Port, header, rw) -> list:
+        space = self.space
+        # The ingress headers that can end as this one agree with it on every field that
+        # no action rewrote.
+        start = self.part.bdd_of[ap] & space.exist_fields(space.header_bdd(header), sorted(rw))
+        res = self.walker.walk(ap, [ingress], hdr=start, identity=True)
+        return [
+            Expected(d.ingress, d.hops, d.verify_port, d.verify_rule)
+            for o in res.outcomes
+            if (d := o.delivery).rewritten
+            and d.kind == "egress"
+            and d.egress == egress
+            and space.contains(o.final_hdr, header)
+        ]
 
     def trace(self, ingress: Port, header) -> list[Delivery]:
         """What happens to one concrete header sent in at ingress."""
         if ingress[0] not in self.topo.switches:
             raise ModelError(f"unknown switch dpid {ingress[0]}")
         ap = self.part.classify(header)
-        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header))
+        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
         return [o.delivery for o in res.outcomes]
 
     def reach(self, ingress: Port, egress: Port):

@@ -25,42 +25,27 @@ from .space import CLASS_ID_BITS, HeaderSpace
 _MASK64 = (1 << 64) - 1
 
 
-class Partition:
+class Labels:
+    """Disjoint header regions named by ids, labelled inside one BDD.
+
+    `label` has the header variables on top and CLASS_ID_BITS label variables below:
+    label(h, id) is true for exactly the id of h's region. classify(h) is one walk from
+    the root guided by h's bits; candidates(p) finds the ids whose regions meet p.
+    Used for the network's classes (Partition) and for each element's entries
+    (cpc.tables.Identities).
+    """
+
     def __init__(self, space: HeaderSpace) -> None:
         self.space = space
-        self.bdd_of: dict[int, object] = {}
-        self.owners: dict[int, dict[int, object]] = {}  # class -> {element index: behaviour}
-        self.members: dict[int, dict[object, set[int]]] = defaultdict(lambda: defaultdict(set))
-        self._sig: dict[int, int] = {}
-        self._by_sig: dict[int, set[int]] = defaultdict(set)
         self._free: list[int] = []
-        self._pending_free: list[int] = []  # ids of classes gone in this update, reused after it
+        self._pending_free: list[int] = []  # ids dropped in this update, reused after it
         self._next = 0
         self._cube: dict[int, object] = {}
         self._id_of_node: dict[int, int] = {}
-        first = self._new_id()
-        self.bdd_of[first] = space.true
-        self.owners[first] = {}
-        self._sig[first] = 0
-        self._by_sig[0].add(first)
-        self.label = self._cube[first]
+        self.label = space.false
         self._cand_label = 0
         self._cand_cache: dict[int, tuple] = {}
-        # Bookkeeping of one update, drained by the model: classes whose owners changed or
-        # that were created, classes whose extent changed, and classes that disappeared.
-        self.moved: set[int] = set()
-        self.reshaped: set[int] = set()
-        self.gone: set[int] = set()
-        self.changed_at: dict[int, set[int]] = defaultdict(set)  # class -> elements it moved at
-        self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
-        self.merged_into: dict[int, int] = {}  # class merged away in this update -> the one kept
-        self.owner_changes: dict[int, set] = defaultdict(set)  # element -> behaviours in or out
-        self.track_owners = False  # off during bulk builds (nothing reads them, they are large)
 
-    def __len__(self) -> int:
-        return len(self.bdd_of)
-
-    # --- labels ---------------------------------------------------------------------------
     def _new_id(self) -> int:
         if self._free:
             ident = self._free.pop()
@@ -68,7 +53,7 @@ class Partition:
             ident = self._next
             self._next += 1
             if ident >= 1 << CLASS_ID_BITS:
-                raise OverflowError("too many header classes for the label width")
+                raise OverflowError("too many header regions for the label width")
         cube = self.space.id_cube(ident)
         self._cube[ident] = cube
         self._id_of_node[int(cube)] = ident
@@ -79,8 +64,12 @@ class Partition:
         del self._id_of_node[int(cube)]
         self._pending_free.append(ident)
 
+    def _relabel(self, region, ident: int) -> None:
+        """Name every header of region with ident."""
+        self.label = self.space.bdd.ite(region, self._cube[ident], self.label)
+
     def classify(self, header) -> int:
-        """The class of a concrete header (dict field -> int)."""
+        """The id of a concrete header's region (header: dict field -> int)."""
         node, comp = self.label, 0
         lf, ls, id_level = self.space.level_field, self.space.level_shift, self.space.id_level
         get = header.get
@@ -92,10 +81,10 @@ class Partition:
             node = node.high if (get(lf[level], 0) >> ls[level]) & 1 else node.low
 
     def candidates(self, pred, budget: int = 256) -> list[int]:
-        """Classes that intersect the header set pred.
+        """Ids whose regions intersect the header set pred.
 
         A Python walk of label ∧ pred down to the label level finds them when the
-        touched region is small (label nodes are the classes' canonical cubes); past
+        touched region is small (label nodes are the ids' canonical cubes); past
         `budget` nodes, ∃header. (label ∧ pred) runs inside CUDD instead and leaves a
         BDD over the label bits whose minterms are the ids.
         """
@@ -110,6 +99,7 @@ class Partition:
         out = self._candidates(pred, budget)
         self._cand_cache[int(pred)] = (pred, out)  # holding pred keeps its node id unique
         return out
+
 
     def _candidates(self, pred, budget: int) -> list[int]:
         u = self.label & pred
@@ -168,7 +158,39 @@ class Partition:
             for bit, child in ((0, node.low), (1, node.high)):
                 if int(child) ^ comp != false_id:
                     stack.append((child, comp, i + 1, (val << 1) | bit))
-        return [i for i in out if i in self.bdd_of]
+        return [i for i in out if i in self._cube]
+
+
+
+class Partition(Labels):
+    """The network's header classes: regions that every element treats alike."""
+
+    def __init__(self, space: HeaderSpace) -> None:
+        super().__init__(space)
+        self.bdd_of: dict[int, object] = {}
+        self.owners: dict[int, dict[int, object]] = {}  # class -> {element index: action}
+        self.members: dict[int, dict[object, set[int]]] = defaultdict(lambda: defaultdict(set))
+        self._sig: dict[int, int] = {}
+        self._by_sig: dict[int, set[int]] = defaultdict(set)
+        first = self._new_id()
+        self.bdd_of[first] = space.true
+        self.owners[first] = {}
+        self._sig[first] = 0
+        self._by_sig[0].add(first)
+        self.label = self._cube[first]
+        # Bookkeeping of one update, drained by the model: classes whose owners changed or
+        # that were created, classes whose extent changed, and classes that disappeared.
+        self.moved: set[int] = set()
+        self.reshaped: set[int] = set()
+        self.gone: set[int] = set()
+        self.changed_at: dict[int, set[int]] = defaultdict(set)  # class -> elements it moved at
+        self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
+        self.merged_into: dict[int, int] = {}  # class merged away in this update -> the one kept
+        self.owner_changes: dict[int, set] = defaultdict(set)  # element -> actions in or out
+        self.track_owners = False  # off during bulk builds (nothing reads them, they are large)
+
+    def __len__(self) -> int:
+        return len(self.bdd_of)
 
     # --- structure ------------------------------------------------------------------------
     def split(self, ap: int, part) -> int:
@@ -176,7 +198,7 @@ class Partition:
         new = self._new_id()
         self.bdd_of[new] = part
         self.bdd_of[ap] = self.bdd_of[ap] & ~part
-        self.label = self.space.bdd.ite(part, self._cube[new], self.label)
+        self._relabel(part, new)
         owners = dict(self.owners[ap])
         self.owners[new] = owners
         for elem, key in owners.items():
@@ -241,7 +263,7 @@ class Partition:
     def _merge(self, keep: int, drop: int) -> None:
         part = self.bdd_of.pop(drop)
         self.bdd_of[keep] = self.bdd_of[keep] | part
-        self.label = self.space.bdd.ite(part, self._cube[keep], self.label)
+        self._relabel(part, keep)
         for elem, key in self.owners.pop(drop).items():
             bucket = self.members[elem][key]
             bucket.discard(drop)
@@ -253,7 +275,7 @@ class Partition:
             if k == drop:
                 self.merged_into[d] = keep
         self.changed_at[keep] |= self.changed_at.pop(drop, set())
-        self.origin.pop(drop, None)
+        # origin[drop] stays: the model compares the dropped headers with where they came from.
         self.moved.discard(drop)
         self.reshaped.add(keep)
 

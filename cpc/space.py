@@ -47,6 +47,7 @@ class HeaderSpace:
         self._id_lit = [self.bdd.var(n) for n in self.id_names]
         self._field_cache: dict[tuple[str, int, int], object] = {}
         self._match_cache: dict[tuple, object] = {}
+        self._id_cubes: dict[int, object] = {}
 
     # --- encoding -------------------------------------------------------------------------
     def field_bdd(self, field: str, value: int, mask: int):
@@ -85,10 +86,14 @@ class HeaderSpace:
         )
 
     def id_cube(self, ident: int):
+        u = self._id_cubes.get(ident)
+        if u is not None:
+            return u
         u = self.true
         for i in range(CLASS_ID_BITS - 1, -1, -1):
             lit = self._id_lit[i]
             u = (lit & u) if (ident >> (CLASS_ID_BITS - 1 - i)) & 1 else (~lit & u)
+        self._id_cubes[ident] = u
         return u
 
     # --- queries --------------------------------------------------------------------------

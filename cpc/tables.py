@@ -1,10 +1,10 @@
-"""Flow tables of one switch, split into elements, with an overlap index.
+"""Flow tables of one switch, split into elements, and which entry each header matches.
 
-An element is one (dpid, table, in_port) slice of a flow table: in_port None
-holds the entries that match any input port, in_port p holds the entries that
-match only p. For a packet on port p the table's answer is the higher-priority
-of the two elements' answers. Keeping in_port out of the header bits keeps
-ingress ports what they are: locations.
+An element is one (dpid, table, in_port) slice of a flow table: in_port None holds the
+entries that match any input port; in_port p exists once some entry matches on p, and
+holds those entries plus every wildcard entry of the table, so it alone answers for
+packets arriving on p. Keeping in_port out of the header bits keeps ingress ports what
+they are: locations.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 
+from .partition import Labels
 from .results import RuleRef
 from .rules import FlowEntry, Instructions
 from .tags import rule_bytes
@@ -19,54 +20,203 @@ from .tags import rule_bytes
 _seq = itertools.count()
 
 
-class Behaviour:
-    """What an element does with the headers it owns: Verify identity plus instructions.
+class Action:
+    """What an element does with the headers it owns, without the entry's identity.
 
-    Interned by the model, so equal behaviours are the same object. Two entries with
-    the same behaviour are indistinguishable by forwarding and by Verify tags.
+    Interned by the model. The network's classes are kept apart only where their
+    actions differ (cpc.partition); which entry a header matched is the element's
+    concern (Identities), asked per header when the tags are needed.
     """
 
-    __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "ur", "ref")
+    __slots__ = ("dpid", "table", "instructions")
 
-    def __init__(self, dpid, table, priority, cookie, rule_id, instructions: Instructions):
+    def __init__(self, dpid: int, table: int, instructions: Instructions) -> None:
+        self.dpid = dpid
+        self.table = table
+        self.instructions = instructions
+
+
+class Behaviour:
+    """An entry as the Verify tags see it: identity (table, priority, cookie, rule_id), its
+    action and the bytes it adds to the Verify_Rule chain. Interned by the model."""
+
+    __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
+                 "ur", "ref")  # fmt: skip
+
+    def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Action):
         self.dpid = dpid
         self.table = table
         self.priority = priority
         self.cookie = cookie
         self.rule_id = rule_id
         self.instructions = instructions
+        self.action = action
         self.ur = rule_bytes(dpid, table, priority, cookie, rule_id)
         self.ref = RuleRef(table, priority, cookie, rule_id)
 
 
 class Element:
-    __slots__ = ("idx", "dpid", "table", "in_port", "entries", "_prefix", "_sorted", "_other")
+    """One (dpid, table, in_port) slice of a flow table.
 
-    def __init__(self, idx: int, dpid: int, table: int, in_port: int | None) -> None:
+    `entries` holds the entries that live here (match on this in_port, or on none for
+    in_port None). `ident` holds every entry a packet on this port can match: an in_port
+    element also holds the table's wildcard entries, so its answer is the whole table's.
+    """
+
+    __slots__ = ("idx", "dpid", "table", "in_port", "entries", "ident")
+
+    def __init__(self, idx: int, dpid: int, table: int, in_port: int | None, space) -> None:
         self.idx = idx
         self.dpid = dpid
         self.table = table
         self.in_port = in_port
         self.entries: dict[tuple, FlowEntry] = {}  # (match fields, priority) -> entry
-        self._prefix: dict[tuple[int, int], list[FlowEntry]] = {}
-        self._sorted: list[tuple[int, int, FlowEntry]] = []  # (dst low, seq, entry)
-        self._other: list[FlowEntry] = []  # entries whose ipv4_dst mask is not a prefix
+        self.ident = Identities(space)
 
     @staticmethod
     def key_of(entry: FlowEntry) -> tuple:
         return (entry.match.fields, entry.priority)
 
-    def add(self, entry: FlowEntry) -> None:
-        self.entries[self.key_of(entry)] = entry
+
+class Identities(Labels):
+    """Which entry of one element each header matches: the entries' effective regions.
+
+    An entry's effective region is its match minus what higher-priority entries take
+    (an earlier entry wins a tie). Regions are labelled (cpc.partition.Labels), so the
+    entry a header matches is one short walk, and changes come out as transfers of a
+    region from one entry (or the table-miss, None) to another.
+    """
+
+    def __init__(self, space) -> None:
+        super().__init__(space)
+        self.miss_id = self._new_id()
+        self.label = self._cube[self.miss_id]
+        self.miss = space.true
+        self.eff: dict[tuple, object] = {}  # entry key -> effective region
+        self.beh: dict[int, Behaviour] = {}  # region id -> the entry's behaviour
+        self._id: dict[tuple, int] = {}  # entry key -> region id
+        self._key: dict[int, tuple] = {}  # region id -> entry key
+        self._entry: dict[tuple, FlowEntry] = {}
+        self._seq: dict[tuple, int] = {}
+        self._prefix: dict[tuple[int, int], list[FlowEntry]] = {}
+        self._sorted: list[tuple[int, int, FlowEntry]] = []  # (dst low, seq, entry)
+        self._other: list[FlowEntry] = []  # entries whose ipv4_dst mask is not a prefix
+
+    def __len__(self) -> int:
+        return len(self._entry)
+
+    def identify(self, header) -> Behaviour | None:
+        """The behaviour of the entry a concrete header matches here (None: table-miss)."""
+        return self.beh.get(self.classify(header))
+
+    def split(self, hdr) -> list[tuple[Behaviour | None, object]]:
+        """The header set hdr cut by entry: [(behaviour or None for the miss, part)]."""
+        out = []
+        false = self.space.false
+        for ident in self.candidates(hdr):
+            if ident == self.miss_id:
+                part = hdr & self.miss
+            else:
+                part = hdr & self.eff[self._key[ident]]
+            if part != false:
+                out.append((self.beh.get(ident), part))
+        return out
+
+    def insert(self, entry: FlowEntry, beh: Behaviour, m) -> list[tuple[object, Behaviour | None]]:
+        """Add an entry (match BDD m); returns the regions it took, with who had them."""
+        key = Element.key_of(entry)
+        lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
+        self._index(entry)
+        false = self.space.false
+        taken = []
+        g = self.miss & m
+        if g != false:
+            self.miss = self.miss & ~g
+            taken.append((g, None))
+        for o in lower:
+            ok = Element.key_of(o)
+            g = self.eff[ok] & m
+            if g != false:
+                self.eff[ok] = self.eff[ok] & ~g
+                taken.append((g, self.beh[self._id[ok]]))
+        ident = self._new_id()
+        self._id[key] = ident
+        self._key[ident] = key
+        self.beh[ident] = beh
+        region = self.space.union(g for g, _ in taken)
+        self.eff[key] = region
+        if region != false:
+            self._relabel(region, ident)
+        return taken
+
+    def remove(self, entry: FlowEntry) -> list[tuple[object, Behaviour | None]]:
+        """Drop an entry; returns its region's pieces with the entries (or None) that get them."""
+        key = Element.key_of(entry)
+        seq = self._seq[key]
+        lower = sorted(
+            (o for o in self.overlapping(entry) if o.priority <= entry.priority),
+            key=lambda o: (-o.priority, self._seq[Element.key_of(o)]),
+        )
+        lower = [
+            o for o in lower if o.priority < entry.priority or self._seq[Element.key_of(o)] > seq
+        ]
+        self._unindex(entry)
+        ident = self._id.pop(key)
+        del self._key[ident]
+        del self.beh[ident]
+        rest = self.eff.pop(key)
+        false = self.space.false
+        given = []
+        for o in lower:
+            if rest == false:
+                break
+            g = rest & self.space.match_bdd(o.match.fields)
+            if g == false:
+                continue
+            ok = Element.key_of(o)
+            oid = self._id[ok]
+            self.eff[ok] = self.eff[ok] | g
+            self._relabel(g, oid)
+            given.append((g, self.beh[oid]))
+            rest = rest & ~g
+        if rest != false:
+            self.miss = self.miss | rest
+            self._relabel(rest, self.miss_id)
+            given.append((rest, None))
+        self._drop_id(ident)
+        self._free.extend(self._pending_free)
+        self._pending_free.clear()
+        return given
+
+    def entries(self) -> list[FlowEntry]:
+        """Every entry here, oldest first."""
+        return sorted(self._entry.values(), key=lambda e: self._seq[Element.key_of(e)])
+
+    def replace(self, entry: FlowEntry, beh: Behaviour):
+        """Same match and priority, new behaviour; returns the entry's effective region."""
+        key = Element.key_of(entry)
+        old = self._entry[key]
+        self._unindex(old)
+        self._index(entry, self._seq[key])
+        self.beh[self._id[key]] = beh
+        return self.eff[key]
+
+    # --- overlap index ------------------------------------------------------------------------
+    def _index(self, entry: FlowEntry, seq: int | None = None) -> None:
+        key = Element.key_of(entry)
+        seq = next(_seq) if seq is None else seq
+        self._entry[key] = entry
+        self._seq[key] = seq
         pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.append(entry)
         else:
             self._prefix.setdefault(pfx, []).append(entry)
-            bisect.insort(self._sorted, (pfx[1], next(_seq), entry), key=lambda t: t[0])
+            bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
 
-    def remove(self, entry: FlowEntry) -> None:
-        del self.entries[self.key_of(entry)]
+    def _unindex(self, entry: FlowEntry) -> None:
+        key = Element.key_of(entry)
+        del self._entry[key]
         pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.remove(entry)
@@ -81,7 +231,7 @@ class Element:
         del self._sorted[lo]
 
     def overlapping(self, entry: FlowEntry) -> list[FlowEntry]:
-        """Other entries of this element whose matches overlap entry's match."""
+        """Other entries here whose matches overlap entry's match."""
         pfx = _dst_prefix(entry)
         found: list[FlowEntry] = list(self._other)
         if pfx is None:
@@ -95,7 +245,10 @@ class Element:
             lo_i = bisect.bisect_left(self._sorted, value, key=lambda t: t[0])
             hi_i = bisect.bisect_right(self._sorted, hi, key=lambda t: t[0])
             found += [e for _, _, e in self._sorted[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
-        return [e for e in found if e is not entry and e.match.overlaps(entry.match)]
+        key = Element.key_of(entry)
+        return [
+            e for e in found if Element.key_of(e) != key and e.match.overlaps(entry.match)
+        ]
 
 
 def _plen_mask(length: int) -> int:

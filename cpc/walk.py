@@ -1,11 +1,18 @@
 """Forwarding walks: what happens to a header class sent in at one edge port.
 
 The walker follows a class through the pipeline of each switch (tables, goto,
-apply and write actions, groups) and across links, accumulating the Verify
-tags exactly as the data plane writes them (DESIGN.md, Algorithm 1). A
-set_field rewrites the header: the rewritten set is re-classified and the walk
-forks into every class it meets. Loops are detected by revisiting a
-(switch, in_port, class) on the same path and reported, never followed.
+apply and write actions, groups) and across links. A set_field rewrites the
+header: the rewritten set is re-classified and the walk forks into every class
+it meets. Loops are detected by revisiting a (switch, in_port, class) on the
+same path and reported, never followed.
+
+Two modes:
+  * class walks (the model's index) follow the classes' actions and record path
+    templates: each hop names the elements it consulted, Verify_Port is computed,
+    Verify_Rule is left to the header (cpc.model.Model.expected);
+  * identity walks (trace, and rewritten paths) follow a header set entry by entry,
+    forking where it meets several entries, and accumulate both Verify tags exactly
+    as the data plane writes them (DESIGN.md, Algorithm 1).
 """
 
 from __future__ import annotations
@@ -44,21 +51,21 @@ class State:
     action_set: tuple = ()
     alternative: bool = False
     rewritten: bool = False
-    nrules: int = 0  # entries matched so far on the whole path (the CRC chain's length)
+    rw: tuple = ()  # fields rewritten so far
 
     def moved_to(self, dpid: int, in_port: int, hops: tuple) -> State:
         """This packet as it arrives at the next switch (the walk's most frequent copy)."""
         return State(
             self.ingress, dpid, in_port, self.ap, self.hdr, self.src, self.vport, self.vrule,
             hops, self.visited, self.rules, self.action_set, self.alternative, self.rewritten,
-            self.nrules,
+            self.rw,
         )  # fmt: skip
 
     def copy(self, **kw) -> State:
         s = State(
             self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
             self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
-            self.rewritten, self.nrules,
+            self.rewritten, self.rw,
         )  # fmt: skip
         for k, v in kw.items():
             setattr(s, k, v)
@@ -71,12 +78,13 @@ class Outcome:
     final_ap: int
     final_hdr: object | None  # set when the header was rewritten
     src: object | None
+    rw: tuple  # the fields rewritten on the way
 
 
 @dataclass
 class WalkResult:
-    # Raw outcomes while walking: (ingress, kind, port, hops, vport, vrule, nrules, alternative,
-    # reason, final_ap, final_hdr, src, rewritten); turned into Outcome records at the end.
+    # Raw outcomes while walking: (ingress, kind, port, hops, vport, vrule, alternative,
+    # reason, final_ap, final_hdr, src, rewritten, rw); turned into Outcome records at the end.
     raw: list[tuple] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
@@ -86,11 +94,10 @@ class WalkResult:
 class Walker:
     """Walks header classes through a model (see cpc.model.Model for the state it reads).
 
-    Within one walk of a class, the outcomes from a switch onwards (a suffix) do not
-    depend on how the packet got there, except through the tags: Verify_Port ORs, and
-    the CRC chain is affine in its start value, crc(d, i) = crc(d, 0) ^ crc(0^len(d), i).
-    So each suffix is computed once, from zero tags, and composed onto every path that
-    reaches it. Suffixes that loop or rewrite the header are walked directly instead.
+    Within one class walk, the outcomes from a switch onwards (a suffix) do not depend on
+    how the packet got there, except through Verify_Port, which ORs. So each suffix is
+    computed once and composed onto every path that reaches it. Suffixes that loop or
+    rewrite the header are walked directly instead.
     """
 
     def __init__(self, model) -> None:
@@ -98,6 +105,7 @@ class Walker:
         # cyclic GC frees, and model builds freeze the GC's view (cpc.model.gc_paused).
         self._model = weakref.ref(model)
         self.m = None  # the model, during a walk
+        self._identity = False
         self.part = model.part
         self.space = model.space
         self.topo = model.topo
@@ -138,12 +146,21 @@ class Walker:
         self.plans[beh] = plan
         return plan
 
-    def walk(self, ap: int, ingresses, hdr=None, local: bool = False) -> WalkResult:
+    def walk(
+        self, ap: int, ingresses, hdr=None, local: bool = False, identity: bool = False
+    ) -> WalkResult:
+        """Walk class ap (or its subset hdr) in at each ingress.
+
+        identity=True (needs hdr) follows the entries and computes both tags; otherwise
+        hops name the elements consulted and Verify_Rule is left 0.
+        """
         self.m = self._model()
+        self._identity = identity
         try:
             return self._walk(ap, ingresses, hdr, local)
         finally:
             self.m = None
+            self._identity = False
 
     def _walk(self, ap: int, ingresses, hdr, local: bool) -> WalkResult:
         res = WalkResult()
@@ -159,9 +176,9 @@ class Walker:
             Outcome(
                 Delivery(ing, kind, (hops[-1].dpid, port) if kind == "egress" else None, hops, vport, vrule,
                          reason, alt, rewritten),
-                final_ap, final_hdr, src,
+                final_ap, final_hdr, src, rw,
             )
-            for ing, kind, port, hops, vport, vrule, _n, alt, reason, final_ap, final_hdr, src, rewritten in res.raw
+            for ing, kind, port, hops, vport, vrule, alt, reason, final_ap, final_hdr, src, rewritten, rw in res.raw
         ]  # fmt: skip
         res.raw = []
         return res
@@ -190,24 +207,17 @@ class Walker:
             res.through |= sub.through
         if sub.groups:
             res.groups |= sub.groups
-        if any(r[1] == "loop" or r[12] for r in sub.raw):
+        if any(r[1] == "loop" or r[11] for r in sub.raw):
             return None
         return sub.raw
 
     @staticmethod
     def _compose(res: WalkResult, st: State, suffix) -> None:
-        ing, vport, vrule, hops, alt, n0 = (
-            st.ingress,
-            st.vport,
-            st.vrule,
-            st.hops,
-            st.alternative,
-            st.nrules,
-        )
+        ing, vport, hops, alt = st.ingress, st.vport, st.hops, st.alternative
         append = res.raw.append
-        for _i, kind, port, h, vp, vr, n, a, reason, fap, _fh, _src, _rw in suffix:
-            append((ing, kind, port, hops + h, vport | vp, vr ^ crc_hqx(_ZEROS[n], vrule), n0 + n,
-                    alt or a, reason, fap, None, None, False))  # fmt: skip
+        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rewritten, _rw in suffix:
+            append((ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None, None,
+                    False, ()))  # fmt: skip
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         key = (st.dpid, st.in_port, st.ap)
@@ -224,36 +234,54 @@ class Walker:
             self._end(res, st, "drop", None, "dropped by the entry's actions")
 
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
-        beh = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
-        plan = self._plan(beh) if beh is not None else None
-        if plan is not None:  # fast path: a table-0 entry that only outputs
-            st.vport |= self.m.port_bits(st.dpid, st.in_port)
-            st.vrule = crc_hqx(beh.ur, st.vrule)
-            st.rules = (beh.ref,)
-            st.nrules += 1
-            ports, groups = plan
-            if groups:
-                res.groups.update(groups)
-            for port, alt in ports:
-                self._output(
-                    res,
-                    st.copy(alternative=True) if alt and not st.alternative else st,
-                    port,
-                    local,
-                )
-            return
         st.action_set = ()
-        self._table(res, st, 0, local)
+        if self._identity:
+            self._table(res, st, 0, local)
+            return
+        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
+        plan = self._plan(act) if act is not None else None
+        if plan is None:
+            self._table(res, st, 0, local)
+            return
+        # Fast path: a table-0 action that only outputs.
+        st.vport |= self.m.port_bits(st.dpid, st.in_port)
+        st.rules = (el.idx,)
+        ports, groups = plan
+        if groups:
+            res.groups.update(groups)
+        for port, alt in ports:
+            self._output(
+                res, st.copy(alternative=True) if alt and not st.alternative else st, port, local
+            )
 
     def _table(self, res: WalkResult, st: State, table: int, local: bool) -> None:
-        beh = self.m.lookup(st.dpid, table, st.in_port, st.ap)
+        if not self._identity:
+            el, act = self.m.lookup(st.dpid, table, st.in_port, st.ap)
+            self._entry(res, st, table, local, act, el.idx if el is not None else None)
+            return
+        el = self.m.element_for(st.dpid, table, st.in_port)
+        if el is None:
+            self._entry(res, st, table, local, None, None)
+            return
+        pieces = el.ident.split(st.hdr)
+        if len(pieces) == 1:
+            self._entry(res, st, table, local, pieces[0][0], None)
+            return
+        for beh, part in pieces:
+            self._entry(res, st.copy(hdr=part), table, local, beh, None)
+
+    def _entry(self, res: WalkResult, st: State, table: int, local: bool, beh, elem) -> None:
+        """Apply what matched at a table: an entry's behaviour (identity walks) or a class's
+        action at element elem (class walks); None is the table-miss."""
         if beh is None:
             self._end(res, st, "drop", None, f"table-miss in table {table}")
             return
         st.vport |= self.m.port_bits(st.dpid, st.in_port)
-        st.vrule = crc_hqx(beh.ur, st.vrule)
-        st.rules = st.rules + (beh.ref,)
-        st.nrules += 1
+        if elem is None:
+            st.vrule = crc_hqx(beh.ur, st.vrule)
+            st.rules = st.rules + (beh.ref,)
+        else:
+            st.rules = st.rules + (elem,)
         ins = beh.instructions
 
         def after_apply(s: State) -> None:
@@ -359,7 +387,8 @@ class Walker:
             pre = (st.src if st.src is not None else self.part.bdd_of[st.ap]) & space.exist_fields(
                 sub, [fname]
             )
-            out.append(st.copy(ap=ap, hdr=sub, src=pre, rewritten=True))
+            rw = st.rw if fname in st.rw else tuple(sorted((*st.rw, fname)))
+            out.append(st.copy(ap=ap, hdr=sub, src=pre, rewritten=True, rw=rw))
         if not out:  # cannot happen while classes cover the header space; keep the path visible
             self._end(res, st, "drop", None, "rewrite produced no header")
         return out
@@ -368,29 +397,13 @@ class Walker:
         if hop is None:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
         res.raw.append((
-            st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.nrules, st.alternative,
-            reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten,
+            st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.alternative,
+            reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
         ))  # fmt: skip
 
 
 _UNSET = object()
 
-
-class _Zeros:
-    """bytes(23 * n) for n rules, cached: the CRC start-value term of a chain of n rules."""
-
-    def __init__(self) -> None:
-        self._cache: dict[int, bytes] = {}
-
-    def __getitem__(self, n: int) -> bytes:
-        z = self._cache.get(n)
-        if z is None:
-            z = self._cache[n] = bytes(RULE_BYTES * n)
-        return z
-
-
-RULE_BYTES = 23
-_ZEROS = _Zeros()
 
 _SET_ORDER = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
 

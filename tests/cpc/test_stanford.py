@@ -473,9 +473,7 @@ def _check_empty(net, model, headers):
     fresh = Model(net.topo)
     fresh.add_entries([], net.groups)
     for m in (model, fresh):
-        m.space._field_cache.clear()
-        m.space._match_cache.clear()
-        m.part._cand_cache.clear()
+        m.drop_caches()
         gc.collect()
     assert len(model.space.bdd) <= len(fresh.space.bdd) + 64
 
