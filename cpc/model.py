@@ -113,7 +113,7 @@ class Model:
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
         # final class -> egress -> [(template Delivery, final header set or None, start class,
-        # fields rewritten on the way)]
+        # fields rewritten on the way, the elements its path consults in order)]
         self._expect: dict[int, dict[Port, list]] = {}
         self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
@@ -201,11 +201,7 @@ class Model:
             if isinstance(it, Group):
                 self._groups[(it.dpid, it.group_id)] = it
         self.walker.forget_groups()
-        n = 0
-        for it in items:
-            if isinstance(it, FlowEntry):
-                self._add(it, check_overlap=False)
-                n += 1
+        n = self._bulk_add([it for it in items if isinstance(it, FlowEntry)])
         self.build()
         return n
 
@@ -219,8 +215,7 @@ class Model:
             for g in groups:
                 self._groups[(g.dpid, g.group_id)] = g
             self.walker.forget_groups()
-            for e in entries:
-                self._add(e, check_overlap=False)
+            self._bulk_add(list(entries))
             self.build()
 
     def apply(self, fm: FlowMod) -> Update:
@@ -348,6 +343,38 @@ class Model:
         self._region = self._region | m
         for t in targets:
             self._insert(t, entry, beh, m)
+
+    def _bulk_add(self, entries: list[FlowEntry]) -> int:
+        """Add many entries, then derive the classes in one refinement.
+
+        Entries go in highest priority first, so none takes headers from an entry already
+        in place; the classes are then cut from each element's per-action regions, which
+        never creates two classes with the same owners (nothing to merge).
+        """
+        for e in entries:  # check everything first: a bad batch is never half-applied
+            self._check_switch(e.dpid, e.source)
+            self._check_goto(e)
+        for e in entries:  # in_port elements first: wildcard entries then enter them too
+            if e.match.in_port is not None:
+                self._element(e.dpid, e.table, e.match.in_port)
+        for e in sorted(entries, key=lambda e: -e.priority):  # stable: ties keep file order
+            el = self._element(e.dpid, e.table, e.match.in_port)
+            key = Element.key_of(e)
+            old = el.entries.get(key)
+            if old is not None:
+                self._replace(old, e)
+                continue
+            el.entries[key] = e
+            beh = self._behaviour(e)
+            m = self.space.match_bdd(e.match.fields)
+            for t in self._targets(el):
+                t.ident.insert(e, beh, m, bulk=True)
+        self.part = self.walker.part = Partition(self.space)
+        for el in self._elem_list:
+            el.ident.finish_bulk()
+            for act, region in el.ident.action_regions():
+                self._move(el, region, act)
+        return len(entries)
 
     def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:
         act = beh.action
@@ -546,8 +573,9 @@ class Model:
             if d.kind != "egress":
                 continue
             pairs.add((d.ingress, d.egress))
+            elems = tuple(i for h in d.hops for i in h.rules)
             self._expect.setdefault(o.final_ap, {}).setdefault(d.egress, []).append(
-                (d, o.final_hdr, ap, o.rw)
+                (d, o.final_hdr, ap, o.rw, elems)
             )
             self._pairs[(d.ingress, d.egress)].add(ap)
         if pairs:
@@ -603,23 +631,22 @@ class Model:
     def classify(self, header) -> int:
         return self.part.classify(header)
 
-    def expected(self, egress: Port, header) -> list[Expected]:
-        """Every (ingress, path, tags) the model allows for header sampled leaving at egress.
+    def expected(self, egress: Port, header, verify_port: int | None = None) -> list[Expected]:
+        """Every (ingress, path, tags) the model allows for header sampled leaving at egress
+        (only those with this Verify_Port, when given).
 
         The class's path templates name the elements each path consults; the entry the
         header matches at each of them gives the hop's rules and the Verify_Rule chain.
         Paths that rewrote the header are walked again for the headers that can end as
         this one.
         """
-        by_eg = self._expect.get(self.part.classify(header))
-        lst = by_eg.get(egress) if by_eg else None
-        if not lst:
-            return []
         out: list[Expected] = []
         seen: dict[int, Behaviour] = {}  # element -> the entry the header matches there
         elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
-        for d, final_hdr, ap, rw in lst:
+        for d, final_hdr, ap, rw, _ in self._templates(egress, header):
+            if verify_port is not None and d.verify_port != verify_port:
+                continue
             if final_hdr is not None:
                 if self.space.contains(final_hdr, header):
                     again.setdefault((ap, d.ingress), set()).update(rw)
@@ -637,8 +664,44 @@ class Model:
                 hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
             out.append(Expected(d.ingress, tuple(hops), d.verify_port, vrule))
         for (ap, ingress), rw in again.items():
-            out += self._expected_rewritten(ap, ingress, egress, header, rw)
+            out += [
+                e
+                for e in self._expected_rewritten(ap, ingress, egress, header, rw)
+                if verify_port is None or e.verify_port == verify_port
+            ]
         return out
+
+    def allows(self, egress: Port, header, verify_port: int, verify_rule: int) -> bool:
+        """Is (verify_port, verify_rule) a tag pair the model expects for header at egress?
+
+        The tester's hot path: only the paths with this Verify_Port are chained.
+        """
+        seen: dict[int, Behaviour] = {}
+        elems = self._elem_list
+        rewritten = False
+        for d, final_hdr, _, _, path in self._templates(egress, header):
+            if d.verify_port != verify_port:
+                continue
+            if final_hdr is not None:
+                rewritten = True
+                continue
+            vrule = VERIFY_RULE_INIT
+            for i in path:
+                b = seen.get(i)
+                if b is None:
+                    b = seen[i] = elems[i].ident.identify(header)
+                vrule = crc_hqx(b.ur, vrule)
+            if vrule == verify_rule:
+                return True
+        if rewritten:
+            return any(
+                e.verify_rule == verify_rule for e in self.expected(egress, header, verify_port)
+            )
+        return False
+
+    def _templates(self, egress: Port, header) -> list:
+        by_eg = self._expect.get(self.part.classify(header))
+        return by_eg.get(egress, ()) if by_eg else ()
 
     def _expected_rewritten(self, ap: int, ingress: Port, egress: Port, header, rw) -> list:
         space = self.space

@@ -101,13 +101,46 @@ class Identities(Labels):
         self._prefix: dict[tuple[int, int], list[FlowEntry]] = {}
         self._sorted: list[tuple[int, int, FlowEntry]] = []  # (dst low, seq, entry)
         self._other: list[FlowEntry] = []  # entries whose ipv4_dst mask is not a prefix
+        self._length_count: dict[int, int] = {}
+        self._prio_count: dict[int, int] = {}
+        self._low: int | None = None  # the lowest priority here (None: to be recomputed)
+        self._bulk = False  # the sorted index waits for finish_bulk()
+        self._label_stale = False  # the label waits for its first use
+        self._lengths: list[int] = []  # the destination prefix lengths present
 
     def __len__(self) -> int:
         return len(self._entry)
 
     def identify(self, header) -> Behaviour | None:
-        """The behaviour of the entry a concrete header matches here (None: table-miss)."""
-        return self.beh.get(self.classify(header))
+        """The behaviour of the entry a concrete header matches here (None: table-miss).
+
+        A routing table answers fastest from its destination prefixes: the buckets along
+        the header's destination, highest priority wins (then the earlier entry, as in the
+        effective regions). Tables with many entries that do not key on a destination
+        prefix walk the labelled regions instead.
+        """
+        if len(self._other) + len(self._prefix.get((0, 0), ())) > _SCAN_MAX:
+            return self.beh.get(self.classify(header))
+        get = header.get
+        dst = get("ipv4_dst", 0)
+        best = None
+        best_p, best_seq = -1, 0
+        prefix, seq = self._prefix, self._seq
+        for bucket in [prefix.get((n, dst & _MASKS[n])) for n in self._lengths] + [self._other]:
+            for e in bucket or ():
+                p = e.priority
+                if p < best_p:
+                    continue
+                for f, v, m in e.match.fields:
+                    if (get(f, 0) & m) != v:
+                        break
+                else:
+                    k = (e.match.fields, p)
+                    if p > best_p or seq[k] < best_seq:
+                        best, best_p, best_seq = e, p, seq[k]
+        if best is None:
+            return None
+        return self.beh[self._id[(best.match.fields, best.priority)]]
 
     def split(self, hdr) -> list[tuple[Behaviour | None, object]]:
         """The header set hdr cut by entry: [(behaviour or None for the miss, part)]."""
@@ -122,11 +155,19 @@ class Identities(Labels):
                 out.append((self.beh.get(ident), part))
         return out
 
-    def insert(self, entry: FlowEntry, beh: Behaviour, m) -> list[tuple[object, Behaviour | None]]:
-        """Add an entry (match BDD m); returns the regions it took, with who had them."""
+    def insert(
+        self, entry: FlowEntry, beh: Behaviour, m, bulk: bool = False
+    ) -> list[tuple[object, Behaviour | None]]:
+        """Add an entry (match BDD m); returns the regions it took, with who had them.
+
+        bulk=True defers the sorted index to finish_bulk().
+        """
         key = Element.key_of(entry)
-        lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
-        self._index(entry)
+        if self._entry and entry.priority > self._lowest():
+            lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
+        else:
+            lower = []  # nothing here has a lower priority (bulk loads go highest first)
+        self._index(entry, bulk=bulk)
         false = self.space.false
         taken = []
         g = self.miss & m
@@ -145,9 +186,38 @@ class Identities(Labels):
         self.beh[ident] = beh
         region = self.space.union(g for g, _ in taken)
         self.eff[key] = region
-        if region != false:
+        if bulk:
+            self._bulk = True
+            self._label_stale = True
+        elif region != false:
             self._relabel(region, ident)
         return taken
+
+    def finish_bulk(self) -> None:
+        if self._bulk:
+            self._bulk = False
+            self._sorted.sort(key=lambda t: t[0])
+
+    # The label is built when first needed: a routing table identifies headers from its
+    # prefix index and may never need it.
+    def _relabel(self, region, ident: int) -> None:
+        if not self._label_stale:
+            super()._relabel(region, ident)
+
+    def _fresh_label(self) -> None:
+        if self._label_stale:
+            self._label_stale = False
+            self.label = self._cube[self.miss_id]
+            for key, region in self.eff.items():
+                super()._relabel(region, self._id[key])
+
+    def classify(self, header) -> int:
+        self._fresh_label()
+        return super().classify(header)
+
+    def candidates(self, pred, budget: int = 256) -> list[int]:
+        self._fresh_label()
+        return super().candidates(pred, budget)
 
     def remove(self, entry: FlowEntry) -> list[tuple[object, Behaviour | None]]:
         """Drop an entry; returns its region's pieces with the entries (or None) that get them."""
@@ -188,6 +258,19 @@ class Identities(Labels):
         self._pending_free.clear()
         return given
 
+    def _lowest(self) -> int:
+        low = self._low
+        if low is None:
+            low = self._low = min(self._prio_count)
+        return low
+
+    def action_regions(self) -> list[tuple[object, object]]:
+        """(action, the headers this element applies it to), for every action in use."""
+        by: dict[object, list] = {}
+        for key, region in self.eff.items():
+            by.setdefault(self.beh[self._id[key]].action, []).append(region)
+        return [(act, self.space.union(regs)) for act, regs in by.items()]
+
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""
         return sorted(self._entry.values(), key=lambda e: self._seq[Element.key_of(e)])
@@ -202,21 +285,40 @@ class Identities(Labels):
         return self.eff[key]
 
     # --- overlap index ------------------------------------------------------------------------
-    def _index(self, entry: FlowEntry, seq: int | None = None) -> None:
+    def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
         key = Element.key_of(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
         self._seq[key] = seq
+        p = entry.priority
+        self._prio_count[p] = self._prio_count.get(p, 0) + 1
+        if self._low is not None and p < self._low:
+            self._low = p
         pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.append(entry)
         else:
             self._prefix.setdefault(pfx, []).append(entry)
-            bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
+            if bulk:
+                self._sorted.append((pfx[1], seq, entry))
+            else:
+                bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
+            n = self._length_count.get(pfx[0], 0)
+            self._length_count[pfx[0]] = n + 1
+            if not n:
+                self._lengths = sorted(self._length_count)
 
     def _unindex(self, entry: FlowEntry) -> None:
         key = Element.key_of(entry)
         del self._entry[key]
+        p = entry.priority
+        n = self._prio_count[p] - 1
+        if n:
+            self._prio_count[p] = n
+        else:
+            del self._prio_count[p]
+            if p == self._low:
+                self._low = None
         pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.remove(entry)
@@ -225,6 +327,12 @@ class Identities(Labels):
         bucket.remove(entry)
         if not bucket:
             del self._prefix[pfx]
+        n = self._length_count[pfx[0]] - 1
+        if n:
+            self._length_count[pfx[0]] = n
+        else:
+            del self._length_count[pfx[0]]
+            self._lengths = sorted(self._length_count)
         lo = bisect.bisect_left(self._sorted, pfx[1], key=lambda t: t[0])
         while self._sorted[lo][2] is not entry:
             lo += 1
@@ -238,9 +346,10 @@ class Identities(Labels):
             found += [e for _, _, e in self._sorted]
         else:
             plen, value = pfx
-            for length in range(plen + 1):  # the prefix itself and its ancestors
-                mask = _plen_mask(length)
-                found += self._prefix.get((length, value & mask), ())
+            for length in self._lengths:  # the prefix itself and its ancestors
+                if length > plen:
+                    break
+                found += self._prefix.get((length, value & _MASKS[length]), ())
             hi = value | (~_plen_mask(plen) & 0xFFFFFFFF)
             lo_i = bisect.bisect_left(self._sorted, value, key=lambda t: t[0])
             hi_i = bisect.bisect_right(self._sorted, hi, key=lambda t: t[0])
@@ -253,6 +362,16 @@ class Identities(Labels):
 
 def _plen_mask(length: int) -> int:
     return (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+
+
+_MASKS = [_plen_mask(n) for n in range(33)]
+_SCAN_MAX = 8  # entries without a destination prefix that identify() would scan
+
+
+def _fields_match(entry: FlowEntry, header) -> bool:
+    # The element already stands for one in_port: only the header fields remain.
+    get = header.get
+    return all((get(f, 0) & m) == v for f, v, m in entry.match.fields)
 
 
 def _dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
