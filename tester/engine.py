@@ -1,9 +1,11 @@
 """The tester: sFlow datagrams in, stored and reported faults out.
 
 Per report sample the hot path is: decode, map ifIndex to (dpid, port), parse the
-frame, `model.classify(header)`, a dict lookup of the expected alternatives keyed by
-(egress, class id) and checked against `model.version`, and a set lookup of the
-actual (Verify_Port, Verify_Rule). Only on a miss or a fault does it do more.
+frame, `model.classify(header)` (for the hold-back of recently updated classes), and
+`model.allows(egress, header, Verify_Port, Verify_Rule)`, which chains the Verify_Rule
+of only the expected paths with the sampled Verify_Port; a positive answer is cached
+per (egress, header, tags) for one model version. Only on a fault does it ask for every
+alternative (`model.expected`).
 
 The daemon calls `process_datagram()` (the collector does), `tick()` about once a
 second, `answer_localization()` when it has polled flow tables, and reads `stats`.
@@ -45,6 +47,8 @@ class ModelLike(Protocol):
     version: int
 
     def expected(self, egress: Port, header: dict) -> list[Expected]: ...
+
+    def allows(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> bool: ...
 
     def classify(self, header: dict) -> int: ...
 
@@ -179,7 +183,8 @@ class Tester:
         self.clock = clock
         self.stats = TesterStats()
         self.rlog = RateLimitedLog(log)
-        self._cache: dict[tuple[Port, int], tuple[int, Alternatives]] = {}
+        self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
+        self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
         self._seq: dict[tuple[str, int], int] = {}
         self._ifstate: dict[tuple[str, int], tuple[bool, int]] = {}
         # Resolution watch: header-class key -> fault ids; fault id -> consistent-since.
@@ -230,8 +235,9 @@ class Tester:
             self._labels_ver = self.model.version
         return self._labels.get(cls, ())
 
-    def alternatives(self, egress: Port, header: dict, cls: int) -> Alternatives:
-        key = (egress, cls)
+    def alternatives(self, egress: Port, header: dict) -> Alternatives:
+        """Every expected (ingress, path, tags) for header at egress, cached per version."""
+        key = (egress, tuple(header.items()))
         ver = self.model.version
         hit = self._cache.get(key)
         if hit is not None and hit[0] == ver:
@@ -243,6 +249,21 @@ class Tester:
             self._cache.clear()
         self._cache[key] = (ver, alts)
         return alts
+
+    def allows(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> bool:
+        """Does the model expect these tags for header at egress? Yes-answers are cached."""
+        key = (egress, tuple(header.items()), verify_port, verify_rule)
+        ver = self.model.version
+        if self._allowed.get(key) == ver:
+            self.stats.cache_hits += 1
+            return True
+        self.stats.cache_misses += 1
+        ok = self.model.allows(egress, header, verify_port, verify_rule)
+        if ok:
+            if len(self._allowed) >= self.CACHE_MAX:
+                self._allowed.clear()
+            self._allowed[key] = ver
+        return ok
 
     # ------------------------------------------------------------ input
 
@@ -341,15 +362,15 @@ class Tester:
         if held:
             st.held_transient += 1
             return None
-        alts = self.alternatives(egress, hdr, cls)
         labels = self.class_labels(cls) if self._fault_hdr else ()
-        if (pf.verify_port, pf.verify_rule) in alts.tags:
+        if self.allows(egress, hdr, pf.verify_port, pf.verify_rule):
             st.consistent += 1
             for label in labels:
                 for fid in self._by_class.get(label, ()):
                     if self._since.get(fid, 0) is None:
                         self._since[fid] = now
             return None
+        alts = self.alternatives(egress, hdr)
         verdict = compare(alts, pf.verify_port, pf.verify_rule, self.ports, self.rules_at)
         if verdict is None:  # pragma: no cover - compare agrees with the tag set
             st.consistent += 1
@@ -401,7 +422,7 @@ class Tester:
             "detail": v.detail,
             "filter_location": v.location,
         }
-        expected = [_tags(e) for e in self._alts_for_record(egress, cls)]
+        expected = [_tags(e) for e in self._alts_for_record(egress, hdr)]
         fid, new = self.store.record(
             v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
             expected, {"verify_port": vp, "verify_rule": vr}, localization,
@@ -415,8 +436,8 @@ class Tester:
             LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location) if new else None,
         )
 
-    def _alts_for_record(self, egress: Port, cls: int) -> tuple[Expected, ...]:
-        hit = self._cache.get((egress, cls))
+    def _alts_for_record(self, egress: Port, hdr: dict) -> tuple[Expected, ...]:
+        hit = self._cache.get((egress, tuple(hdr.items())))
         return hit[1].expected if hit else ()
 
     def _note_fault(self, fid: int, key: str, kind: str, now: float, new: bool) -> None:

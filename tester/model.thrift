@@ -30,13 +30,17 @@ struct Query {
   1: i64 egress_dpid,
   2: i32 egress_port,
   3: map<string, i64> header,
+  4: i64 verify_port = -1,    // the report's tags; -1: only classify
+  5: i32 verify_rule = -1,
 }
 
-// The class of a header, and until when reports of it are held back (a model update
-// touched it less than `settle` seconds ago; 0: not held). Valid for Lookup.version.
+// The class of a header, until when reports of it are held back (a model update
+// touched it less than `settle` seconds ago; 0: not held), and whether the model
+// expects the query's tags for it at that egress. Valid for Lookup.version.
 struct Answer {
   1: i32 class_id,
   2: double held_until,
+  3: bool allowed = false,
 }
 
 struct Lookup {

@@ -87,8 +87,10 @@ def expected_from_thrift(t) -> Expected:
     return Expected((t.ingress_dpid, t.ingress_port), hops, t.verify_port, t.verify_rule)
 
 
-def query(egress: Port, header: dict):
-    return THRIFT.Query(egress[0], egress[1], {k: int(v) for k, v in header.items()})
+def query(egress: Port, header: dict, verify_port: int = -1, verify_rule: int = -1):
+    return THRIFT.Query(
+        egress[0], egress[1], {k: int(v) for k, v in header.items()}, verify_port, verify_rule
+    )
 
 
 class RemoteModel:
@@ -105,23 +107,25 @@ class RemoteModel:
         self.client = client
         self.version_now = version_now
         self.version = client.version()
-        self._answers: dict[int, tuple[int, float]] = {}  # id(header) -> (class, held until)
-        self._cache: dict[tuple, tuple[int, float]] = {}
+        # id(header) -> (class, held until, tags allowed)
+        self._answers: dict[int, tuple[int, float, bool]] = {}
+        self._cache: dict[tuple, tuple[int, float, bool]] = {}
         self._cache_ver = -1
         self._rules: tuple[int, dict[int, list[RuleRef]]] = (-1, {})
         self.rpcs = 0
 
-    def _lookup(self, queries: list[tuple[Port, dict]], now: float):
-        res = self.client.lookup([query(eg, h) for eg, h in queries], now)
+    def _lookup(self, queries: list[tuple], now: float):
+        res = self.client.lookup([query(*q) for q in queries], now)
         self.rpcs += 1
         if res.version != self._cache_ver:
             self._cache.clear()
             self._cache_ver = res.version
         self.version = res.version
-        return [(a.class_id, a.held_until) for a in res.answers]
+        return [(a.class_id, a.held_until, a.allowed) for a in res.answers]
 
-    def prefetch(self, queries: list[tuple[Port, dict]], now: float) -> None:
-        """Classify the headers of one datagram, in at most one call. The caller keeps them alive."""
+    def prefetch(self, queries: list[tuple[Port, dict, int, int]], now: float) -> None:
+        """Classify and judge the reports of one datagram, (egress, header, Verify_Port,
+        Verify_Rule) each, in at most one call. The caller keeps the headers alive."""
         self._answers.clear()
         if self.version_now is not None:
             ver = self.version_now()
@@ -130,24 +134,25 @@ class RemoteModel:
                 self._cache_ver = ver
             self.version = ver
         if self.version_now is None:  # nothing tells when a cached answer goes stale
-            for (_, h), a in zip(queries, self._lookup(queries, now), strict=True):
-                self._answers[id(h)] = a
+            for q, a in zip(queries, self._lookup(queries, now), strict=True):
+                self._answers[id(q[1])] = a
             return
         cache, misses = self._cache, []
-        for eg, h in queries:
-            k = (eg, tuple(h.items()))
+        for q in queries:
+            eg, h, vp, vr = q
+            k = (eg, tuple(h.items()), vp, vr)
             a = cache.get(k)
             if a is None:
-                misses.append((eg, h, k))
+                misses.append((q, k))
             else:
                 self._answers[id(h)] = a
         if not misses:
             return
-        answers = self._lookup([(eg, h) for eg, h, _ in misses], now)
+        answers = self._lookup([q for q, _ in misses], now)
         if len(cache) + len(misses) > self.CACHE_MAX:
             cache.clear()
-        for (_, h, k), a in zip(misses, answers, strict=True):
-            self._answers[id(h)] = cache[k] = a
+        for (q, k), a in zip(misses, answers, strict=True):
+            self._answers[id(q[1])] = cache[k] = a
 
     def answer(self, header: dict, now: float) -> tuple[int, bool]:
         a = self._answers.get(id(header))
@@ -157,6 +162,12 @@ class RemoteModel:
 
     def classify(self, header: dict) -> int:
         return self.answer(header, time.time())[0]
+
+    def allows(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> bool:
+        a = self._answers.get(id(header))
+        if a is None:  # not prefetched: ask alone
+            a = self._lookup([(egress, header, verify_port, verify_rule)], time.time())[0]
+        return a[2]
 
     def expected(self, egress: Port, header: dict) -> list[Expected]:
         self.rpcs += 1
@@ -257,7 +268,7 @@ class WorkerTester(Tester):
             pf = frames[s.header] = parse_frame(s.header)
             egress = lookup(dg.agent, dg.sub_agent, egress_if_index(s))
             if egress is not None and pf.has_verify and pf.complete:
-                queries.append((egress, pf.header))
+                queries.append((egress, pf.header, pf.verify_port, pf.verify_rule))
         self._frames = frames
         self.remote.prefetch(queries, now)
         try:

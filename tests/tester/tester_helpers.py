@@ -54,3 +54,9 @@ class FakeModel:
     def expected(self, egress, header):
         self.calls += 1
         return list(self.table.get((egress, header["ipv4_dst"]), []))
+
+    def allows(self, egress, header, verify_port, verify_rule):
+        return any(
+            (e.verify_port, e.verify_rule) == (verify_port, verify_rule)
+            for e in self.expected(egress, header)
+        )
