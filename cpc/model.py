@@ -18,8 +18,8 @@ entries, and the Verify_Rule chain, for the concrete header.
 from __future__ import annotations
 
 import gc
-from binascii import crc_hqx
 import logging
+from binascii import crc_hqx
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -545,7 +545,9 @@ class Model:
             keep = [o for o in old if o.delivery.ingress not in redo]
         else:
             keep = [
-                Outcome(o.delivery, ap, None, None, ()) for o in old if o.delivery.ingress not in redo
+                Outcome(o.delivery, ap, None, None, ())
+                for o in old
+                if o.delivery.ingress not in redo
             ]
         if base != ap:
             for users in self._group_users.values():

@@ -2,9 +2,10 @@
 
 A class is a set of headers that every table of the network treats alike: at
 each element (one switch table, or the in_port-specific part of one) all its
-headers are owned by the same behaviour (the entry's Verify identity and
-instructions). Updates split and move only the classes that a rule's match
-touches, in the style of APKeep, and merge classes that become alike again.
+headers get the same action (the matched entry's instructions; which entry it was
+is kept per element, cpc.tables.Identities). Updates split and move only the
+classes whose action changes at an element, in the style of APKeep, and merge
+classes that become alike again.
 
 The classes are labelled inside one BDD, `label`, whose header variables are
 followed by CLASS_ID_BITS label variables: for every header h, label(h, id) is
@@ -100,7 +101,6 @@ class Labels:
         self._cand_cache[int(pred)] = (pred, out)  # holding pred keeps its node id unique
         return out
 
-
     def _candidates(self, pred, budget: int) -> list[int]:
         u = self.label & pred
         id_level = self.space.id_level
@@ -161,7 +161,6 @@ class Labels:
         return [i for i in out if i in self._cube]
 
 
-
 class Partition(Labels):
     """The network's header classes: regions that every element treats alike."""
 
@@ -214,7 +213,7 @@ class Partition(Labels):
         return new
 
     def set_owner(self, ap: int, elem: int, key) -> None:
-        """Record that element elem hands class ap to behaviour key (None: table-miss)."""
+        """Record that element elem applies action key to class ap (None: table-miss)."""
         owners = self.owners[ap]
         old = owners.get(elem)
         if old is key:

@@ -147,10 +147,8 @@ class Identities(Labels):
         out = []
         false = self.space.false
         for ident in self.candidates(hdr):
-            if ident == self.miss_id:
-                part = hdr & self.miss
-            else:
-                part = hdr & self.eff[self._key[ident]]
+            region = self.miss if ident == self.miss_id else self.eff[self._key[ident]]
+            part = hdr & region
             if part != false:
                 out.append((self.beh.get(ident), part))
         return out
@@ -355,9 +353,7 @@ class Identities(Labels):
             hi_i = bisect.bisect_right(self._sorted, hi, key=lambda t: t[0])
             found += [e for _, _, e in self._sorted[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
         key = Element.key_of(entry)
-        return [
-            e for e in found if Element.key_of(e) != key and e.match.overlaps(entry.match)
-        ]
+        return [e for e in found if Element.key_of(e) != key and e.match.overlaps(entry.match)]
 
 
 def _plen_mask(length: int) -> int:
