@@ -78,6 +78,12 @@ class Element:
         return (entry.match.fields, entry.priority)
 
 
+def _ikey(entry: FlowEntry) -> tuple:
+    """An entry's key among an element's identities: an in_port element also holds the
+    table's wildcard entries, which may share fields and priority with its own."""
+    return (entry.match.fields, entry.priority, entry.match.in_port)
+
+
 class Identities(Labels):
     """Which entry of one element each header matches: the entries' effective regions.
 
@@ -135,12 +141,12 @@ class Identities(Labels):
                     if (get(f, 0) & m) != v:
                         break
                 else:
-                    k = (e.match.fields, p)
+                    k = (e.match.fields, p, e.match.in_port)
                     if p > best_p or seq[k] < best_seq:
                         best, best_p, best_seq = e, p, seq[k]
         if best is None:
             return None
-        return self.beh[self._id[(best.match.fields, best.priority)]]
+        return self.beh[self._id[_ikey(best)]]
 
     def split(self, hdr) -> list[tuple[Behaviour | None, object]]:
         """The header set hdr cut by entry: [(behaviour or None for the miss, part)]."""
@@ -160,7 +166,7 @@ class Identities(Labels):
 
         bulk=True defers the sorted index to finish_bulk().
         """
-        key = Element.key_of(entry)
+        key = _ikey(entry)
         if self._entry and entry.priority > self._lowest():
             lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
         else:
@@ -173,7 +179,7 @@ class Identities(Labels):
             self.miss = self.miss & ~g
             taken.append((g, None))
         for o in lower:
-            ok = Element.key_of(o)
+            ok = _ikey(o)
             g = self.eff[ok] & m
             if g != false:
                 self.eff[ok] = self.eff[ok] & ~g
@@ -219,15 +225,13 @@ class Identities(Labels):
 
     def remove(self, entry: FlowEntry) -> list[tuple[object, Behaviour | None]]:
         """Drop an entry; returns its region's pieces with the entries (or None) that get them."""
-        key = Element.key_of(entry)
+        key = _ikey(entry)
         seq = self._seq[key]
         lower = sorted(
             (o for o in self.overlapping(entry) if o.priority <= entry.priority),
-            key=lambda o: (-o.priority, self._seq[Element.key_of(o)]),
+            key=lambda o: (-o.priority, self._seq[_ikey(o)]),
         )
-        lower = [
-            o for o in lower if o.priority < entry.priority or self._seq[Element.key_of(o)] > seq
-        ]
+        lower = [o for o in lower if o.priority < entry.priority or self._seq[_ikey(o)] > seq]
         self._unindex(entry)
         ident = self._id.pop(key)
         del self._key[ident]
@@ -241,7 +245,7 @@ class Identities(Labels):
             g = rest & self.space.match_bdd(o.match.fields)
             if g == false:
                 continue
-            ok = Element.key_of(o)
+            ok = _ikey(o)
             oid = self._id[ok]
             self.eff[ok] = self.eff[ok] | g
             self._relabel(g, oid)
@@ -271,11 +275,11 @@ class Identities(Labels):
 
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""
-        return sorted(self._entry.values(), key=lambda e: self._seq[Element.key_of(e)])
+        return sorted(self._entry.values(), key=lambda e: self._seq[_ikey(e)])
 
     def replace(self, entry: FlowEntry, beh: Behaviour):
         """Same match and priority, new behaviour; returns the entry's effective region."""
-        key = Element.key_of(entry)
+        key = _ikey(entry)
         old = self._entry[key]
         self._unindex(old)
         self._index(entry, self._seq[key])
@@ -284,7 +288,7 @@ class Identities(Labels):
 
     # --- overlap index ------------------------------------------------------------------------
     def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
-        key = Element.key_of(entry)
+        key = _ikey(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
         self._seq[key] = seq
@@ -307,7 +311,7 @@ class Identities(Labels):
                 self._lengths = sorted(self._length_count)
 
     def _unindex(self, entry: FlowEntry) -> None:
-        key = Element.key_of(entry)
+        key = _ikey(entry)
         del self._entry[key]
         p = entry.priority
         n = self._prio_count[p] - 1
@@ -352,8 +356,8 @@ class Identities(Labels):
             lo_i = bisect.bisect_left(self._sorted, value, key=lambda t: t[0])
             hi_i = bisect.bisect_right(self._sorted, hi, key=lambda t: t[0])
             found += [e for _, _, e in self._sorted[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
-        key = Element.key_of(entry)
-        return [e for e in found if Element.key_of(e) != key and e.match.overlaps(entry.match)]
+        key = _ikey(entry)
+        return [e for e in found if _ikey(e) != key and e.match.overlaps(entry.match)]
 
 
 def _plen_mask(length: int) -> int:

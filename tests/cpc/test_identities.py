@@ -1,0 +1,82 @@
+"""Which entry each header matches, per element, as tables change (cpc.tables.Identities)."""
+
+from __future__ import annotations
+
+import itertools
+
+from cpc.model import Model
+from cpc.refdp import RefDataPlane
+from cpc.topology import load_topology
+
+TOPO = """\
+switches:
+  - {name: s1, dpid: 1, ports: [1, 2, 3]}
+edge: [s1:1, s1:2, s1:3]
+"""
+HEADERS = [
+    {"eth_type": 0x0800, "ip_proto": 6, "ipv4_dst": dst, "tp_dst": tp}
+    for dst in (0x0A000001, 0x0A000101, 0x0B000001)
+    for tp in (22, 80)
+]
+
+
+def check(model, topo):
+    ref = RefDataPlane(topo, model.entries(), model.groups())
+    for ing in topo.edge_ports():
+        for h in HEADERS:
+            key = lambda d: (d.kind, d.egress, d.hops, d.verify_port, d.verify_rule)  # noqa: E731
+            assert sorted(map(key, model.trace(ing, h))) == sorted(map(key, ref.send(ing, h)))
+            for d in ref.send(ing, h):
+                if d.kind == "egress":
+                    assert model.allows(d.egress, h, d.verify_port, d.verify_rule)
+                    assert not model.allows(d.egress, h, d.verify_port, d.verify_rule ^ 1)
+
+
+def test_in_port_entry_beside_a_wildcard_entry_with_the_same_match(tmp_path):
+    """An in_port element also holds the table's wildcard entries; an entry of its own with
+    the same fields and priority is another entry, added and deleted on its own."""
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO)
+    topo = load_topology(path)
+    flows = [
+        "priority=10,ip,nw_dst=10.0.0.0/16,actions=output:2",
+        "priority=10,in_port=1,ip,nw_dst=10.0.0.0/16,actions=output:3",
+        "priority=20,tcp,tp_dst=22,actions=drop",
+        "priority=5,ip,actions=output:3",
+    ]
+    for order in itertools.permutations(range(len(flows))):
+        model = Model(topo)
+        model.add_entries([])
+        for i in order:
+            model.add_flow(1, flows[i])
+        for e in list(model.entries()):
+            model.apply(delete_strict(e))
+            if sum(x.priority == 10 for x in model.entries()) < 2:  # equal priorities overlap:
+                check(model, topo)  # undefined in OpenFlow while both are there
+        assert model.rule_count() == 0 and model.class_count() == 1
+
+
+def test_identity_only_changes_move_no_class(tmp_path):
+    """A more specific route with its parent's output changes the entry headers match, and
+    the Verify_Rule the model expects, without moving a class."""
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO)
+    topo = load_topology(path)
+    model = Model(topo)
+    model.add_entries([])
+    model.subscribe(lambda u: None)  # Update.classes names identity-only classes for subscribers
+    model.add_flow(1, "priority=8,ip,nw_dst=10.0.0.0/8,actions=output:2")
+    classes = model.class_count()
+    upd = model.add_flow(1, "priority=24,cookie=0x7,ip,nw_dst=10.0.1.0/24,actions=output:2")
+    assert model.class_count() == classes
+    assert upd.classes  # still named, so that the tester holds their reports back
+    check(model, topo)
+
+
+def delete_strict(e):
+    from cpc.rules import FlowMod
+
+    return FlowMod(
+        "delete_strict", e.dpid, e.table, e.priority, e.match, cookie=e.cookie,
+        cookie_mask=(1 << 64) - 1,
+    )  # fmt: skip
