@@ -112,8 +112,8 @@ class Model:
         self._walks: dict[int, list[Outcome]] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
-        # final class -> egress -> [(template Delivery, final header set or None, start class,
-        # fields rewritten on the way, the elements its path consults in order)]
+        # Path templates by the class a path ends in and its egress, built when first asked
+        # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self._expect: dict[int, dict[Port, list]] = {}
         self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
@@ -530,26 +530,20 @@ class Model:
         """
         base = self.part.origin.get(ap, ap)
         old = self._walks.get(base)
-        if not old or any(o.delivery.rewritten for o in old):
+        if not old or base in self._rewriting:
             return None
         changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
         redo: set[Port] = set()
         for o in old:
-            ingress, hops = o.delivery.ingress, o.delivery.hops
-            if ingress not in redo:
-                for h in hops:
+            if o.ingress not in redo:
+                for h in o.hops:
                     if h.dpid in changed:
-                        redo.add(ingress)
+                        redo.add(o.ingress)
                         break
         if base == ap:
-            keep = [o for o in old if o.delivery.ingress not in redo]
+            keep = [o for o in old if o.ingress not in redo]
         else:
-            keep = [
-                Outcome(o.delivery, ap, None, None, ())
-                for o in old
-                if o.delivery.ingress not in redo
-            ]
-        if base != ap:
+            keep = [o._replace(final_ap=ap) for o in old if o.ingress not in redo]
             for users in self._group_users.values():
                 if base in users:
                     users.add(ap)
@@ -562,29 +556,22 @@ class Model:
             keep, ingresses = plan
             res = self.walker.walk(ap, ingresses)
             res.outcomes = keep + res.outcomes
-        self._walks[ap] = res.outcomes
-        if any(o.src is not None for o in res.outcomes):
+        outcomes = self._walks[ap] = res.outcomes
+        self._forget_templates(ap, outcomes)
+        if any(o.rewritten for o in outcomes):
             self._rewriting.add(ap)
         for t in res.through:
             self._through[t].add(ap)
         for g in res.groups:
             self._group_users[g].add(ap)
-        pairs = set()
-        for o in res.outcomes:
-            d = o.delivery
-            if d.kind != "egress":
-                continue
-            pairs.add((d.ingress, d.egress))
-            elems = tuple(i for h in d.hops for i in h.rules)
-            self._expect.setdefault(o.final_ap, {}).setdefault(d.egress, []).append(
-                (d, o.final_hdr, ap, o.rw, elems)
-            )
-            self._pairs[(d.ingress, d.egress)].add(ap)
+        pairs = {(o.ingress, o.egress) for o in outcomes if o.kind == "egress"}
         if pairs:
             key = frozenset(pairs)  # many classes share one set: keep one copy
             if len(self._pair_sets) > 100_000:
                 self._pair_sets.clear()
             self._class_pairs[ap] = self._pair_sets.setdefault(key, key)
+            for pair in pairs:
+                self._pairs[pair].add(ap)
 
     def _touch_switch(self, dpid: int) -> None:
         self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
@@ -593,28 +580,32 @@ class Model:
         return self._class_pairs.get(ap, frozenset())
 
     def _unwalk(self, ap: int) -> None:
-        self._class_pairs.pop(ap, None)
+        for pair in self._class_pairs.pop(ap, ()):
+            self._pairs[pair].discard(ap)
         outcomes = self._walks.pop(ap, None)
+        self._forget_templates(ap, outcomes or ())
         self._rewriting.discard(ap)
-        if not outcomes:
-            return
-        touched: set[tuple[int, Port]] = set()
-        for o in outcomes:
-            d = o.delivery
-            if d.kind == "egress":
-                touched.add((o.final_ap, d.egress))
-                self._pairs[(d.ingress, d.egress)].discard(ap)
-        for final_ap, egress in touched:
-            by_eg = self._expect.get(final_ap)
-            if by_eg is None or egress not in by_eg:
-                continue
-            lst = [x for x in by_eg[egress] if x[2] != ap]
-            if lst:
-                by_eg[egress] = lst
-            else:
-                del by_eg[egress]
-                if not by_eg:
-                    del self._expect[final_ap]
+
+    def _forget_templates(self, ap: int, outcomes) -> None:
+        self._expect.pop(ap, None)
+        if ap in self._rewriting or any(o.rewritten for o in outcomes):
+            for o in outcomes:
+                self._expect.pop(o.final_ap, None)
+
+    def _templates_of(self, cls: int) -> dict[Port, list]:
+        """The path templates that end in class cls, by egress (indexed on first use)."""
+        idx = self._expect.get(cls)
+        if idx is not None:
+            return idx
+        idx = {}
+        for start in dict.fromkeys((cls, *self._through.get(cls, ()))):
+            for o in self._walks.get(start, ()):
+                if o.kind == "egress" and o.final_ap == cls:
+                    elems = tuple(i for h in o.hops for i in h.rules)
+                    idx.setdefault(o.egress, []).append((o, start, elems))
+        if idx:
+            self._expect[cls] = idx
+        return idx
 
     def drop_caches(self) -> None:
         """Forget the BDDs kept only to answer faster (encodings, candidate lists, id cubes)."""
@@ -646,16 +637,16 @@ class Model:
         seen: dict[int, Behaviour] = {}  # element -> the entry the header matches there
         elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
-        for d, final_hdr, ap, rw, _ in self._templates(egress, header):
-            if verify_port is not None and d.verify_port != verify_port:
+        for o, ap, _ in self._templates(egress, header):
+            if verify_port is not None and o.verify_port != verify_port:
                 continue
-            if final_hdr is not None:
-                if self.space.contains(final_hdr, header):
-                    again.setdefault((ap, d.ingress), set()).update(rw)
+            if o.final_hdr is not None:
+                if self.space.contains(o.final_hdr, header):
+                    again.setdefault((ap, o.ingress), set()).update(o.rw)
                 continue
             vrule = VERIFY_RULE_INIT
             hops = []
-            for hop in d.hops:
+            for hop in o.hops:
                 refs = []
                 for i in hop.rules:
                     b = seen.get(i)
@@ -664,7 +655,7 @@ class Model:
                     vrule = crc_hqx(b.ur, vrule)
                     refs.append(b.ref)
                 hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
-            out.append(Expected(d.ingress, tuple(hops), d.verify_port, vrule))
+            out.append(Expected(o.ingress, tuple(hops), o.verify_port, vrule))
         for (ap, ingress), rw in again.items():
             out += [
                 e
@@ -681,10 +672,10 @@ class Model:
         seen: dict[int, Behaviour] = {}
         elems = self._elem_list
         rewritten = False
-        for d, final_hdr, _, _, path in self._templates(egress, header):
-            if d.verify_port != verify_port:
+        for o, _, path in self._templates(egress, header):
+            if o.verify_port != verify_port:
                 continue
-            if final_hdr is not None:
+            if o.final_hdr is not None:
                 rewritten = True
                 continue
             vrule = VERIFY_RULE_INIT
@@ -702,8 +693,7 @@ class Model:
         return False
 
     def _templates(self, egress: Port, header) -> list:
-        by_eg = self._expect.get(self.part.classify(header))
-        return by_eg.get(egress, ()) if by_eg else ()
+        return self._templates_of(self.part.classify(header)).get(egress, ())
 
     def _expected_rewritten(self, ap: int, ingress: Port, egress: Port, header, rw) -> list:
         space = self.space
@@ -712,11 +702,11 @@ class Model:
         start = self.part.bdd_of[ap] & space.exist_fields(space.header_bdd(header), sorted(rw))
         res = self.walker.walk(ap, [ingress], hdr=start, identity=True)
         return [
-            Expected(d.ingress, d.hops, d.verify_port, d.verify_rule)
+            Expected(o.ingress, o.hops, o.verify_port, o.verify_rule)
             for o in res.outcomes
-            if (d := o.delivery).rewritten
-            and d.kind == "egress"
-            and d.egress == egress
+            if o.rewritten
+            and o.kind == "egress"
+            and o.egress == egress
             and space.contains(o.final_hdr, header)
         ]
 
@@ -726,7 +716,7 @@ class Model:
             raise ModelError(f"unknown switch dpid {ingress[0]}")
         ap = self.part.classify(header)
         res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
-        return [o.delivery for o in res.outcomes]
+        return [o.delivery() for o in res.outcomes]
 
     def reach(self, ingress: Port, egress: Port):
         """The header set (BDD) that the model delivers from ingress to egress."""
@@ -737,8 +727,7 @@ class Model:
                 parts.append(bdd_of[ap])
                 continue
             for o in self._walks.get(ap, ()):
-                d = o.delivery
-                if d.kind == "egress" and d.ingress == ingress and d.egress == egress:
+                if o.kind == "egress" and o.ingress == ingress and o.egress == egress:
                     parts.append(o.src if o.src is not None else bdd_of[ap])
         return self.space.union(parts)
 
@@ -794,10 +783,10 @@ class Model:
 
     def loops(self) -> list[Loop]:
         return [
-            Loop(o.delivery.ingress, ap, o.delivery)
+            Loop(o.ingress, ap, o.delivery())
             for ap, outs in self._walks.items()
             for o in outs
-            if o.delivery.kind == "loop"
+            if o.kind == "loop"
         ]
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 from binascii import crc_hqx
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .fields import OFPVID_PRESENT, WIDTH
 from .results import Delivery, Hop
@@ -72,20 +73,34 @@ class State:
         return s
 
 
-@dataclass(slots=True)
-class Outcome:
-    delivery: Delivery
-    final_ap: int
+class Outcome(NamedTuple):
+    """Where one path of a walk ends. Class walks make many: kept flat and cheap."""
+
+    ingress: tuple[int, int]
+    kind: str  # as in Delivery
+    port: int | None  # the output port, for egress and some drops
+    hops: tuple
+    verify_port: int
+    verify_rule: int  # 0 in class walks (filled in per header)
+    alternative: bool
+    reason: str
+    final_ap: int  # the class the header is in at the end
     final_hdr: object | None  # set when the header was rewritten
-    src: object | None
+    src: object | None  # the ingress headers that take this path (None: the whole class)
+    rewritten: bool
     rw: tuple  # the fields rewritten on the way
+
+    @property
+    def egress(self) -> tuple[int, int] | None:
+        return (self.hops[-1].dpid, self.port) if self.kind == "egress" else None
+
+    def delivery(self) -> Delivery:
+        return Delivery(self.ingress, self.kind, self.egress, self.hops, self.verify_port,
+                        self.verify_rule, self.reason, self.alternative, self.rewritten)  # fmt: skip
 
 
 @dataclass
 class WalkResult:
-    # Raw outcomes while walking: (ingress, kind, port, hops, vport, vrule, alternative,
-    # reason, final_ap, final_hdr, src, rewritten, rw); turned into Outcome records at the end.
-    raw: list[tuple] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
@@ -172,15 +187,6 @@ class Walker:
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
         self._memo = None
-        res.outcomes = [
-            Outcome(
-                Delivery(ing, kind, (hops[-1].dpid, port) if kind == "egress" else None, hops, vport, vrule,
-                         reason, alt, rewritten),
-                final_ap, final_hdr, src, rw,
-            )
-            for ing, kind, port, hops, vport, vrule, alt, reason, final_ap, final_hdr, src, rewritten, rw in res.raw
-        ]  # fmt: skip
-        res.raw = []
         return res
 
     # --- one switch -------------------------------------------------------------------------
@@ -207,17 +213,17 @@ class Walker:
             res.through |= sub.through
         if sub.groups:
             res.groups |= sub.groups
-        if any(r[1] == "loop" or r[11] for r in sub.raw):
+        if any(o.kind == "loop" or o.rewritten for o in sub.outcomes):
             return None
-        return sub.raw
+        return sub.outcomes
 
     @staticmethod
     def _compose(res: WalkResult, st: State, suffix) -> None:
         ing, vport, hops, alt = st.ingress, st.vport, st.hops, st.alternative
-        append = res.raw.append
+        append = res.outcomes.append
         for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rewritten, _rw in suffix:
-            append((ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None, None,
-                    False, ()))  # fmt: skip
+            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
+                           None, False, ()))  # fmt: skip
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         key = (st.dpid, st.in_port, st.ap)
@@ -228,9 +234,9 @@ class Walker:
             )
             return
         st.visited = st.visited | {key}
-        n0 = len(res.raw)
+        n0 = len(res.outcomes)
         self._pipeline(res, st, local)
-        if len(res.raw) == n0:  # matched, but the actions send it nowhere: an explicit drop
+        if len(res.outcomes) == n0:  # matched, but the actions send it nowhere: an explicit drop
             self._end(res, st, "drop", None, "dropped by the entry's actions")
 
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
@@ -396,7 +402,7 @@ class Walker:
     def _end(self, res, st: State, kind: str, port, reason: str, hop: Hop | None = None) -> None:
         if hop is None:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
-        res.raw.append((
+        res.outcomes.append(Outcome(
             st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.alternative,
             reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
         ))  # fmt: skip
