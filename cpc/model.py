@@ -45,7 +45,7 @@ from .space import HeaderSpace
 from .tables import Action, Behaviour, Element
 from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
-from .walk import Outcome, Walker
+from .walk import Walker, WalkResult
 
 log = logging.getLogger(__name__)
 FLAG_CHECK_OVERLAP = 2
@@ -109,7 +109,7 @@ class Model:
         self._groups: dict[tuple[int, int], Group] = {}
         self._ingresses = topology.edge_ports()
         # Walk results, per start class, and the indexes built from them.
-        self._walks: dict[int, list[Outcome]] = {}
+        self._walks: dict[int, WalkResult] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
         # Path templates by the class a path ends in and its egress, built when first asked
@@ -180,8 +180,11 @@ class Model:
         if b is None:
             ak = (e.dpid, e.table, e.instructions)
             act = self._actions.get(ak)
-            if act is None:
+            if act is None and not (e.table == 0 and e.instructions.drops()):
                 act = self._actions[ak] = Action(*ak)
+            # A table-0 entry that only drops (no action set can be pending yet) forwards
+            # like the table-miss: the same (None) action, so the deny lines of an ACL do
+            # not cut classes apart from its unmatched headers.
             b = self._behaviours[k] = Behaviour(*k, act)
         return b
 
@@ -379,7 +382,7 @@ class Model:
     def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:
         act = beh.action
         for region, old in el.ident.insert(entry, beh, m):
-            if old is not None and old.action is act:
+            if (old.action if old is not None else None) is act:
                 self._id_region = self._id_region | region
             else:
                 self._move(el, region, act)
@@ -530,20 +533,13 @@ class Model:
         """
         base = self.part.origin.get(ap, ap)
         old = self._walks.get(base)
-        if not old or base in self._rewriting:
+        if old is None or base in self._rewriting:
             return None
         changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
-        redo: set[Port] = set()
-        for o in old:
-            if o.ingress not in redo:
-                for h in o.hops:
-                    if h.dpid in changed:
-                        redo.add(o.ingress)
-                        break
-        if base == ap:
-            keep = [o for o in old if o.ingress not in redo]
-        else:
-            keep = [o._replace(final_ap=ap) for o in old if o.ingress not in redo]
+        redo = old.ingresses_via(changed)
+        keep = old.without(redo)
+        if base != ap:
+            keep.outcomes = [o._replace(final_ap=ap) for o in keep.outcomes]
             for users in self._group_users.values():
                 if base in users:
                     users.add(ap)
@@ -555,16 +551,19 @@ class Model:
         else:
             keep, ingresses = plan
             res = self.walker.walk(ap, ingresses)
-            res.outcomes = keep + res.outcomes
-        outcomes = self._walks[ap] = res.outcomes
-        self._forget_templates(ap, outcomes)
-        if any(o.rewritten for o in outcomes):
+            res.outcomes = keep.outcomes + res.outcomes
+            res.links = keep.links + res.links
+        self._walks[ap] = res
+        # Paths that loop or rewrite the header are never shared: they are all in .outcomes.
+        self._forget_templates(ap, res.outcomes)
+        if any(o.rewritten for o in res.outcomes):
             self._rewriting.add(ap)
         for t in res.through:
             self._through[t].add(ap)
         for g in res.groups:
             self._group_users[g].add(ap)
-        pairs = {(o.ingress, o.egress) for o in outcomes if o.kind == "egress"}
+        res.through = res.groups = None  # indexed; the walk keeps only its paths
+        pairs = res.pairs()
         if pairs:
             key = frozenset(pairs)  # many classes share one set: keep one copy
             if len(self._pair_sets) > 100_000:
@@ -582,8 +581,8 @@ class Model:
     def _unwalk(self, ap: int) -> None:
         for pair in self._class_pairs.pop(ap, ()):
             self._pairs[pair].discard(ap)
-        outcomes = self._walks.pop(ap, None)
-        self._forget_templates(ap, outcomes or ())
+        walk = self._walks.pop(ap, None)
+        self._forget_templates(ap, walk.outcomes if walk is not None else ())
         self._rewriting.discard(ap)
 
     def _forget_templates(self, ap: int, outcomes) -> None:
@@ -599,7 +598,11 @@ class Model:
             return idx
         idx = {}
         for start in dict.fromkeys((cls, *self._through.get(cls, ()))):
-            for o in self._walks.get(start, ()):
+            walk = self._walks.get(start)
+            if walk is None:
+                continue
+            # Another class's paths end here only through a rewrite: never shared.
+            for o in walk.expanded(start) if start == cls else walk.outcomes:
                 if o.kind == "egress" and o.final_ap == cls:
                     elems = tuple(i for h in o.hops for i in h.rules)
                     idx.setdefault(o.egress, []).append((o, start, elems))
@@ -726,7 +729,7 @@ class Model:
             if ap not in self._rewriting:
                 parts.append(bdd_of[ap])
                 continue
-            for o in self._walks.get(ap, ()):
+            for o in self._walks[ap].expanded():
                 if o.kind == "egress" and o.ingress == ingress and o.egress == egress:
                     parts.append(o.src if o.src is not None else bdd_of[ap])
         return self.space.union(parts)
@@ -782,10 +785,11 @@ class Model:
         return outs
 
     def loops(self) -> list[Loop]:
+        # A path that loops is never shared between walks: it is in the walk's own outcomes.
         return [
             Loop(o.ingress, ap, o.delivery())
-            for ap, outs in self._walks.items()
-            for o in outs
+            for ap, walk in self._walks.items()
+            for o in walk.outcomes
             if o.kind == "loop"
         ]
 

@@ -118,6 +118,10 @@ class Instructions:
     def outputs(self) -> set[int]:
         return {a[1] for a in self.apply + self.write if a[0] == "output"}
 
+    def drops(self) -> bool:
+        """No actions, no action set, no next table: the packet is dropped."""
+        return not self.apply and not self.write and not self.clear and self.goto is None
+
     def groups(self) -> set[int]:
         return {a[1] for a in self.apply + self.write if a[0] == "group"}
 

@@ -99,11 +99,95 @@ class Outcome(NamedTuple):
                         self.verify_rule, self.reason, self.alternative, self.rewritten)  # fmt: skip
 
 
+class Node:
+    """The outcomes of a class from one (switch, in_port) on, shared by every path that
+    reaches it: its own outcomes (zero tags, no history) and links to deeper nodes."""
+
+    __slots__ = ("outcomes", "links", "_expanded", "_egresses", "_dpids")
+
+    def __init__(self, outcomes: list[Outcome], links: list) -> None:
+        self.outcomes = outcomes
+        self.links = links  # [(ingress, hops before the node, Verify_Port so far, alt, Node)]
+        self._expanded = None
+        self._egresses = None
+        self._dpids = None
+
+    def expanded(self) -> list[Outcome]:
+        """Every outcome from here on, each path spelled out."""
+        if self._expanded is None:
+            self._expanded = self.outcomes + _expand_links(self.links)
+        return self._expanded
+
+    def egresses(self) -> frozenset:
+        if self._egresses is None:
+            eg = {o.egress for o in self.outcomes if o.kind == "egress"}
+            for link in self.links:
+                eg |= link[4].egresses()
+            self._egresses = frozenset(eg)
+        return self._egresses
+
+    def dpids(self) -> frozenset:
+        """The switches some path from here on visits."""
+        if self._dpids is None:
+            d = {h.dpid for o in self.outcomes for h in o.hops}
+            for link in self.links:
+                d.update(h.dpid for h in link[1])
+                d |= link[4].dpids()
+            self._dpids = frozenset(d)
+        return self._dpids
+
+
+def _expand_links(links) -> list[Outcome]:
+    out = []
+    append = out.append
+    for ing, hops, vport, alt, node in links:
+        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
+            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
+                           None, False, ()))  # fmt: skip
+    return out
+
+
 @dataclass
 class WalkResult:
+    """What a walk found. Class walks share suffixes: `links` point into Nodes, and
+    `expanded()` spells every path out (on demand: updates need only pairs and switches)."""
+
     outcomes: list[Outcome] = field(default_factory=list)
+    links: list = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
+
+    def expanded(self, ap: int | None = None) -> list[Outcome]:
+        """Every outcome; with ap, the shared ones are relabelled as ending in class ap."""
+        out = self.outcomes + _expand_links(self.links)
+        if ap is not None:
+            out = [o if o.rewritten or o.final_ap == ap else o._replace(final_ap=ap) for o in out]
+        return out
+
+    def pairs(self) -> set:
+        """(ingress, egress) for every path that leaves the network."""
+        p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
+        for link in self.links:
+            ing = link[0]
+            p.update((ing, e) for e in link[4].egresses())
+        return p
+
+    def ingresses_via(self, dpids) -> set:
+        """The ingresses with a path through one of these switches."""
+        out = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
+        for ing, hops, _vp, _alt, node in self.links:
+            if ing not in out and (
+                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
+            ):
+                out.add(ing)
+        return out
+
+    def without(self, ingresses) -> WalkResult:
+        """This walk, minus the paths from these ingresses."""
+        return WalkResult(
+            [o for o in self.outcomes if o.ingress not in ingresses],
+            [link for link in self.links if link[0] not in ingresses],
+        )
 
 
 class Walker:
@@ -200,12 +284,12 @@ class Walker:
                     memo[key] = None  # re-entered while computing it means a loop: not shareable
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None:
-                    self._compose(res, st, suffix)
+                    res.links.append((st.ingress, st.hops, st.vport, st.alternative, suffix))
                     return
         self._switch_direct(res, st, local)
 
-    def _suffix(self, res: WalkResult, st: State, local: bool):
-        """Outcomes from this switch on, with zero tags and no history; None if not shareable."""
+    def _suffix(self, res: WalkResult, st: State, local: bool) -> Node | None:
+        """The Node from this switch on (zero tags, no history); None if not shareable."""
         sub = WalkResult()
         fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
         self._switch_direct(sub, fresh, local)
@@ -215,15 +299,7 @@ class Walker:
             res.groups |= sub.groups
         if any(o.kind == "loop" or o.rewritten for o in sub.outcomes):
             return None
-        return sub.outcomes
-
-    @staticmethod
-    def _compose(res: WalkResult, st: State, suffix) -> None:
-        ing, vport, hops, alt = st.ingress, st.vport, st.hops, st.alternative
-        append = res.outcomes.append
-        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rewritten, _rw in suffix:
-            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
-                           None, False, ()))  # fmt: skip
+        return Node(sub.outcomes, sub.links)
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         key = (st.dpid, st.in_port, st.ap)
@@ -234,9 +310,9 @@ class Walker:
             )
             return
         st.visited = st.visited | {key}
-        n0 = len(res.outcomes)
+        n0 = len(res.outcomes) + len(res.links)
         self._pipeline(res, st, local)
-        if len(res.outcomes) == n0:  # matched, but the actions send it nowhere: an explicit drop
+        if len(res.outcomes) + len(res.links) == n0:  # matched, but the actions send it nowhere: an explicit drop
             self._end(res, st, "drop", None, "dropped by the entry's actions")
 
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:

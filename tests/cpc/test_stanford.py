@@ -462,7 +462,7 @@ def _check_empty(net, model, headers):
     assert (
         model.loops() == []
         and not model._walks
-        or all(o.kind == "drop" for outs in model._walks.values() for o in outs)
+        or all(o.kind == "drop" for w in model._walks.values() for o in w.expanded())
     )
     for h in headers:
         for eg in net.topo.edge_ports():
