@@ -489,7 +489,6 @@ class Model:
                 if ap in part.bdd_of
             }
             before = {ap: self._pairs_of(ap) for ap in gone | dirty | set(part.origin.values())}
-            merged_into = dict(part.merged_into)
             for ap in gone | dirty:
                 self._unwalk(ap)
             for ap, plan in plans.items():
@@ -501,7 +500,7 @@ class Model:
                 old = before.get(part.origin.get(ap, ap))
                 tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, none))
             for ap in gone:
-                keep = merged_into.get(ap)
+                keep = part.survivor(ap)
                 old = before.get(part.origin.get(ap, ap), none)
                 tp |= old ^ (self._pairs_of(keep) if keep is not None else none)
         else:

@@ -269,14 +269,18 @@ class Partition(Labels):
         self._unindex_sig(drop, self._sig.pop(drop))
         self._drop_id(drop)
         self.gone.add(drop)
-        self.merged_into[drop] = keep
-        for d, k in self.merged_into.items():
-            if k == drop:
-                self.merged_into[d] = keep
+        self.merged_into[drop] = keep  # a chain when keep is merged later: see survivor()
         self.changed_at[keep] |= self.changed_at.pop(drop, set())
         # origin[drop] stays: the model compares the dropped headers with where they came from.
         self.moved.discard(drop)
         self.reshaped.add(keep)
+
+    def survivor(self, ap: int) -> int | None:
+        """The class that a class merged away in this update ended up in (None: not merged)."""
+        keep = self.merged_into.get(ap)
+        while keep is not None and keep in self.merged_into:
+            keep = self.merged_into[keep]
+        return keep
 
     def drain(self) -> tuple[set[int], set[int], set[int]]:
         """The classes moved, reshaped and gone since the last drain (see also changed_at, origin)."""

@@ -111,7 +111,9 @@ class Identities(Labels):
         self._prio_count: dict[int, int] = {}
         self._low: int | None = None  # the lowest priority here (None: to be recomputed)
         self._bulk = False  # the sorted index waits for finish_bulk()
-        self._label_stale = False  # the label waits for its first use
+        # The label is built on first use (a routing table identifies headers from its prefix
+        # index and may never need it), then kept up to date.
+        self._label_stale = True
         self._lengths: list[int] = []  # the destination prefix lengths present
 
     def __len__(self) -> int:
@@ -202,8 +204,6 @@ class Identities(Labels):
             self._bulk = False
             self._sorted.sort(key=lambda t: t[0])
 
-    # The label is built when first needed: a routing table identifies headers from its
-    # prefix index and may never need it.
     def _relabel(self, region, ident: int) -> None:
         if not self._label_stale:
             super()._relabel(region, ident)
