@@ -375,7 +375,15 @@ class OvsInstance:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        """Stop ovs-vswitchd and ovsdb-server (by pid), even if start() failed half-way."""
+        """Delete the bridges, then stop ovs-vswitchd and ovsdb-server (by pid), even if
+        start() failed half-way. A netdev bridge is a persistent tap device in the root
+        namespace: ovs-vswitchd removes it on del-br, not when it exits."""
+        if len(self._procs) == 2 and all(p.poll() is None for p in self._procs):
+            with contextlib.suppress(Exception):
+                bridges = self.vsctl("--timeout=5", "list-br", timeout=10).split()
+                dels = [a for br in bridges for a in ("--", "--if-exists", "del-br", br)]
+                if dels:
+                    self.vsctl("--timeout=10", *dels, timeout=15)
         stop_processes(self._procs)
         self._procs.clear()
 
