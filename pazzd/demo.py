@@ -1,6 +1,6 @@
 """The end-to-end demo: `make demo` (or `python -m pazzd.demo`, as root).
 
-Builds an emulated network of patched userspace OVS bridges (pazzd.lab), starts the example
+Builds a Mininet network of patched userspace OVS bridges (pazzd.lab), starts the example
 os-ken controller app (examples/controller_app.py) on the generator's rule file and pazzd
 with its OpenFlow proxy (model + tester + sFlow collector + fuzzer); the bridges connect to
 the proxy, which relays the controller's GroupMods and FlowMods and builds the model from
@@ -352,7 +352,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("demo: run as root (network namespaces, OVS)", file=sys.stderr)
         return 2
-    for tool in ("tcpreplay", "ip"):
+    for tool in ("tcpreplay", "ip", "mnexec"):
         if shutil.which(tool) is None:
             print(f"demo: {tool} is missing (make deps)", file=sys.stderr)
             return 2

@@ -1,6 +1,6 @@
-"""An emulated PAZZ network: patched userspace OVS bridges, veth links, hosts in network
-namespaces, sFlow to a collector on 127.0.0.1. Used by `python -m pazzd.demo` and by the
-daemon's integration test.
+"""An emulated PAZZ network, built with Mininet: patched userspace OVS bridges, veth links,
+hosts in network namespaces, sFlow to a collector on 127.0.0.1. Used by `python -m
+pazzd.demo` and by the daemon's integration test.
 
     lab = Lab(ovs_prefix, workdir, kind="grid", size=2)
     lab.start()                      # bridges, links, hosts, sFlow (empty flow tables)
@@ -10,15 +10,23 @@ daemon's integration test.
     lab.write_config("pazzd.yaml", sflow_port=..., api_socket=...)
     lab.ofctl(1, "add-flow", "priority=100,ip,nw_dst=10.0.1.7,actions=output:2")
     lab.restore()                    # put the intended entries back on every bridge
-    lab.stop()                       # namespaces, veths, OVS processes, temp files
+    lab.stop()                       # Mininet network, namespace names, OVS processes
 
-One ovs-vswitchd (netdev datapath) holds every bridge; bridge brN has dpid N, the
-topology's port numbers as OpenFlow ports, `verify-tagging` on, and `verify-edge` on the
-host ports (bridge names pz<tag>s<dpid>). Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k (h1, h2, ...)
-has address 10.0.(k-1).1/24 and MAC 02:00:00:00:HH:LL; the workload routes /24 prefixes
-10.0.i.0/24 to host i mod hosts (cpc.workloads). Mininet is not used: its switch classes
-do not drive a private patched ovs-vswitchd with the userspace datapath, and namespaces
-plus veths are all the demo needs.
+The topology (a 2x2 or 4x4 grid, a k=4 fat-tree: cpc.workloads) becomes a Mininet network
+(`lab.net`, pazzd.labnet): Mininet hosts (a shell in a new network namespace each), veth
+links and one OVSSwitch per switch whose bridge lives in the lab's own ovs-vswitchd
+(OvsInstance: private ovsdb-server and ovs-vswitchd, netdev datapath, run directory under
+the work directory; the system's OVS is never used, Mininet's ovs-vsctl calls go to the
+private database). Bridge pz<tag>s<dpid> has dpid N for switch N, the topology's port
+numbers as OpenFlow ports (interfaces pz<tag>s<dpid>-<port>), `verify-tagging` on, and
+`verify-edge` on the host ports; the tag is unique on the machine, so names never clash
+with another lab's. Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k
+(h1, h2, ...) has eth0 with address 10.0.(k-1).1/8 and MAC 02:00:00:00:HH:LL; the workload
+routes /24 prefixes 10.0.i.0/24 to host i mod hosts (cpc.workloads). Each host's namespace
+is named pz<tag>h<k> (`ip netns attach`), so that `ip netns exec` (tcpreplay) and pazzd's
+fuzzer (`netns:NAME:eth0`) reach it. stop() removes exactly what start() made, also after
+a failed start: Mininet's own `mn -c` would remove every Mininet network on the machine.
+The single-bridge OVS tests use the lower-level OvsInstance, Netns and VethPair directly.
 """
 
 from __future__ import annotations
@@ -192,10 +200,15 @@ def _offloads_off(ifname: str, ns: str | None = None) -> None:
 
 
 class Netns:
-    """A Linux network namespace, deleted by delete() or at the end of a with block."""
+    """A Linux network namespace, deleted by delete() or at the end of a with block.
+    With `pid`, a name for that process's namespace (`ip netns attach`, e.g. a Mininet
+    host's): `ip netns exec NAME` and /run/netns/NAME then reach it like any other."""
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, *, pid: int | None = None) -> None:
         self.name = name or unique_name("ns")
+        if pid is not None:
+            run("ip", "netns", "attach", self.name, pid)
+            return
         run("ip", "netns", "add", self.name)
         self.run("ip", "link", "set", "lo", "up")
 
@@ -362,7 +375,15 @@ class OvsInstance:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        """Stop ovs-vswitchd and ovsdb-server (by pid), even if start() failed half-way."""
+        """Delete the bridges, then stop ovs-vswitchd and ovsdb-server (by pid), even if
+        start() failed half-way. A netdev bridge is a persistent tap device in the root
+        namespace: ovs-vswitchd removes it on del-br, not when it exits."""
+        if len(self._procs) == 2 and all(p.poll() is None for p in self._procs):
+            with contextlib.suppress(Exception):
+                bridges = self.vsctl("--timeout=5", "list-br", timeout=10).split()
+                dels = [a for br in bridges for a in ("--", "--if-exists", "del-br", br)]
+                if dels:
+                    self.vsctl("--timeout=10", *dels, timeout=15)
         stop_processes(self._procs)
         self._procs.clear()
 
@@ -499,6 +520,17 @@ def dotted(ip: int) -> str:
     return socket.inet_ntoa(ip.to_bytes(4, "big"))
 
 
+def _fresh_tag() -> str:
+    """4 hex digits that no other lab's interfaces or namespaces (pz<tag>...) carry now."""
+    while True:
+        tag = secrets.token_hex(2)
+        taken = [*os.listdir("/sys/class/net")]
+        with contextlib.suppress(OSError):
+            taken += os.listdir("/run/netns")
+        if not any(n.startswith(f"pz{tag}") for n in taken):
+            return tag
+
+
 class Lab:
     def __init__(
         self, prefix, workdir, *, kind: str = "grid", size: int = 2, rules: int = 100,
@@ -511,9 +543,11 @@ class Lab:
         self.topo = self.wl.topo
         self.sampling, self.polling = sampling, polling
         self.cleanup = Cleanup()
-        self.tag = secrets.token_hex(2)
+        self.tag = _fresh_tag()
         self.ovs: OvsInstance | None = None
-        self.hosts: dict[str, dict] = {}  # name -> {ns, port, ip, mac, index}
+        self.net = None  # the Mininet network (pazzd.labnet.LabNet), after start()
+        self._host_ns: list[Netns] = []
+        self.hosts: dict[str, dict] = {}  # name -> {ns, port, ip, mac}
         self.ports: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface
         self.flow_files: dict[int, Path] = {}
         self.installed_ids: dict[tuple, int] = {}  # (dpid, table, priority, match) -> ID
@@ -526,6 +560,14 @@ class Lab:
         """Bridge names are unique per lab: the netdev datapath makes a tap device per
         bridge in the root namespace, where another lab's `br1` may already exist."""
         return f"pz{self.tag}s{dpid}"
+
+    def port_ifname(self, dpid: int, port: int) -> str:
+        """The root-namespace interface on (dpid, port): pz<tag>s<dpid>-<port>."""
+        return f"{self.br(dpid)}-{port}"
+
+    def host_node(self, name: str) -> str:
+        """The Mininet host, and the name of its network namespace: pz<tag>h<k>."""
+        return f"pz{self.tag}{name}"
 
     def host_index(self, name: str) -> int:
         return int(name[1:])
@@ -545,40 +587,54 @@ class Lab:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self, say: Callable[[str], None] = lambda s: None) -> Lab:
+        for tool in ("mnexec", "ifconfig"):
+            if shutil.which(tool) is None:
+                raise RuntimeError(f"{tool} is missing: the lab needs Mininet (apt-get install "
+                                   "mininet, see deploy/apt-packages.txt)")  # fmt: skip
+        from .labnet import LabNet, OvsBridge, Topo  # Mininet only where a lab is built
+
         c = self.cleanup
         self.workdir.mkdir(parents=True, exist_ok=True)
         wait_for_datapath_free(say=say)
         self.wl.write(self.topology_file, self.rules_file)
+        c.push(self._remove_leftovers)  # runs last
         self.ovs = OvsInstance(self.prefix, self.workdir / "ovs")
         c.push(self.ovs.stop)
         self.ovs.start()
-        topo = self.topo
+        topo, mn = self.topo, Topo()
         # fail_mode=secure: the flow tables hold what the controller (or install_rules)
         # put there and nothing else. In standalone mode OVS would turn a bridge into a
         # learning switch (a hidden NORMAL flow) whenever it has no controller connection,
         # e.g. before pazzd's proxy is up or while it restarts: traffic would then be
         # forwarded by rules no controller intended, which is exactly what pazzd reports.
         for d in sorted(topo.switches):
-            self.ovs.vsctl(
-                "add-br", self.br(d), "--", "set", "bridge", self.br(d), "datapath_type=netdev",
-                "fail_mode=secure", f"other_config:datapath-id={d:016x}",
-                "other_config:verify-tagging=true", "protocols=OpenFlow10,OpenFlow13",
-            )  # fmt: skip
-        say(f"{len(topo.switches)} patched OVS bridges (netdev, verify-tagging)")
-        self.ports.update(wire_links(self.ovs, topo, self.br, c))
-        for name, (dpid, port) in sorted(self.wl.hosts.items(), key=lambda h: int(h[0][1:])):
-            ns = Netns(unique_name(f"dh{self.host_index(name)}"))  # pzdh<k>...: the lab's own
-            c.push(ns.delete)
-            link = VethPair.host(ns, "eth0", f"{self.host_ip(name)}/8", mac=self.host_mac(name))
-            c.push(link.delete)
-            self.ovs.vsctl("add-port", self.br(dpid), link.outer, "--", "set", "interface",
-                           link.outer, f"ofport_request={port}",
-                           "other_config:verify-edge=true")  # fmt: skip
-            self.ports[(dpid, port)] = link.outer
+            mn.addSwitch(self.br(d), cls=OvsBridge, ovs=self.ovs, dpid=f"{d:016x}",
+                         failMode="secure", protocols="OpenFlow10,OpenFlow13")  # fmt: skip
+        for (a, pa), (b, pb) in sorted(topo.links.items()):
+            if (a, pa) < (b, pb):
+                mn.addLink(self.br(a), self.br(b), pa, pb, intfName1=self.port_ifname(a, pa),
+                           intfName2=self.port_ifname(b, pb), mtu=LINK_MTU)  # fmt: skip
+        hosts = sorted(self.wl.hosts.items(), key=lambda h: self.host_index(h[0]))
+        for name, (dpid, port) in hosts:
+            node = self.host_node(name)
+            mn.addHost(node, ip=f"{self.host_ip(name)}/8", mac=self.host_mac(name))
+            mn.addLink(node, self.br(dpid), 0, port, intfName1="eth0",
+                       intfName2=self.port_ifname(dpid, port), addr1=self.host_mac(name))  # fmt: skip
+        self.net = net = LabNet(mn)
+        c.push(self._delete_host_names)
+        c.push(net.stop)  # runs first: links, bridges, host shells
+        net.build()  # hosts (shells in new namespaces), veth links
+        for name, (dpid, port) in hosts:
+            ns = Netns(self.host_node(name), pid=net[self.host_node(name)].pid)
+            self._host_ns.append(ns)
             self.hosts[name] = {"ns": ns, "port": (dpid, port), "ip": self.host_ip(name),
                                 "mac": self.host_mac(name)}  # fmt: skip
-        say(f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts "
-            "in network namespaces")  # fmt: skip
+        net.start()  # the bridges and their ports, one ovs-vsctl transaction
+        self.ports = {(d, p): self.port_ifname(d, p)
+                      for d, p in [*topo.links, *self.wl.hosts.values()]}  # fmt: skip
+        self._check_ports()
+        say(f"Mininet: {len(topo.switches)} patched OVS bridges (netdev, verify-tagging), "
+            f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts")  # fmt: skip
         self.sflow_port = free_udp_port()
         cmd = [
             "--",
@@ -593,6 +649,44 @@ class Lab:
             cmd += ["--", "set", "bridge", self.br(d), "sflow=@s"]
         self.ovs.vsctl(*cmd)
         return self
+
+    def _check_ports(self) -> None:
+        """Every port on its OpenFlow number, without error (ovs-vsctl accepts an
+        ofport_request it cannot honour)."""
+        out = self.ovs.vsctl("--format=csv", "--data=bare", "--no-headings",
+                             "--columns=name,ofport,error", "list", "interface")  # fmt: skip
+        have = {}
+        for line in out.splitlines():
+            name, ofport, err = (line.split(",", 2) + ["", ""])[:3]
+            have[name] = (ofport, err.strip())
+        bad = [f"{ifname}: ofport {have.get(ifname, ('missing', ''))[0]} (want {p}) "
+               f"{have.get(ifname, ('', ''))[1]}".strip()
+               for (_, p), ifname in sorted(self.ports.items())
+               if have.get(ifname) != (str(p), "")]  # fmt: skip
+        if bad:
+            raise RuntimeError("bridge ports not as intended: " + "; ".join(bad))
+
+    def _delete_host_names(self) -> None:
+        """The hosts' namespace names, and whatever still runs in them."""
+        while self._host_ns:
+            self._host_ns.pop().delete()
+
+    def _remove_leftovers(self) -> None:
+        """What is left once the Mininet network and OVS stopped, e.g. after a failed start or
+        an interrupted stop: the lab's interfaces in the root namespace and the shells of its
+        Mininet nodes, found by name (every name carries the lab's tag)."""
+        names = [self.port_ifname(d, p) for d, p in [*self.topo.links, *self.wl.hosts.values()]]
+        for ifname in [*names, *map(self.br, self.topo.switches)]:
+            if Path("/sys/class/net", ifname).exists():
+                run("ip", "link", "del", ifname, check=False)
+        nodes = {f"mininet:{n}" for n in [*map(self.br, self.topo.switches),
+                                           *map(self.host_node, self.wl.hosts)]}  # fmt: skip
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                with contextlib.suppress(OSError):
+                    argv = (d / "cmdline").read_bytes().split(b"\0")
+                    if any(a.decode(errors="replace") in nodes for a in argv):
+                        os.kill(int(d.name), signal.SIGKILL)
 
     def install_rules(self) -> int:
         """The intended rules onto the bridges with ovs-ofctl (same entries as rules.jsonl)."""

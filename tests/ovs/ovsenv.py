@@ -26,9 +26,11 @@ API
     fail_mode="secure", other_config=None)``, ``.add_port(bridge, port, ofport=None,
     iface_other_config=None)``, ``.dump_flows(bridge)``, ``.port_stats(bridge)`` ->
     ``{ofport: {"rx_packets", "tx_packets", ...}}``, ``.env`` (the OVS_* environment), ``.bin``
-    (tool paths) and ``.log_tail()``. Every process started is tracked by pid and killed in ``stop()``.
-``Netns(name)``
-    A network namespace (``ip netns add``); ``.run(*cmd, check=True, timeout=30)``,
+    (tool paths) and ``.log_tail()``. ``stop()`` deletes the bridges (a netdev bridge is a
+    persistent tap device), then stops every process started, by pid.
+``Netns(name, pid=None)``
+    A network namespace (``ip netns add``; with ``pid``, a name for that process's namespace,
+    ``ip netns attach``, as the lab does for its Mininet hosts); ``.run(*cmd, check=True, timeout=30)``,
     ``.popen(*cmd, **kw)``, ``.delete()`` (also via ``with``). Deleting removes its links.
 ``VethPair(a, b, ns_a=None, ns_b=None)``
     A veth pair; ``.delete()``. ``VethPair.host(ns, ifname, cidr, mac=None)`` makes a pair
