@@ -312,7 +312,9 @@ class Walker:
         st.visited = st.visited | {key}
         n0 = len(res.outcomes) + len(res.links)
         self._pipeline(res, st, local)
-        if len(res.outcomes) + len(res.links) == n0:  # matched, but the actions send it nowhere: an explicit drop
+        if (
+            len(res.outcomes) + len(res.links) == n0
+        ):  # matched, but the actions send it nowhere: an explicit drop
             self._end(res, st, "drop", None, "dropped by the entry's actions")
 
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
