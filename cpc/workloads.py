@@ -138,7 +138,12 @@ def generate(
         if key not in gids:
             gid = sum(1 for k in gids if k[0] == dpid) + 1
             gids[key] = gid
-            wl.groups.append(Group(dpid, gid, "select", tuple((("output", p),) for p in ports)))
+            # Buckets rotated by dpid: OVS picks a SELECT bucket by rendezvous hashing over
+            # bucket ids, the same on every switch, so one bucket order everywhere would send
+            # a flow through bucket i at every tier (ECMP polarization).
+            r = dpid % len(ports)
+            order = ports[r:] + ports[:r]
+            wl.groups.append(Group(dpid, gid, "select", tuple((("output", p),) for p in order)))
         return (("group", gids[key]),)
 
     for i in range(nprefix):
