@@ -374,9 +374,9 @@ class Model:
                 t.ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
         for el in self._elem_list:
-            el.ident.finish_bulk()
             for act, region in el.ident.action_regions():
-                self._move(el, region, act)
+                if act is not None:  # None (entries that only drop) is where every class starts
+                    self._move(el, region, act)
         return len(entries)
 
     def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:

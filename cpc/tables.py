@@ -110,7 +110,6 @@ class Identities(Labels):
         self._length_count: dict[int, int] = {}
         self._prio_count: dict[int, int] = {}
         self._low: int | None = None  # the lowest priority here (None: to be recomputed)
-        self._bulk = False  # the sorted index waits for finish_bulk()
         # The label is built on first use (a routing table identifies headers from its prefix
         # index and may never need it), then kept up to date.
         self._label_stale = True
@@ -166,14 +165,14 @@ class Identities(Labels):
     ) -> list[tuple[object, Behaviour | None]]:
         """Add an entry (match BDD m); returns the regions it took, with who had them.
 
-        bulk=True defers the sorted index to finish_bulk().
+        bulk=True (many entries, highest priority first) leaves the label to its first use.
         """
         key = _ikey(entry)
         if self._entry and entry.priority > self._lowest():
             lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
         else:
             lower = []  # nothing here has a lower priority (bulk loads go highest first)
-        self._index(entry, bulk=bulk)
+        self._index(entry)
         false = self.space.false
         taken = []
         g = self.miss & m
@@ -193,16 +192,10 @@ class Identities(Labels):
         region = self.space.union(g for g, _ in taken)
         self.eff[key] = region
         if bulk:
-            self._bulk = True
-            self._label_stale = True
+            self._label_stale = True  # rebuilt once, on first use
         elif region != false:
             self._relabel(region, ident)
         return taken
-
-    def finish_bulk(self) -> None:
-        if self._bulk:
-            self._bulk = False
-            self._sorted.sort(key=lambda t: t[0])
 
     def _relabel(self, region, ident: int) -> None:
         if not self._label_stale:
@@ -287,7 +280,7 @@ class Identities(Labels):
         return self.eff[key]
 
     # --- overlap index ------------------------------------------------------------------------
-    def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
+    def _index(self, entry: FlowEntry, seq: int | None = None) -> None:
         key = _ikey(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
@@ -301,10 +294,7 @@ class Identities(Labels):
             self._other.append(entry)
         else:
             self._prefix.setdefault(pfx, []).append(entry)
-            if bulk:
-                self._sorted.append((pfx[1], seq, entry))
-            else:
-                bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
+            bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
             n = self._length_count.get(pfx[0], 0)
             self._length_count[pfx[0]] = n + 1
             if not n:

@@ -80,3 +80,30 @@ def delete_strict(e):
         "delete_strict", e.dpid, e.table, e.priority, e.match, cookie=e.cookie,
         cookie_mask=(1 << 64) - 1,
     )  # fmt: skip
+
+
+def test_bulk_load_into_a_table_that_has_entries(tmp_path):
+    """add_entries on a non-empty model: the new entries take headers from the old ones."""
+    from cpc import ofctl
+
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO)
+    topo = load_topology(path)
+    model = Model(topo)
+    model.add_entries([])
+    model.add_flow(1, "priority=5,ip,actions=output:3")
+    model.add_flow(1, "priority=30,tcp,tp_dst=80,actions=output:2")
+    more = [
+        ofctl.parse_flow(f, 1, "add")
+        for f in (
+            "priority=16,ip,nw_dst=10.0.0.0/16,actions=output:2",
+            "priority=24,ip,nw_dst=10.0.1.0/24,actions=output:3",
+            "priority=24,tcp,nw_dst=10.0.0.0/24,tp_dst=22,actions=drop",
+        )
+    ]
+    model.add_entries([fm.entry() for fm in more])
+    check(model, topo)
+    fresh = Model(topo)
+    fresh.add_entries(model.entries())
+    assert fresh.class_count() == model.class_count()
+    check(fresh, topo)
