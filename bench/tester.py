@@ -12,6 +12,7 @@ datagrams, as patched OVS would send them. Measured:
 - udp: the same over real UDP with SO_REUSEPORT on 127.0.0.1 (sender on the same box).
 
 Usage: python bench/tester.py [--topology grid|fattree] [--size N] [--rules R] [--json]
+(default: the k=4 fat-tree with 100k rules)
 """
 
 from __future__ import annotations
@@ -169,9 +170,9 @@ def udp_run(wl, m, dgs, n, seconds, senders: int = 8):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--topology", default="grid", choices=["grid", "fattree"])
-    ap.add_argument("--size", type=int, default=3)
-    ap.add_argument("--rules", type=int, default=2000)
+    ap.add_argument("--topology", default="fattree", choices=["grid", "fattree"])
+    ap.add_argument("--size", type=int, default=4, help="fat-tree k, or grid side")
+    ap.add_argument("--rules", type=int, default=100_000)
     ap.add_argument("--flows", type=int, default=4000)
     ap.add_argument("--per-datagram", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=3.0)
