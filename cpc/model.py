@@ -382,10 +382,15 @@ class Model:
     def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:
         act = beh.action
         for region, old in el.ident.insert(entry, beh, m):
-            if (old.action if old is not None else None) is act:
-                self._id_region = self._id_region | region
-            else:
-                self._move(el, region, act)
+            self._transfer(el, region, old.action if old is not None else None, act)
+
+    def _transfer(self, el: Element, region, old: Action | None, new: Action | None) -> None:
+        """Element el's headers in region now match another entry: move classes where the
+        action changes; where only the entry does, note it for the tester's hold-back."""
+        if old is not new:
+            self._move(el, region, new)
+        elif self._subscribers:  # only Update.classes reads it
+            self._id_region = self._id_region | region
 
     def _move(self, el: Element, region, act: Action | None) -> None:
         """Element el now applies act to the headers of region: split and move classes."""
@@ -413,12 +418,8 @@ class Model:
             self._region = self._region | self.space.match_bdd(old.match.fields)
         for t in self._targets(el):
             region = t.ident.replace(entry, new_b)
-            if old_b is new_b:
-                continue
-            if old_b.action is new_b.action:
-                self._id_region = self._id_region | region
-            else:
-                self._move(t, region, new_b.action)
+            if old_b is not new_b:
+                self._transfer(t, region, old_b.action, new_b.action)
 
     def _remove(self, entry: FlowEntry) -> None:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
@@ -428,11 +429,7 @@ class Model:
         for t in self._targets(el):
             # The freed headers go to the lower-priority entries, highest first, or miss.
             for region, new in t.ident.remove(entry):
-                new_act = new.action if new is not None else None
-                if new_act is act:
-                    self._id_region = self._id_region | region
-                else:
-                    self._move(t, region, new_act)
+                self._transfer(t, region, act, new.action if new is not None else None)
 
     # --- walks and indexes -------------------------------------------------------------------
     def build(self) -> None:
@@ -509,7 +506,7 @@ class Model:
         part.forget_changes()
         self.version += 1
         named = dirty | gone
-        if self._subscribers and self._id_region != self.space.false:
+        if self._id_region != self.space.false:
             # Reports of these classes may carry the old Verify_Rule until the switch has
             # the change; the tester holds them back like moved classes.
             named = named | set(part.candidates(self._id_region))
