@@ -3,8 +3,9 @@
 The walker follows a class through the pipeline of each switch (tables, goto,
 apply and write actions, groups) and across links. A set_field rewrites the
 header: the rewritten set is re-classified and the walk forks into every class
-it meets. Loops are detected by revisiting a (switch, in_port, class) on the
-same path and reported, never followed.
+it meets. Loops are detected by revisiting a (switch, in_port, class, header set)
+on the same path (the header set once a rewrite or a trace made one) and reported,
+never followed.
 
 Two modes:
   * class walks (the model's index) follow the classes' actions and record path
@@ -278,7 +279,7 @@ class Walker:
         memo = self._memo
         if memo is not None and st.hdr is None:
             key = (st.dpid, st.in_port, st.ap)
-            if key not in st.visited:
+            if (*key, None) not in st.visited:
                 suffix = memo.get(key, _UNSET)
                 if suffix is _UNSET:
                     memo[key] = None  # re-entered while computing it means a loop: not shareable
@@ -302,7 +303,9 @@ class Walker:
         return Node(sub.outcomes, sub.links)
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
-        key = (st.dpid, st.in_port, st.ap)
+        # A loop is the same headers back at the same port: a rewritten header set (and a
+        # traced header) counts, not only its class, which other headers share.
+        key = (st.dpid, st.in_port, st.ap, st.hdr)
         st.rules = ()
         if key in st.visited:
             self._end(
