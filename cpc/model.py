@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from . import ofctl
@@ -81,11 +81,21 @@ class Update:
     version: int
     classes: frozenset[int]  # classes created, moved or removed, or whose entries changed
     region: object  # BDD of the header space the update touched
-    # (ingress, egress) pairs whose S_i may have changed (headers gained or lost an outcome
-    # there), and the edge ports whose S_e may have (an entry that outputs there gained or
-    # lost headers, or a group or port of the exit switch changed).
-    pairs: frozenset[tuple[Port, Port]] = frozenset()
+    # The edge ports whose S_e may have changed (an entry that outputs there gained or lost
+    # headers, or a group or port of the exit switch changed).
     exits: frozenset[Port] = frozenset()
+    # Pair sets (before, after) of headers that changed class or path; see `pairs`.
+    pair_diffs: tuple[tuple[frozenset, frozenset], ...] = ()
+
+    @cached_property
+    def pairs(self) -> frozenset[tuple[Port, Port]]:
+        """(ingress, egress) pairs whose S_i may have changed: headers gained or lost an
+        outcome there. Computed when first read (set differences of large pair sets are
+        the costliest part of a small update, and not every subscriber needs them)."""
+        out: set = set()
+        for before, after in self.pair_diffs:
+            out |= before ^ after
+        return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ class Model:
         self._behaviours: dict[tuple, Behaviour] = {}
         self._actions: dict[tuple, Action] = {}
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
+        self.port_dpids: set[int] = set()  # switches with in_port-specific entries
         self._groups: dict[tuple[int, int], Group] = {}
         self._ingresses = topology.edge_ports()
         # Walk results, per start class, and the indexes built from them.
@@ -115,7 +126,6 @@ class Model:
         # Path templates by the class a path ends in and its egress, built when first asked
         # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self._expect: dict[int, dict[Port, list]] = {}
-        self._pairs: dict[tuple[Port, Port], set[int]] = defaultdict(set)
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
         self._class_pairs: dict[int, frozenset] = {}  # class -> its (ingress, egress) pairs
         self._pair_sets: dict[frozenset, frozenset] = {}  # interned pair sets
@@ -125,7 +135,6 @@ class Model:
         self._subscribers: list[Callable[[Update], None]] = []
         self._region = self.space.false
         self._id_region = self.space.false  # where only the matched entry's identity changed
-        self._touched_pairs: set[tuple[Port, Port]] = set()  # of the update being committed
         self._touched_exits: set[Port] = set()
 
     # --- elements and lookups ------------------------------------------------------------
@@ -140,6 +149,7 @@ class Model:
             self._elem_list.append(el)
             if in_port is not None:
                 self._port_elems[(dpid, table)].append(el)
+                self.port_dpids.add(dpid)
                 # The port's element answers for the whole table: copy the wildcard entries in.
                 w = self._elements.get((dpid, table, None))
                 for e in w.ident.entries() if w is not None else ():
@@ -171,8 +181,9 @@ class Model:
 
     @staticmethod
     @lru_cache(maxsize=65536)
-    def port_bits(dpid: int, port: int) -> int:
-        return port_bits(dpid, port)
+    def port_bits(dpid: int, port: int | None) -> int:
+        # None: a walk's shared entry into a switch (cpc.walk); each ingress adds its own.
+        return 0 if port is None else port_bits(dpid, port)
 
     def _behaviour(self, e: FlowEntry) -> Behaviour:
         k = (e.dpid, e.table, e.priority, e.cookie, e.rule_id, e.instructions)
@@ -395,13 +406,11 @@ class Model:
     def _move(self, el: Element, region, act: Action | None) -> None:
         """Element el now applies act to the headers of region: split and move classes."""
         part = self.part
+        false = self.space.false
         for ap in part.candidates(region):
-            a = part.bdd_of[ap]
-            p = a & region
-            if p == self.space.false:
-                continue
-            target = ap if p == a else part.split(ap, p)
-            part.set_owner(target, el.idx, act)
+            p = part.bdd_of[ap] & region
+            if p != false:
+                part.move(ap, p, el.idx, act)
 
     def _replace(self, old: FlowEntry, new) -> None:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
@@ -441,14 +450,12 @@ class Model:
         self._through.clear()
         self._group_users.clear()
         self._expect.clear()
-        self._pairs.clear()
         self._rewriting.clear()
         self._class_pairs.clear()
         for ap in list(self.part.bdd_of):
             self._walk(ap)
         self.part.forget_changes()
         self.part.track_owners = True
-        self._touched_pairs.clear()
         self._touched_exits.clear()
         self._built = True
         self.version += 1
@@ -467,6 +474,11 @@ class Model:
         for ap in reshaped | gone | moved:
             full |= self._through.pop(ap, set())
         dirty = (set(moved) | full) - gone
+        # Headers that joined an existing class (part.transfers, merges) take its paths.
+        sources = {part.origin.get(f, f) for f, _ in part.transfers}
+        joined = {part.survivor(t) if t in gone else t for _, t in part.transfers}
+        joined.update(part.survivor(g) for g in gone)
+        joined.discard(None)
         elems, edges = self._elem_list, self.topo.edges
         for e, behs in part.owner_changes.items():
             dpid = elems[e].dpid
@@ -478,6 +490,7 @@ class Model:
                     self._touch_switch(dpid)
                 else:
                     self._touched_exits.update((dpid, p) for p in outs if (dpid, p) in edges)
+        diffs: list[tuple[frozenset, frozenset]] = []
         if self._built:
             # Plan every re-walk before touching the old walks: split-off classes read theirs.
             plans = {
@@ -485,36 +498,40 @@ class Model:
                 for ap in dirty
                 if ap in part.bdd_of
             }
-            before = {ap: self._pairs_of(ap) for ap in gone | dirty | set(part.origin.values())}
+            before = {
+                ap: self._pairs_of(ap) for ap in gone | dirty | sources | set(part.origin.values())
+            }
             for ap in gone | dirty:
                 self._unwalk(ap)
             for ap, plan in plans.items():
                 self._walk(ap, plan)
             # A pair's S_i changed where headers gained or lost an outcome for it: compare each
             # class's pairs with those its headers had before (its own, or its origin's).
-            tp, none = self._touched_pairs, frozenset()
+            none = frozenset()
             for ap in plans:
                 old = before.get(part.origin.get(ap, ap))
-                tp |= self._pairs_of(ap) ^ (old if old is not None else before.get(ap, none))
+                diffs.append((old if old is not None else before.get(ap, none), self._pairs_of(ap)))
             for ap in gone:
                 keep = part.survivor(ap)
                 old = before.get(part.origin.get(ap, ap), none)
-                tp |= old ^ (self._pairs_of(keep) if keep is not None else none)
+                diffs.append((old, self._pairs_of(keep) if keep is not None else none))
+            for f, t in part.transfers:
+                keep = part.survivor(t) if t in gone else t
+                diffs.append((before[part.origin.get(f, f)], self._pairs_of(keep)))
         else:
             for ap in gone:
                 self._unwalk(ap)
         part.forget_changes()
         self.version += 1
-        named = dirty | gone
+        named = dirty | gone | joined
         if self._id_region != self.space.false:
             # Reports of these classes may carry the old Verify_Rule until the switch has
             # the change; the tester holds them back like moved classes.
             named = named | set(part.candidates(self._id_region))
         self._id_region = self.space.false
         upd = Update(self.version, frozenset(named), self._region,
-                     frozenset(self._touched_pairs), frozenset(self._touched_exits))  # fmt: skip
+                     frozenset(self._touched_exits), tuple(d for d in diffs if d[0] is not d[1]))  # fmt: skip
         self._region = self.space.false
-        self._touched_pairs.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)
@@ -565,8 +582,6 @@ class Model:
             if len(self._pair_sets) > 100_000:
                 self._pair_sets.clear()
             self._class_pairs[ap] = self._pair_sets.setdefault(key, key)
-            for pair in pairs:
-                self._pairs[pair].add(ap)
 
     def _touch_switch(self, dpid: int) -> None:
         self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
@@ -575,8 +590,7 @@ class Model:
         return self._class_pairs.get(ap, frozenset())
 
     def _unwalk(self, ap: int) -> None:
-        for pair in self._class_pairs.pop(ap, ()):
-            self._pairs[pair].discard(ap)
+        self._class_pairs.pop(ap, None)
         walk = self._walks.pop(ap, None)
         self._forget_templates(ap, walk.outcomes if walk is not None else ())
         self._rewriting.discard(ap)
@@ -719,9 +733,14 @@ class Model:
 
     def reach(self, ingress: Port, egress: Port):
         """The header set (BDD) that the model delivers from ingress to egress."""
+        pair = (ingress, egress)
         parts = []
         bdd_of = self.part.bdd_of
-        for ap in self._pairs.get((ingress, egress), ()):
+        # A scan of the classes' pair sets (hash lookups): cheaper overall than keeping an
+        # index from pairs to classes up to date on every update.
+        for ap, pairs in self._class_pairs.items():
+            if pair not in pairs:
+                continue
             if ap not in self._rewriting:
                 parts.append(bdd_of[ap])
                 continue
@@ -729,14 +748,6 @@ class Model:
                 if o.kind == "egress" and o.ingress == ingress and o.egress == egress:
                     parts.append(o.src if o.src is not None else bdd_of[ap])
         return self.space.union(parts)
-
-    def reach_from(self, ingress: Port) -> dict[Port, object]:
-        """reach(ingress, egress) for every egress, in one pass."""
-        return {
-            eg: self.reach(ing, eg)
-            for (ing, eg), aps in list(self._pairs.items())
-            if ing == ingress and aps
-        }
 
     def corpus(self, ingress: Port, egress: Port):
         """(S_i, S_e) of Algorithm 2 for one pair.

@@ -12,9 +12,9 @@ followed by CLASS_ID_BITS label variables: for every header h, label(h, id) is
 true for exactly the id of h's class. Two operations fall out of it:
   * classify(h): a single walk from the root, guided by h's bits, that stops at
     the first label variable (typically after the destination prefix length);
-  * candidates(p): the classes that intersect a predicate p, from the label
-    nodes reachable in `label & p` - its cost grows with the header space that
-    p touches, not with the number of classes.
+  * candidates(p): the classes that intersect a predicate p, by quantifying the
+    header variables out of `label & p` - inside CUDD, at a cost that grows with
+    the header space p touches, not with the number of classes.
 """
 
 from __future__ import annotations
@@ -81,13 +81,12 @@ class Labels:
             comp ^= node.negated
             node = node.high if (get(lf[level], 0) >> ls[level]) & 1 else node.low
 
-    def candidates(self, pred, budget: int = 256) -> list[int]:
+    def candidates(self, pred) -> list[int]:
         """Ids whose regions intersect the header set pred.
 
-        A Python walk of label ∧ pred down to the label level finds them when the
-        touched region is small (label nodes are the ids' canonical cubes); past
-        `budget` nodes, ∃header. (label ∧ pred) runs inside CUDD instead and leaves a
-        BDD over the label bits whose minterms are the ids.
+        ∃header. (label ∧ pred), inside CUDD, leaves a BDD over the label bits whose
+        minterms are the ids. One id is the common answer: then that BDD is the id's own
+        cube, found by node without enumerating minterms.
         """
         # The same match recurs on many switches while the labels stay put: cache per label.
         label_id = int(self.label)
@@ -97,47 +96,17 @@ class Labels:
         cached = self._cand_cache.get(int(pred))
         if cached is not None and cached[0] == pred:
             return cached[1]
-        out = self._candidates(pred, budget)
+        out = self._candidates(pred)
         self._cand_cache[int(pred)] = (pred, out)  # holding pred keeps its node id unique
         return out
 
-    def _candidates(self, pred, budget: int) -> list[int]:
-        u = self.label & pred
-        id_level = self.space.id_level
-        false_id = int(self.space.false)
-        ids = self._id_of_node
-        out: list[int] = []
-        # Only branch nodes are remembered: a chain is entered through its branch node, so a
-        # shared chain is cut where it forks off; `steps` bounds the work either way.
-        forks: set[int] = set()
-        steps = 0
-        stack = [(u, 0)]
-        while stack:
-            node, comp = stack.pop()
-            while True:  # follow the path while only one branch is alive
-                if node.level >= id_level:
-                    ident = ids.get(int(node) ^ comp)
-                    if ident is not None and ident not in out:
-                        out.append(ident)
-                    break
-                steps += 1
-                if steps > budget:
-                    space = self.space
-                    return self._minterms(space.bdd.exist(space.header_names, u))
-                comp ^= node.negated
-                lo, hi = node.low, node.high
-                if int(lo) ^ comp == false_id:
-                    node = hi
-                elif int(hi) ^ comp == false_id:
-                    node = lo
-                else:
-                    k = int(node) ^ comp
-                    if k in forks:
-                        break
-                    forks.add(k)
-                    stack.append((hi, comp))
-                    node = lo
-        return out
+    def _candidates(self, pred) -> list[int]:
+        space = self.space
+        ids = space.bdd.apply("exists", space.header_cube, self.label & pred)
+        one = self._id_of_node.get(int(ids))
+        if one is not None:
+            return [one]
+        return [] if ids == space.false else self._minterms(ids)
 
     def _minterms(self, u) -> list[int]:
         out: list[int] = []
@@ -186,6 +155,7 @@ class Partition(Labels):
         self.origin: dict[int, int] = {}  # class split off in this update -> class it came from
         self.merged_into: dict[int, int] = {}  # class merged away in this update -> the one kept
         self.owner_changes: dict[int, set] = defaultdict(set)  # element -> actions in or out
+        self.transfers: list[tuple[int, int]] = []  # (from, to): headers moved between classes
         self.track_owners = False  # off during bulk builds (nothing reads them, they are large)
 
     def __len__(self) -> int:
@@ -211,6 +181,53 @@ class Partition(Labels):
         if ap in self.changed_at:
             self.changed_at[new] = set(self.changed_at[ap])
         return new
+
+    def move(self, ap: int, part, elem: int, key) -> None:
+        """Headers `part` (a non-empty subset of class ap) now get action key at elem.
+
+        They join the class that already has exactly the resulting owners, when there is
+        one (one relabel, and that class's walks stay valid); otherwise they become a new
+        class split off ap, or ap itself when part is all of it.
+        """
+        owners = self.owners[ap]
+        old = owners.get(elem)
+        if old is key:
+            return
+        sig = self._sig[ap]
+        if old is not None:
+            sig -= hash((elem, old))
+        if key is not None:
+            sig += hash((elem, key))
+        target = self._with_owners(sig & _MASK64, owners, elem, key, ap)
+        whole = part == self.bdd_of[ap]
+        if target is None:
+            self.set_owner(ap if whole else self.split(ap, part), elem, key)
+            return
+        if self.track_owners:
+            self.owner_changes[elem].update((old, key))
+        if whole:
+            self._merge(keep=target, drop=ap)
+            return
+        self.bdd_of[ap] = self.bdd_of[ap] & ~part
+        self.bdd_of[target] = self.bdd_of[target] | part
+        self._relabel(part, target)
+        self.reshaped.update((ap, target))
+        self.transfers.append((ap, target))
+
+    def _with_owners(self, sig: int, owners: dict, elem: int, key, skip: int) -> int | None:
+        """The class (other than skip) whose owners are `owners` with elem set to key."""
+        bucket = self._by_sig.get(sig)
+        if not bucket:
+            return None
+        want = dict(owners)
+        if key is None:
+            del want[elem]
+        else:
+            want[elem] = key
+        for other in bucket:
+            if other != skip and self.owners[other] == want:
+                return other
+        return None
 
     def set_owner(self, ap: int, elem: int, key) -> None:
         """Record that element elem applies action key to class ap (None: table-miss)."""
@@ -295,3 +312,4 @@ class Partition(Labels):
         self.origin.clear()
         self.merged_into.clear()
         self.owner_changes.clear()
+        self.transfers.clear()

@@ -212,9 +212,9 @@ class Identities(Labels):
         self._fresh_label()
         return super().classify(header)
 
-    def candidates(self, pred, budget: int = 256) -> list[int]:
+    def candidates(self, pred) -> list[int]:
         self._fresh_label()
-        return super().candidates(pred, budget)
+        return super().candidates(pred)
 
     def remove(self, entry: FlowEntry) -> list[tuple[object, Behaviour | None]]:
         """Drop an entry; returns its region's pieces with the entries (or None) that get them."""

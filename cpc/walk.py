@@ -143,7 +143,12 @@ def _expand_links(links) -> list[Outcome]:
     append = out.append
     for ing, hops, vport, alt, node in links:
         for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
-            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
+            if hops is None:  # an ingress's link to its switch's shared entry: name its port
+                h0 = h[0]
+                h = (Hop(h0.dpid, ing[1], h0.rules, h0.out_port), *h[1:])
+            else:
+                h = hops + h
+            append(Outcome(ing, kind, port, h, vport | vp, 0, alt or a, reason, fap, None,
                            None, False, ()))  # fmt: skip
     return out
 
@@ -178,7 +183,7 @@ class WalkResult:
         out = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
         for ing, hops, _vp, _alt, node in self.links:
             if ing not in out and (
-                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
+                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops or ())
             ):
                 out.add(ing)
         return out
@@ -210,6 +215,7 @@ class Walker:
         self.space = model.space
         self.topo = model.topo
         self._memo: dict | None = None
+        self._port_dependent = False
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
 
@@ -264,15 +270,45 @@ class Walker:
 
     def _walk(self, ap: int, ingresses, hdr, local: bool) -> WalkResult:
         res = WalkResult()
-        self._memo = {} if hdr is None and not local else None
+        shared = hdr is None and not local
+        self._memo = {} if shared else None
+        entries: dict[int, tuple[Node, frozenset] | None] = {}
+        port_dpids = self.m.port_dpids
+        port_bits = self.m.port_bits
         for ing in ingresses:
             if ing in self.topo.down:
                 continue
-            st = State(ing, ing[0], ing[1], ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
+            dpid, port = ing
+            if shared and dpid not in port_dpids:
+                entry = entries.get(dpid, _UNSET)
+                if entry is _UNSET:
+                    entry = entries[dpid] = self._shared_entry(res, dpid, ap)
+                if entry is not None and port not in entry[1]:
+                    res.links.append((ing, None, port_bits(dpid, port), False, entry[0]))
+                    continue
+            st = State(ing, dpid, port, ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
         self._memo = None
         return res
+
+    def _shared_entry(self, res: WalkResult, dpid: int, ap: int) -> tuple[Node, frozenset] | None:
+        """The outcomes of class ap entering switch dpid at any edge port, shared by its
+        ingresses, and the ports its first hop outputs to; None when they depend on the port.
+
+        A switch without in_port-specific entries treats a class alike whatever edge port it
+        came in on, except that the port itself joins Verify_Port (the ingress's link adds
+        it) and names the first hop (filled in when expanded), and outputs to IN_PORT, FLOOD
+        and ALL, or back to that port (walked per ingress instead).
+        """
+        self._port_dependent = False
+        st = State((dpid, None), dpid, None, ap, None, None, 0, 0, (), frozenset())
+        node = self._suffix(res, st, False)
+        if node is None or self._port_dependent:
+            return None
+        first = {o.hops[0].out_port for o in node.outcomes}
+        first.update(link[1][0].out_port for link in node.links)
+        return node, frozenset(first)
 
     # --- one switch -------------------------------------------------------------------------
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
@@ -422,6 +458,9 @@ class Walker:
         if port == OFPP_LOCAL:
             self._end(res, st, "local", None, "sent to the bridge's local port")
             return
+        if st.in_port is None and port in _PORT_DEPENDENT:
+            self._port_dependent = True  # a shared entry (_shared_entry) cannot answer for this
+            return
         if port == OFPP_IN_PORT:
             ports = [st.in_port]
         elif port in (OFPP_FLOOD, OFPP_ALL):
@@ -490,6 +529,7 @@ class Walker:
 
 
 _UNSET = object()
+_PORT_DEPENDENT = frozenset((OFPP_IN_PORT, OFPP_FLOOD, OFPP_ALL))
 
 
 _SET_ORDER = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
