@@ -567,7 +567,7 @@ class Model:
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
         self._walks[ap] = res
-        # Paths that loop or rewrite the header are never shared: they are all in .outcomes.
+        # Paths that rewrite the header are never shared: they are all in .outcomes.
         self._forget_templates(ap, res.outcomes)
         if any(o.rewritten for o in res.outcomes):
             self._rewriting.add(ap)
@@ -792,11 +792,10 @@ class Model:
         return outs
 
     def loops(self) -> list[Loop]:
-        # A path that loops is never shared between walks: it is in the walk's own outcomes.
         return [
             Loop(o.ingress, ap, o.delivery())
             for ap, walk in self._walks.items()
-            for o in walk.outcomes
+            for o in walk.expanded(ap)
             if o.kind == "loop"
         ]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from binascii import crc_hqx
 from dataclasses import dataclass, field
+from itertools import product
 from typing import NamedTuple
 
 from .fields import OFPVID_PRESENT, WIDTH
@@ -102,13 +103,18 @@ class Outcome(NamedTuple):
 
 class Node:
     """The outcomes of a class from one (switch, in_port) on, shared by every path that
-    reaches it: its own outcomes (zero tags, no history) and links to deeper nodes."""
+    reaches it: its own outcomes (zero tags, no history) and links to deeper nodes.
 
-    __slots__ = ("outcomes", "links", "_expanded", "_egresses", "_dpids")
+    `states` are the walk states its paths pass through. Walked from a fresh start, it
+    holds for any path that reaches it without having passed one of them: loop checks
+    then only ever meet states of the node's own paths."""
 
-    def __init__(self, outcomes: list[Outcome], links: list) -> None:
+    __slots__ = ("outcomes", "links", "states", "_expanded", "_egresses", "_dpids")
+
+    def __init__(self, outcomes: list[Outcome], links: list, states: frozenset = frozenset()):
         self.outcomes = outcomes
         self.links = links  # [(ingress, hops before the node, Verify_Port so far, alt, Node)]
+        self.states = states
         self._expanded = None
         self._egresses = None
         self._dpids = None
@@ -173,18 +179,29 @@ class WalkResult:
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""
         p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
+        by_node: dict[int, tuple[Node, list]] = {}
         for link in self.links:
-            ing = link[0]
-            p.update((ing, e) for e in link[4].egresses())
+            node = link[4]
+            entry = by_node.get(id(node))
+            if entry is None:
+                by_node[id(node)] = (node, [link[0]])
+            else:
+                entry[1].append(link[0])
+        for node, ings in by_node.values():
+            p.update(product(ings, node.egresses()))
         return p
 
     def ingresses_via(self, dpids) -> set:
         """The ingresses with a path through one of these switches."""
         out = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
+        via: dict[int, bool] = {}  # node -> does it visit one of dpids (nodes are shared)
         for ing, hops, _vp, _alt, node in self.links:
-            if ing not in out and (
-                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops or ())
-            ):
+            if ing in out:
+                continue
+            hit = via.get(id(node))
+            if hit is None:
+                hit = via[id(node)] = not dpids.isdisjoint(node.dpids())
+            if hit or (hops and any(h.dpid in dpids for h in hops)):
                 out.add(ing)
         return out
 
@@ -200,9 +217,10 @@ class Walker:
     """Walks header classes through a model (see cpc.model.Model for the state it reads).
 
     Within one class walk, the outcomes from a switch onwards (a suffix) do not depend on
-    how the packet got there, except through Verify_Port, which ORs. So each suffix is
-    computed once and composed onto every path that reaches it. Suffixes that loop or
-    rewrite the header are walked directly instead.
+    how the packet got there, except through Verify_Port, which ORs, and through loop
+    checks. So each suffix is computed once and composed onto every path that reaches it
+    without having passed one of its states. Suffixes that rewrite the header are walked
+    directly instead.
     """
 
     def __init__(self, model) -> None:
@@ -215,6 +233,7 @@ class Walker:
         self.space = model.space
         self.topo = model.topo
         self._memo: dict | None = None
+        self._states: list[set] = []  # the states met by each suffix being computed
         self._port_dependent = False
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
@@ -318,10 +337,12 @@ class Walker:
             if (*key, None) not in st.visited:
                 suffix = memo.get(key, _UNSET)
                 if suffix is _UNSET:
-                    memo[key] = None  # re-entered while computing it means a loop: not shareable
+                    memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
-                if suffix is not None:
+                if suffix is not None and suffix.states.isdisjoint(st.visited):
                     res.links.append((st.ingress, st.hops, st.vport, st.alternative, suffix))
+                    if self._states:
+                        self._states[-1] |= suffix.states
                     return
         self._switch_direct(res, st, local)
 
@@ -329,19 +350,25 @@ class Walker:
         """The Node from this switch on (zero tags, no history); None if not shareable."""
         sub = WalkResult()
         fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
-        self._switch_direct(sub, fresh, local)
+        self._states.append(set())
+        try:
+            self._switch_direct(sub, fresh, local)
+        finally:
+            states = self._states.pop()
         if sub.through:
             res.through |= sub.through
         if sub.groups:
             res.groups |= sub.groups
-        if any(o.kind == "loop" or o.rewritten for o in sub.outcomes):
+        if any(o.rewritten for o in sub.outcomes):
             return None
-        return Node(sub.outcomes, sub.links)
+        return Node(sub.outcomes, sub.links, frozenset(states))
 
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         # A loop is the same headers back at the same port: a rewritten header set (and a
         # traced header) counts, not only its class, which other headers share.
         key = (st.dpid, st.in_port, st.ap, st.hdr)
+        if self._states:
+            self._states[-1].add(key)
         st.rules = ()
         if key in st.visited:
             self._end(
