@@ -566,6 +566,7 @@ class Model:
             res = self.walker.walk(ap, ingresses)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
+            res.entries = keep.entries + res.entries
         self._walks[ap] = res
         # Paths that rewrite the header are never shared: they are all in .outcomes.
         self._forget_templates(ap, res.outcomes)

@@ -149,13 +149,24 @@ def _expand_links(links) -> list[Outcome]:
     append = out.append
     for ing, hops, vport, alt, node in links:
         for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
-            if hops is None:  # an ingress's link to its switch's shared entry: name its port
+            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
+                           None, False, ()))  # fmt: skip
+    return out
+
+
+def _expand_entries(entries) -> list[Outcome]:
+    """Paths of ingresses that share their switch's entry node: each ingress adds its port's
+    Verify_Port bit and names its port as the first hop's in_port."""
+    out = []
+    append = out.append
+    for node, ings in entries:
+        exp = node.expanded()
+        for ing, vport in ings:
+            for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
                 h0 = h[0]
                 h = (Hop(h0.dpid, ing[1], h0.rules, h0.out_port), *h[1:])
-            else:
-                h = hops + h
-            append(Outcome(ing, kind, port, h, vport | vp, 0, alt or a, reason, fap, None,
-                           None, False, ()))  # fmt: skip
+                append(Outcome(ing, kind, port, h, vport | vp, 0, a, reason, fap, None, None,
+                               False, ()))  # fmt: skip
     return out
 
 
@@ -166,12 +177,14 @@ class WalkResult:
 
     outcomes: list[Outcome] = field(default_factory=list)
     links: list = field(default_factory=list)
+    # [(entry Node, [(ingress, its Verify_Port bit)])]: ingresses sharing their switch's entry
+    entries: list = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
 
     def expanded(self, ap: int | None = None) -> list[Outcome]:
         """Every outcome; with ap, the shared ones are relabelled as ending in class ap."""
-        out = self.outcomes + _expand_links(self.links)
+        out = self.outcomes + _expand_links(self.links) + _expand_entries(self.entries)
         if ap is not None:
             out = [o if o.rewritten or o.final_ap == ap else o._replace(final_ap=ap) for o in out]
         return out
@@ -179,37 +192,37 @@ class WalkResult:
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""
         p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
-        by_node: dict[int, tuple[Node, list]] = {}
         for link in self.links:
-            node = link[4]
-            entry = by_node.get(id(node))
-            if entry is None:
-                by_node[id(node)] = (node, [link[0]])
-            else:
-                entry[1].append(link[0])
-        for node, ings in by_node.values():
-            p.update(product(ings, node.egresses()))
+            ing = link[0]
+            p.update((ing, e) for e in link[4].egresses())
+        for node, ings in self.entries:
+            p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
     def ingresses_via(self, dpids) -> set:
         """The ingresses with a path through one of these switches."""
         out = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
-        via: dict[int, bool] = {}  # node -> does it visit one of dpids (nodes are shared)
         for ing, hops, _vp, _alt, node in self.links:
-            if ing in out:
-                continue
-            hit = via.get(id(node))
-            if hit is None:
-                hit = via[id(node)] = not dpids.isdisjoint(node.dpids())
-            if hit or (hops and any(h.dpid in dpids for h in hops)):
+            if ing not in out and (
+                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
+            ):
                 out.add(ing)
+        for node, ings in self.entries:
+            if not dpids.isdisjoint(node.dpids()):
+                out.update(i for i, _ in ings)
         return out
 
     def without(self, ingresses) -> WalkResult:
         """This walk, minus the paths from these ingresses."""
+        entries = []
+        for node, ings in self.entries:
+            keep = [iv for iv in ings if iv[0] not in ingresses]
+            if keep:
+                entries.append((node, keep))
         return WalkResult(
             [o for o in self.outcomes if o.ingress not in ingresses],
             [link for link in self.links if link[0] not in ingresses],
+            entries,
         )
 
 
@@ -291,7 +304,7 @@ class Walker:
         res = WalkResult()
         shared = hdr is None and not local
         self._memo = {} if shared else None
-        entries: dict[int, tuple[Node, frozenset] | None] = {}
+        entries: dict[int, tuple[Node, frozenset, list] | None] = {}
         port_dpids = self.m.port_dpids
         port_bits = self.m.port_bits
         for ing in ingresses:
@@ -303,15 +316,16 @@ class Walker:
                 if entry is _UNSET:
                     entry = entries[dpid] = self._shared_entry(res, dpid, ap)
                 if entry is not None and port not in entry[1]:
-                    res.links.append((ing, None, port_bits(dpid, port), False, entry[0]))
+                    entry[2].append((ing, port_bits(dpid, port)))
                     continue
             st = State(ing, dpid, port, ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
+        res.entries = [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
         return res
 
-    def _shared_entry(self, res: WalkResult, dpid: int, ap: int) -> tuple[Node, frozenset] | None:
+    def _shared_entry(self, res: WalkResult, dpid: int, ap: int):
         """The outcomes of class ap entering switch dpid at any edge port, shared by its
         ingresses, and the ports its first hop outputs to; None when they depend on the port.
 
@@ -327,7 +341,7 @@ class Walker:
             return None
         first = {o.hops[0].out_port for o in node.outcomes}
         first.update(link[1][0].out_port for link in node.links)
-        return node, frozenset(first)
+        return node, frozenset(first), []  # the node, its first hop's ports, its ingresses
 
     # --- one switch -------------------------------------------------------------------------
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
