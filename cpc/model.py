@@ -84,8 +84,8 @@ class Update:
     # The edge ports whose S_e may have changed (an entry that outputs there gained or lost
     # headers, or a group or port of the exit switch changed).
     exits: frozenset[Port] = frozenset()
-    # Pair sets (before, after) of headers that changed class or path; see `pairs`.
-    pair_diffs: tuple[tuple[frozenset, frozenset], ...] = ()
+    # Walks (before, after) of headers that changed class or path; see `pairs`.
+    pair_diffs: tuple = ()
 
     @cached_property
     def pairs(self) -> frozenset[tuple[Port, Port]]:
@@ -93,8 +93,9 @@ class Update:
         outcome there. Computed when first read (set differences of large pair sets are
         the costliest part of a small update, and not every subscriber needs them)."""
         out: set = set()
+        none = frozenset()
         for before, after in self.pair_diffs:
-            out |= before ^ after
+            out |= (before.pair_set() if before else none) ^ (after.pair_set() if after else none)
         return frozenset(out)
 
 
@@ -127,8 +128,6 @@ class Model:
         # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self._expect: dict[int, dict[Port, list]] = {}
         self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
-        self._class_pairs: dict[int, frozenset] = {}  # class -> its (ingress, egress) pairs
-        self._pair_sets: dict[frozenset, frozenset] = {}  # interned pair sets
         self._s_e: dict[Port, tuple[int, object]] = {}  # egress -> (version, S_e)
         self._built = False
         self.version = 0
@@ -451,7 +450,6 @@ class Model:
         self._group_users.clear()
         self._expect.clear()
         self._rewriting.clear()
-        self._class_pairs.clear()
         for ap in list(self.part.bdd_of):
             self._walk(ap)
         self.part.forget_changes()
@@ -490,7 +488,7 @@ class Model:
                     self._touch_switch(dpid)
                 else:
                     self._touched_exits.update((dpid, p) for p in outs if (dpid, p) in edges)
-        diffs: list[tuple[frozenset, frozenset]] = []
+        diffs: list[tuple[WalkResult | None, WalkResult | None]] = []
         if self._built:
             # Plan every re-walk before touching the old walks: split-off classes read theirs.
             plans = {
@@ -499,7 +497,7 @@ class Model:
                 if ap in part.bdd_of
             }
             before = {
-                ap: self._pairs_of(ap) for ap in gone | dirty | sources | set(part.origin.values())
+                ap: self._walks.get(ap) for ap in gone | dirty | sources | set(part.origin.values())
             }
             for ap in gone | dirty:
                 self._unwalk(ap)
@@ -507,17 +505,19 @@ class Model:
                 self._walk(ap, plan)
             # A pair's S_i changed where headers gained or lost an outcome for it: compare each
             # class's pairs with those its headers had before (its own, or its origin's).
-            none = frozenset()
+            # (walk before, walk after) for headers that may have changed paths: Update.pairs
+            # compares their pair sets when read.
+            walks = self._walks
             for ap in plans:
                 old = before.get(part.origin.get(ap, ap))
-                diffs.append((old if old is not None else before.get(ap, none), self._pairs_of(ap)))
+                diffs.append((old if old is not None else before.get(ap), walks.get(ap)))
             for ap in gone:
                 keep = part.survivor(ap)
-                old = before.get(part.origin.get(ap, ap), none)
-                diffs.append((old, self._pairs_of(keep) if keep is not None else none))
+                old = before.get(part.origin.get(ap, ap))
+                diffs.append((old, walks.get(keep) if keep is not None else None))
             for f, t in part.transfers:
                 keep = part.survivor(t) if t in gone else t
-                diffs.append((before[part.origin.get(f, f)], self._pairs_of(keep)))
+                diffs.append((before[part.origin.get(f, f)], walks.get(keep)))
         else:
             for ap in gone:
                 self._unwalk(ap)
@@ -577,21 +577,11 @@ class Model:
         for g in res.groups:
             self._group_users[g].add(ap)
         res.through = res.groups = None  # indexed; the walk keeps only its paths
-        pairs = res.pairs()
-        if pairs:
-            key = frozenset(pairs)  # many classes share one set: keep one copy
-            if len(self._pair_sets) > 100_000:
-                self._pair_sets.clear()
-            self._class_pairs[ap] = self._pair_sets.setdefault(key, key)
 
     def _touch_switch(self, dpid: int) -> None:
         self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
 
-    def _pairs_of(self, ap: int) -> frozenset[tuple[Port, Port]]:
-        return self._class_pairs.get(ap, frozenset())
-
     def _unwalk(self, ap: int) -> None:
-        self._class_pairs.pop(ap, None)
         walk = self._walks.pop(ap, None)
         self._forget_templates(ap, walk.outcomes if walk is not None else ())
         self._rewriting.discard(ap)
@@ -739,8 +729,8 @@ class Model:
         bdd_of = self.part.bdd_of
         # A scan of the classes' pair sets (hash lookups): cheaper overall than keeping an
         # index from pairs to classes up to date on every update.
-        for ap, pairs in self._class_pairs.items():
-            if pair not in pairs:
+        for ap, walk in self._walks.items():
+            if pair not in walk.pair_set():
                 continue
             if ap not in self._rewriting:
                 parts.append(bdd_of[ap])

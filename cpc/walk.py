@@ -181,6 +181,13 @@ class WalkResult:
     entries: list = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
+    _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
+
+    def pair_set(self) -> frozenset:
+        """pairs(), kept once asked for (a walk is not changed after it is stored)."""
+        if self._pair_set is None:
+            self._pair_set = frozenset(self.pairs())
+        return self._pair_set
 
     def expanded(self, ap: int | None = None) -> list[Outcome]:
         """Every outcome; with ap, the shared ones are relabelled as ending in class ap."""
