@@ -55,19 +55,25 @@ class Labels:
             self._next += 1
             if ident >= 1 << CLASS_ID_BITS:
                 raise OverflowError("too many header regions for the label width")
-        cube = self.space.id_cube(ident)
-        self._cube[ident] = cube
-        self._id_of_node[int(cube)] = ident
+        self._cube[ident] = None  # its cube is made when first put into the label
         return ident
+
+    def _cube_of(self, ident: int):
+        cube = self._cube[ident]
+        if cube is None:
+            cube = self._cube[ident] = self.space.id_cube(ident)
+            self._id_of_node[int(cube)] = ident
+        return cube
 
     def _drop_id(self, ident: int) -> None:
         cube = self._cube.pop(ident)
-        del self._id_of_node[int(cube)]
+        if cube is not None:
+            del self._id_of_node[int(cube)]
         self._pending_free.append(ident)
 
     def _relabel(self, region, ident: int) -> None:
         """Name every header of region with ident."""
-        self.label = self.space.bdd.ite(region, self._cube[ident], self.label)
+        self.label = self.space.bdd.ite(region, self._cube_of(ident), self.label)
 
     def classify(self, header) -> int:
         """The id of a concrete header's region (header: dict field -> int)."""
@@ -145,7 +151,7 @@ class Partition(Labels):
         self.owners[first] = {}
         self._sig[first] = 0
         self._by_sig[0].add(first)
-        self.label = self._cube[first]
+        self.label = self._cube_of(first)
         # Bookkeeping of one update, drained by the model: classes whose owners changed or
         # that were created, classes whose extent changed, and classes that disappeared.
         self.moved: set[int] = set()

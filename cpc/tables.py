@@ -41,7 +41,7 @@ class Behaviour:
     action and the bytes it adds to the Verify_Rule chain. Interned by the model."""
 
     __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
-                 "ur", "ref")  # fmt: skip
+                 "_ur")  # fmt: skip
 
     def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Action):
         self.dpid = dpid
@@ -51,8 +51,21 @@ class Behaviour:
         self.rule_id = rule_id
         self.instructions = instructions
         self.action = action
-        self.ur = rule_bytes(dpid, table, priority, cookie, rule_id)
-        self.ref = RuleRef(table, priority, cookie, rule_id)
+        self._ur = None
+
+    @property
+    def ur(self) -> bytes:
+        """u_r, the bytes this entry adds to the Verify_Rule chain (made on first use: a
+        bulk load creates one Behaviour per entry, and most are never asked)."""
+        ur = self._ur
+        if ur is None:
+            ur = self._ur = rule_bytes(self.dpid, self.table, self.priority, self.cookie,
+                                       self.rule_id)  # fmt: skip
+        return ur
+
+    @property
+    def ref(self) -> RuleRef:
+        return RuleRef(self.table, self.priority, self.cookie, self.rule_id)
 
 
 class Element:
@@ -96,7 +109,7 @@ class Identities(Labels):
     def __init__(self, space) -> None:
         super().__init__(space)
         self.miss_id = self._new_id()
-        self.label = self._cube[self.miss_id]
+        self.label = self._cube_of(self.miss_id)
         self.miss = space.true
         self.eff: dict[tuple, object] = {}  # entry key -> effective region
         self.beh: dict[int, Behaviour] = {}  # region id -> the entry's behaviour
@@ -105,7 +118,8 @@ class Identities(Labels):
         self._entry: dict[tuple, FlowEntry] = {}
         self._seq: dict[tuple, int] = {}
         self._prefix: dict[tuple[int, int], list[FlowEntry]] = {}
-        self._sorted: list[tuple[int, int, FlowEntry]] = []  # (dst low, seq, entry)
+        self._sorted: list[tuple[int, int, FlowEntry]] = []  # (dst low, seq, entry): _by_dst()
+        self._sorted_stale = False
         self._other: list[FlowEntry] = []  # entries whose ipv4_dst mask is not a prefix
         self._length_count: dict[int, int] = {}
         self._prio_count: dict[int, int] = {}
@@ -172,7 +186,7 @@ class Identities(Labels):
             lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
         else:
             lower = []  # nothing here has a lower priority (bulk loads go highest first)
-        self._index(entry)
+        self._index(entry, bulk=bulk)
         false = self.space.false
         taken = []
         g = self.miss & m
@@ -204,7 +218,7 @@ class Identities(Labels):
     def _fresh_label(self) -> None:
         if self._label_stale:
             self._label_stale = False
-            self.label = self._cube[self.miss_id]
+            self.label = self._cube_of(self.miss_id)
             for key, region in self.eff.items():
                 super()._relabel(region, self._id[key])
 
@@ -280,7 +294,7 @@ class Identities(Labels):
         return self.eff[key]
 
     # --- overlap index ------------------------------------------------------------------------
-    def _index(self, entry: FlowEntry, seq: int | None = None) -> None:
+    def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
         key = _ikey(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
@@ -294,7 +308,11 @@ class Identities(Labels):
             self._other.append(entry)
         else:
             self._prefix.setdefault(pfx, []).append(entry)
-            bisect.insort(self._sorted, (pfx[1], seq, entry), key=lambda t: t[0])
+            if bulk:  # sorted once, when next needed
+                self._sorted.append((pfx[1], seq, entry))
+                self._sorted_stale = True
+            else:
+                bisect.insort(self._by_dst(), (pfx[1], seq, entry), key=lambda t: t[0])
             n = self._length_count.get(pfx[0], 0)
             self._length_count[pfx[0]] = n + 1
             if not n:
@@ -325,17 +343,26 @@ class Identities(Labels):
         else:
             del self._length_count[pfx[0]]
             self._lengths = sorted(self._length_count)
-        lo = bisect.bisect_left(self._sorted, pfx[1], key=lambda t: t[0])
-        while self._sorted[lo][2] is not entry:
+        by_dst = self._by_dst()
+        lo = bisect.bisect_left(by_dst, pfx[1], key=lambda t: t[0])
+        while by_dst[lo][2] is not entry:
             lo += 1
-        del self._sorted[lo]
+        del by_dst[lo]
+
+    def _by_dst(self) -> list[tuple[int, int, FlowEntry]]:
+        """The prefix entries by destination value (then age)."""
+        if self._sorted_stale:
+            self._sorted.sort(key=lambda t: (t[0], t[1]))
+            self._sorted_stale = False
+        return self._sorted
 
     def overlapping(self, entry: FlowEntry) -> list[FlowEntry]:
         """Other entries here whose matches overlap entry's match."""
         pfx = _dst_prefix(entry)
         found: list[FlowEntry] = list(self._other)
+        by_dst = self._by_dst()
         if pfx is None:
-            found += [e for _, _, e in self._sorted]
+            found += [e for _, _, e in by_dst]
         else:
             plen, value = pfx
             for length in self._lengths:  # the prefix itself and its ancestors
@@ -343,9 +370,9 @@ class Identities(Labels):
                     break
                 found += self._prefix.get((length, value & _MASKS[length]), ())
             hi = value | (~_plen_mask(plen) & 0xFFFFFFFF)
-            lo_i = bisect.bisect_left(self._sorted, value, key=lambda t: t[0])
-            hi_i = bisect.bisect_right(self._sorted, hi, key=lambda t: t[0])
-            found += [e for _, _, e in self._sorted[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
+            lo_i = bisect.bisect_left(by_dst, value, key=lambda t: t[0])
+            hi_i = bisect.bisect_right(by_dst, hi, key=lambda t: t[0])
+            found += [e for _, _, e in by_dst[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
         key = _ikey(entry)
         return [e for e in found if _ikey(e) != key and e.match.overlaps(entry.match)]
 
