@@ -615,6 +615,7 @@ class Model:
         """Forget the BDDs kept only to answer faster (encodings, candidate lists, id cubes)."""
         space = self.space
         space._field_cache.clear()
+        space._byte_cache.clear()
         space._match_cache.clear()
         space._id_cubes.clear()
         self.part._cand_cache.clear()

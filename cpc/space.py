@@ -48,6 +48,7 @@ class HeaderSpace:
         self.id_level = HEADER_BITS
         self._id_lit = [self.bdd.var(n) for n in self.id_names]
         self._field_cache: dict[tuple[str, int, int], object] = {}
+        self._byte_cache: dict[tuple[str, int, int, int], object] = {}
         self._match_cache: dict[tuple, object] = {}
         self._id_cubes: dict[int, object] = {}
 
@@ -58,15 +59,29 @@ class HeaderSpace:
         u = self._field_cache.get(key)
         if u is None:
             width = WIDTH[field]
+            u = self.true
+            # One AND per byte (cached byte cubes), lowest byte first so each AND puts the
+            # next byte's nodes on top: BDD operations cost about 1 µs each through dd,
+            # whatever their size, so 4 ANDs beat 32 for an address.
+            for shift in range(0, width, 8):
+                m = (mask >> shift) & 0xFF
+                if m:
+                    u = self._byte_cube(field, width, shift, (value >> shift) & m, m) & u
+            self._field_cache[key] = u
+        return u
+
+    def _byte_cube(self, field: str, width: int, shift: int, value: int, mask: int):
+        """BDD of the field's bits shift..shift+7 (counted from the least significant)."""
+        key = (field, shift, value, mask)
+        u = self._byte_cache.get(key)
+        if u is None:
             base = self._first_level[field]
             u = self.true
-            # Conjoin from the lowest level up so every AND adds one node on top.
-            for i in range(width - 1, -1, -1):
-                bit = 1 << (width - 1 - i)
-                if mask & bit:
-                    lit = self._lit[base + i]
-                    u = (lit & u) if value & bit else (~lit & u)
-            self._field_cache[key] = u
+            for b in range(min(8, width - shift)):  # lowest level (least significant) first
+                if mask >> b & 1:
+                    lit = self._lit[base + width - 1 - shift - b]
+                    u = (lit & u) if value >> b & 1 else (~lit & u)
+            self._byte_cache[key] = u
         return u
 
     def match_bdd(self, fields: tuple[tuple[str, int, int], ...]):
