@@ -135,6 +135,8 @@ class Model:
         self._region = self.space.false
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_exits: set[Port] = set()
+        # In apply_many: element -> [element, regions collected, {action: [regions]}]
+        self._deferred: dict[int, list] | None = None
 
     # --- elements and lookups ------------------------------------------------------------
     def _element(
@@ -242,11 +244,17 @@ class Model:
         A FlowMod the model refuses is skipped and returned with its error; the others apply.
         """
         errors = []
-        for fm in fms:
-            try:
-                self._apply_one(fm)
-            except ModelError as e:
-                errors.append((fm, e))
+        self._deferred = {}
+        try:
+            for fm in fms:
+                try:
+                    self._apply_one(fm)
+                except ModelError as e:
+                    errors.append((fm, e))
+        finally:
+            deferred, self._deferred = self._deferred, None
+            for el, _, by_action in deferred.values():
+                self._move_deferred(el, by_action)
         return self._commit(), errors
 
     def _apply_one(self, fm: FlowMod) -> None:
@@ -398,9 +406,29 @@ class Model:
         """Element el's headers in region now match another entry: move classes where the
         action changes; where only the entry does, note it for the tester's hold-back."""
         if old is not new:
-            self._move(el, region, new)
+            if self._deferred is None:
+                self._move(el, region, new)
+            else:
+                self._defer_move(el, region, new)
         elif self._subscribers:  # only Update.classes reads it
             self._id_region = self._id_region | region
+
+    def _defer_move(self, el: Element, region, act: Action | None) -> None:
+        """Within a batch, collect an element's moves by action and make them once per
+        action at the end: moves of disjoint regions commute. A region that overlaps one
+        already collected must come after it: what was collected is moved first."""
+        pending = self._deferred.get(el.idx)
+        if pending is None:
+            pending = self._deferred[el.idx] = [el, self.space.false, {}]
+        elif pending[1] & region != self.space.false:
+            self._move_deferred(el, pending[2])
+            pending[1], pending[2] = self.space.false, {}
+        pending[1] = pending[1] | region
+        pending[2].setdefault(act, []).append(region)
+
+    def _move_deferred(self, el: Element, by_action: dict) -> None:
+        for act, regions in by_action.items():
+            self._move(el, self.space.union(regions), act)
 
     def _move(self, el: Element, region, act: Action | None) -> None:
         """Element el now applies act to the headers of region: split and move classes."""
