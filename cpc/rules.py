@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from .fields import FIELD_NAMES, IP_FIELDS, TP_FIELDS, WIDTH, format_value
 
+_L3_FIELDS = IP_FIELDS | TP_FIELDS
+
 # Reserved OpenFlow 1.3 port numbers.
 OFPP_MAX = 0xFFFFFF00
 OFPP_IN_PORT = 0xFFFFFFF8
@@ -68,7 +70,7 @@ class Match:
         names = {f for f, _, _ in self.fields}
         if names & TP_FIELDS and self.get("ip_proto") not in ((6, 0xFF), (17, 0xFF)):
             raise ModelError("transport ports need ip_proto=6 or 17 ('tcp' or 'udp')")
-        if names & (IP_FIELDS | TP_FIELDS) and self.get("eth_type") != (0x0800, 0xFFFF):
+        if names & _L3_FIELDS and self.get("eth_type") != (0x0800, 0xFFFF):
             raise ModelError("IPv4 fields need eth_type=0x0800 ('ip') in the same match")
 
     def overlaps(self, other: Match) -> bool:

@@ -90,7 +90,8 @@ class HeaderSpace:
         if u is None:
             u = self.true
             for field, value, mask in reversed(fields):
-                u = self.field_bdd(field, value, mask) & u
+                f = self.field_bdd(field, value, mask)
+                u = f if u is self.true else f & u
             if len(self._match_cache) > 500_000:
                 self._match_cache.clear()
             self._match_cache[fields] = u

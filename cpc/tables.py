@@ -203,7 +203,7 @@ class Identities(Labels):
         self._id[key] = ident
         self._key[ident] = key
         self.beh[ident] = beh
-        region = self.space.union(g for g, _ in taken)
+        region = taken[0][0] if len(taken) == 1 else self.space.union(g for g, _ in taken)
         self.eff[key] = region
         if bulk:
             self._label_stale = True  # rebuilt once, on first use
