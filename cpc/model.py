@@ -392,6 +392,7 @@ class Model:
                 t.ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
         for el in self._elem_list:
+            el.ident.end_bulk()
             for act, region in el.ident.action_regions():
                 if act is not None:  # None (entries that only drop) is where every class starts
                     self._move(el, region, act)

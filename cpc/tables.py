@@ -41,7 +41,7 @@ class Behaviour:
     action and the bytes it adds to the Verify_Rule chain. Interned by the model."""
 
     __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
-                 "_ur")  # fmt: skip
+                 "_ur", "_ref")  # fmt: skip
 
     def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Action):
         self.dpid = dpid
@@ -52,6 +52,7 @@ class Behaviour:
         self.instructions = instructions
         self.action = action
         self._ur = None
+        self._ref = None
 
     @property
     def ur(self) -> bytes:
@@ -65,7 +66,10 @@ class Behaviour:
 
     @property
     def ref(self) -> RuleRef:
-        return RuleRef(self.table, self.priority, self.cookie, self.rule_id)
+        ref = self._ref
+        if ref is None:
+            ref = self._ref = RuleRef(self.table, self.priority, self.cookie, self.rule_id)
+        return ref
 
 
 class Element:
@@ -349,10 +353,14 @@ class Identities(Labels):
             lo += 1
         del by_dst[lo]
 
+    def end_bulk(self) -> None:
+        """After a bulk load: order the destination index now, not in the first update."""
+        self._by_dst()
+
     def _by_dst(self) -> list[tuple[int, int, FlowEntry]]:
         """The prefix entries by destination value (then age)."""
         if self._sorted_stale:
-            self._sorted.sort(key=lambda t: (t[0], t[1]))
+            self._sorted.sort()  # seq is unique: entries are never compared
             self._sorted_stale = False
         return self._sorted
 

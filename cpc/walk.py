@@ -109,15 +109,30 @@ class Node:
     holds for any path that reaches it without having passed one of them: loop checks
     then only ever meet states of the node's own paths."""
 
-    __slots__ = ("outcomes", "links", "states", "_expanded", "_egresses", "_dpids")
+    __slots__ = ("outcomes", "links", "_own", "_states", "_expanded", "_egresses", "_dpids")
 
-    def __init__(self, outcomes: list[Outcome], links: list, states: frozenset = frozenset()):
+    def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
         self.outcomes = outcomes
         self.links = links  # [(ingress, hops before the node, Verify_Port so far, alt, Node)]
-        self.states = states
+        self._own = own  # the states its paths pass before they reach a linked node
+        self._states = None
         self._expanded = None
         self._egresses = None
         self._dpids = None
+
+    @property
+    def states(self) -> frozenset:
+        """Every state its paths pass through, linked nodes' included (made once)."""
+        if self._states is None:
+            states = set(self._own)
+            seen: set[int] = set()
+            for link in self.links:
+                node = link[4]
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    states |= node.states
+            self._states = frozenset(states)
+        return self._states
 
     def expanded(self) -> list[Outcome]:
         """Every outcome from here on, each path spelled out."""
@@ -253,7 +268,7 @@ class Walker:
         self.space = model.space
         self.topo = model.topo
         self._memo: dict | None = None
-        self._states: list[set] = []  # the states met by each suffix being computed
+        self._states: list[set] = []  # the states each suffix being computed walks itself
         self._port_dependent = False
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
@@ -362,8 +377,6 @@ class Walker:
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
                     res.links.append((st.ingress, st.hops, st.vport, st.alternative, suffix))
-                    if self._states:
-                        self._states[-1] |= suffix.states
                     return
         self._switch_direct(res, st, local)
 
