@@ -416,7 +416,7 @@ class Model:
         action changes; where only the entry does, note it for the tester's hold-back."""
         if old is not new:
             if self._deferred is None:
-                self._move(el, region, new)
+                self._move(el, region, new, old)
             else:
                 self._defer_move(el, region, new)
         elif self._subscribers:  # only Update.classes reads it
@@ -439,11 +439,17 @@ class Model:
         for act, regions in by_action.items():
             self._move(el, self.space.union(regions), act)
 
-    def _move(self, el: Element, region, act: Action | None) -> None:
-        """Element el now applies act to the headers of region: split and move classes."""
+    def _move(self, el: Element, region, act: Action | None, old: Action | None = None) -> None:
+        """Element el now applies act to the headers of region: split and move classes.
+
+        old, when given, is the action el applied to all of region until now: only its
+        classes there can meet region, and a few are tested directly, cheaper than
+        candidates().
+        """
         part = self.part
         false = self.space.false
-        for ap in part.candidates(region):
+        few = part.members.get(el.idx, {}).get(old) if old is not None else None
+        for ap in list(few) if few and len(few) <= 4 else part.candidates(region):
             p = part.bdd_of[ap] & region
             if p != false:
                 part.move(ap, p, el.idx, act)
