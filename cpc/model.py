@@ -132,7 +132,7 @@ class Model:
         self._built = False
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
-        self._region = self.space.false
+        self._touched: list = []  # match BDDs of this update: Update.region is their union
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_exits: set[Port] = set()
         # In apply_many: element -> [element, regions collected, {action: [regions]}]
@@ -155,7 +155,7 @@ class Model:
                 w = self._elements.get((dpid, table, None))
                 for e in w.ident.entries() if w is not None else ():
                     m = self.space.match_bdd(e.match.fields)
-                    self._region = self._region | m
+                    self._touched.append(m)
                     self._insert(el, e, self._behaviour(e), m)
         return el
 
@@ -299,14 +299,12 @@ class Model:
         else:
             self.topo.down.add(loc)
         self._touch_switch(dpid)
-        self._region = self.space.true
+        self._touched.append(self.space.true)
         return self._commit(extra=set(self._walks))
 
     def _commit_classes(self, classes: set[int]) -> Update:
         """Commit a change that re-walks these classes; their extent is the touched region."""
-        self._region = self._region | self.space.union(
-            self.part.bdd_of[c] for c in classes if c in self.part.bdd_of
-        )
+        self._touched += [self.part.bdd_of[c] for c in classes if c in self.part.bdd_of]
         return self._commit(extra=set(classes))
 
     def _check_switch(self, dpid: int, source: str = "") -> None:
@@ -361,7 +359,7 @@ class Model:
         el.entries[key] = entry
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
-        self._region = self._region | m
+        self._touched.append(m)
         for t in targets:
             self._insert(t, entry, beh, m)
 
@@ -466,7 +464,7 @@ class Model:
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
         el.entries[Element.key_of(entry)] = entry
         if old_b is not new_b:
-            self._region = self._region | self.space.match_bdd(old.match.fields)
+            self._touched.append(self.space.match_bdd(old.match.fields))
         for t in self._targets(el):
             region = t.ident.replace(entry, new_b)
             if old_b is not new_b:
@@ -476,7 +474,7 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         act = self._behaviour(entry).action
         del el.entries[Element.key_of(entry)]
-        self._region = self._region | self.space.match_bdd(entry.match.fields)
+        self._touched.append(self.space.match_bdd(entry.match.fields))
         for t in self._targets(el):
             # The freed headers go to the lower-priority entries, highest first, or miss.
             for region, new in t.ident.remove(entry):
@@ -500,7 +498,7 @@ class Model:
         self._touched_exits.clear()
         self._built = True
         self.version += 1
-        self._region = self.space.false
+        self._touched.clear()
         self._id_region = self.space.false
 
     def _commit(self, extra: Iterable[int] = ()) -> Update:
@@ -572,9 +570,9 @@ class Model:
             # the change; the tester holds them back like moved classes.
             named = named | set(part.candidates(self._id_region))
         self._id_region = self.space.false
-        upd = Update(self.version, frozenset(named), self._region,
+        upd = Update(self.version, frozenset(named), self.space.union(self._touched),
                      frozenset(self._touched_exits), tuple(d for d in diffs if d[0] is not d[1]))  # fmt: skip
-        self._region = self.space.false
+        self._touched.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)
@@ -682,7 +680,7 @@ class Model:
         this one.
         """
         out: list[Expected] = []
-        seen: dict[int, Behaviour] = {}  # element -> the entry the header matches there
+        seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
         elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
         for o, ap, _ in self._templates(egress, header):
@@ -697,11 +695,12 @@ class Model:
             for hop in o.hops:
                 refs = []
                 for i in hop.rules:
-                    b = seen.get(i)
-                    if b is None:
-                        b = seen[i] = elems[i].ident.identify(header)
-                    vrule = crc_hqx(b.ur, vrule)
-                    refs.append(b.ref)
+                    ur_ref = seen.get(i)
+                    if ur_ref is None:
+                        b = elems[i].ident.identify(header)
+                        ur_ref = seen[i] = (b.ur, b.ref)
+                    vrule = crc_hqx(ur_ref[0], vrule)
+                    refs.append(ur_ref[1])
                 hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
             out.append(Expected(o.ingress, tuple(hops), o.verify_port, vrule))
         for (ap, ingress), rw in again.items():
@@ -717,7 +716,7 @@ class Model:
 
         The tester's hot path: only the paths with this Verify_Port are chained.
         """
-        seen: dict[int, Behaviour] = {}
+        seen: dict[int, bytes] = {}  # element -> u_r of the entry the header matches there
         elems = self._elem_list
         rewritten = False
         for o, _, path in self._templates(egress, header):
@@ -728,10 +727,10 @@ class Model:
                 continue
             vrule = VERIFY_RULE_INIT
             for i in path:
-                b = seen.get(i)
-                if b is None:
-                    b = seen[i] = elems[i].ident.identify(header)
-                vrule = crc_hqx(b.ur, vrule)
+                ur = seen.get(i)
+                if ur is None:
+                    ur = seen[i] = elems[i].ident.identify(header).ur
+                vrule = crc_hqx(ur, vrule)
             if vrule == verify_rule:
                 return True
         if rewritten:
