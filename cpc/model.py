@@ -106,6 +106,32 @@ class Loop:
     delivery: Delivery
 
 
+class _Deferred:
+    """An element's moves collected within a batch (Model.apply_many)."""
+
+    __slots__ = ("el", "space", "regions", "by_action", "miss_gained", "_union", "_n")
+
+    def __init__(self, el: Element, space: HeaderSpace) -> None:
+        self.el = el
+        self.space = space
+        self.reset()
+
+    def reset(self) -> None:
+        self.regions: list = []
+        self.by_action: dict = {}
+        # A region taken from the table-miss cannot overlap what was collected unless some
+        # of it went back to the miss in this batch: only then is the overlap tested.
+        self.miss_gained = False
+        self._union = self.space.false  # of regions[:_n], grown when asked
+        self._n = 0
+
+    def overlaps(self, region) -> bool:
+        if self._n < len(self.regions):
+            self._union = self._union | self.space.union(self.regions[self._n :])
+            self._n = len(self.regions)
+        return self._union & region != self.space.false
+
+
 class Model:
     def __init__(self, topology: Topology) -> None:
         self.topo = topology
@@ -135,8 +161,7 @@ class Model:
         self._touched: list = []  # match BDDs of this update: Update.region is their union
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_exits: set[Port] = set()
-        # In apply_many: element -> [element, regions collected, {action: [regions]}]
-        self._deferred: dict[int, list] | None = None
+        self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
 
     # --- elements and lookups ------------------------------------------------------------
     def _element(
@@ -253,8 +278,8 @@ class Model:
                     errors.append((fm, e))
         finally:
             deferred, self._deferred = self._deferred, None
-            for el, _, by_action in deferred.values():
-                self._move_deferred(el, by_action)
+            for d in deferred.values():
+                self._move_deferred(d)
         return self._commit(), errors
 
     def _apply_one(self, fm: FlowMod) -> None:
@@ -416,26 +441,28 @@ class Model:
             if self._deferred is None:
                 self._move(el, region, new, old)
             else:
-                self._defer_move(el, region, new)
+                self._defer_move(el, region, new, old)
         elif self._subscribers:  # only Update.classes reads it
             self._id_region = self._id_region | region
 
-    def _defer_move(self, el: Element, region, act: Action | None) -> None:
+    def _defer_move(self, el: Element, region, act: Action | None, old: Action | None) -> None:
         """Within a batch, collect an element's moves by action and make them once per
         action at the end: moves of disjoint regions commute. A region that overlaps one
         already collected must come after it: what was collected is moved first."""
-        pending = self._deferred.get(el.idx)
-        if pending is None:
-            pending = self._deferred[el.idx] = [el, self.space.false, {}]
-        elif pending[1] & region != self.space.false:
-            self._move_deferred(el, pending[2])
-            pending[1], pending[2] = self.space.false, {}
-        pending[1] = pending[1] | region
-        pending[2].setdefault(act, []).append(region)
+        d = self._deferred.get(el.idx)
+        if d is None:
+            d = self._deferred[el.idx] = _Deferred(el, self.space)
+        elif (old is not None or d.miss_gained) and d.overlaps(region):
+            self._move_deferred(d)
+            d.reset()
+        d.regions.append(region)
+        d.by_action.setdefault(act, []).append(region)
+        if act is None:
+            d.miss_gained = True
 
-    def _move_deferred(self, el: Element, by_action: dict) -> None:
-        for act, regions in by_action.items():
-            self._move(el, self.space.union(regions), act)
+    def _move_deferred(self, d: _Deferred) -> None:
+        for act, regions in d.by_action.items():
+            self._move(d.el, self.space.union(regions), act)
 
     def _move(self, el: Element, region, act: Action | None, old: Action | None = None) -> None:
         """Element el now applies act to the headers of region: split and move classes.

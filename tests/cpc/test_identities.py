@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from cpc import ofctl
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.topology import load_topology
@@ -107,3 +108,40 @@ def test_bulk_load_into_a_table_that_has_entries(tmp_path):
     fresh.add_entries(model.entries())
     assert fresh.class_count() == model.class_count()
     check(fresh, topo)
+
+
+def test_batch_with_regions_returned_to_the_miss_and_taken_again(tmp_path):
+    """apply_many collects an element's moves by action; a region that went back to the
+    table-miss in the batch and is taken again must be moved after it (compared with the
+    reference data plane, and with the class count of the same FlowMods one by one)."""
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO)
+    topo = load_topology(path)
+    flows = [
+        ("add", "priority=10,ip,nw_dst=10.0.0.0/16,actions=output:1"),
+        ("add", "priority=20,ip,nw_dst=10.0.1.0/24,actions=output:2"),
+        ("delete_strict", "priority=10,ip,nw_dst=10.0.0.0/16"),
+        ("add", "priority=5,ip,nw_dst=10.0.0.0/8,actions=output:3"),
+        ("add", "priority=30,ip,nw_dst=10.0.0.1,tcp,tp_dst=80,actions=output:1"),
+        ("delete_strict", "priority=20,ip,nw_dst=10.0.1.0/24"),
+        ("add", "priority=10,ip,nw_dst=10.0.0.0/16,actions=output:2"),
+    ]
+    # An entry from before the batch gives its region to the miss, and an entry with an
+    # action already collected takes it back.
+    flows2 = [
+        ("add", "priority=10,ip,nw_dst=10.0.0.0/8,actions=output:1"),
+        ("delete_strict", "priority=10,ip,nw_dst=11.0.0.0/8"),
+        ("add", "priority=12,ip,nw_dst=11.0.0.0/8,actions=output:1"),
+    ]
+    before = [ofctl.parse_flow("priority=10,ip,nw_dst=11.0.0.0/8,actions=output:2", 1, "add")]
+    for batch_flows in (flows, flows2):
+        fms = [ofctl.parse_flow(text, 1, cmd) for cmd, text in batch_flows]
+        batch, one = Model(topo), Model(topo)
+        batch.add_entries([fm.entry() for fm in before])
+        one.add_entries([fm.entry() for fm in before])
+        _, errors = batch.apply_many(fms)
+        assert errors == []
+        for fm in fms:
+            one.apply(fm)
+        check(batch, topo)
+        assert batch.class_count() == one.class_count()
