@@ -80,12 +80,19 @@ class Update:
 
     version: int
     classes: frozenset[int]  # classes created, moved or removed, or whose entries changed
-    region: object  # BDD of the header space the update touched
     # The edge ports whose S_e may have changed (an entry that outputs there gained or lost
     # headers, or a group or port of the exit switch changed).
     exits: frozenset[Port] = frozenset()
     # Walks (before, after) of headers that changed class or path; see `pairs`.
     pair_diffs: tuple = ()
+    touched: tuple = ()  # the BDDs of the matches and classes changed; see `region`
+    space: HeaderSpace | None = None
+
+    @cached_property
+    def region(self):
+        """BDD of the header space the update touched (united when first read: a batch of
+        20k FlowMods is 20k ORs, and not every subscriber needs it)."""
+        return self.space.union(self.touched) if self.space is not None else None
 
     @cached_property
     def pairs(self) -> frozenset[tuple[Port, Port]]:
@@ -597,8 +604,14 @@ class Model:
             # the change; the tester holds them back like moved classes.
             named = named | set(part.candidates(self._id_region))
         self._id_region = self.space.false
-        upd = Update(self.version, frozenset(named), self.space.union(self._touched),
-                     frozenset(self._touched_exits), tuple(d for d in diffs if d[0] is not d[1]))  # fmt: skip
+        upd = Update(
+            self.version,
+            frozenset(named),
+            exits=frozenset(self._touched_exits),
+            pair_diffs=tuple(d for d in diffs if d[0] is not d[1]),
+            touched=tuple(self._touched),
+            space=self.space,
+        )
         self._touched.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
