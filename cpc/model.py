@@ -91,7 +91,8 @@ class Update:
     @cached_property
     def region(self):
         """BDD of the header space the update touched (united when first read: a batch of
-        20k FlowMods is 20k ORs, and not every subscriber needs it)."""
+        20k FlowMods is 20k ORs, and not every subscriber needs it). It runs BDD operations:
+        read it in the model's thread, as the subscribers are called."""
         return self.space.union(self.touched) if self.space is not None else None
 
     @cached_property
