@@ -409,26 +409,18 @@ class Model:
         for e in entries:  # in_port elements first: wildcard entries then enter them too
             if e.match.in_port is not None:
                 self._element(e.dpid, e.table, e.match.in_port)
-        pending: dict[int, list] = {}  # element -> its (entry, behaviour, match) to insert
-        match_bdd, behaviour = self.space.match_bdd, self._behaviour
         for e in sorted(entries, key=lambda e: -e.priority):  # stable: ties keep file order
             el = self._element(e.dpid, e.table, e.match.in_port)
-            key = (e.match.fields, e.priority)  # Element.key_of
+            key = Element.key_of(e)
             old = el.entries.get(key)
-            if old is not None:  # the same match and priority again: replaces it
-                for t in self._targets(el):
-                    t.ident.bulk_insert(pending.pop(t.idx, ()))
+            if old is not None:
                 self._replace(old, e)
                 continue
             el.entries[key] = e
-            item = (e, behaviour(e), match_bdd(e.match.fields))
+            beh = self._behaviour(e)
+            m = self.space.match_bdd(e.match.fields)
             for t in self._targets(el):
-                items = pending.get(t.idx)
-                if items is None:
-                    items = pending[t.idx] = []
-                items.append(item)
-        for idx, items in pending.items():
-            self._elem_list[idx].ident.bulk_insert(items)
+                t.ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
         for el in self._elem_list:
             el.ident.end_bulk()

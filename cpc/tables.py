@@ -215,31 +215,6 @@ class Identities(Labels):
             self._relabel(region, ident)
         return taken
 
-    def bulk_insert(self, items) -> None:
-        """insert(bulk=True) for many (entry, behaviour, match BDD), highest priority first:
-        the same steps in one loop, for builds."""
-        false = self.space.false
-        miss = self.miss
-        eff, ids, keys, behs = self.eff, self._id, self._key, self.beh
-        for entry, beh, m in items:
-            if self._entry and entry.priority > self._lowest():  # above what is here already
-                self.miss = miss
-                self.insert(entry, beh, m, bulk=True)
-                miss = self.miss
-                continue
-            key = (entry.match.fields, entry.priority, entry.match.in_port)
-            self._index(entry, bulk=True)
-            g = miss & m
-            if g != false:
-                miss = miss & ~g
-            ident = self._new_id()
-            ids[key] = ident
-            keys[ident] = key
-            behs[ident] = beh
-            eff[key] = g
-        self.miss = miss
-        self._label_stale = True
-
     def _relabel(self, region, ident: int) -> None:
         if not self._label_stale:
             super()._relabel(region, ident)
