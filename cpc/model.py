@@ -571,10 +571,9 @@ class Model:
                 self._unwalk(ap)
             for ap, plan in plans.items():
                 self._walk(ap, plan)
-            # A pair's S_i changed where headers gained or lost an outcome for it: compare each
-            # class's pairs with those its headers had before (its own, or its origin's).
-            # (walk before, walk after) for headers that may have changed paths: Update.pairs
-            # compares their pair sets when read.
+            # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
+            # compares, when read, each class's walk with the one its headers had before (its
+            # own, its origin's, or the class they joined).
             walks = self._walks
             for ap in plans:
                 old = before.get(part.origin.get(ap, ap))

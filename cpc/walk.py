@@ -352,9 +352,9 @@ class Walker:
         ingresses, and the ports its first hop outputs to; None when they depend on the port.
 
         A switch without in_port-specific entries treats a class alike whatever edge port it
-        came in on, except that the port itself joins Verify_Port (the ingress's link adds
-        it) and names the first hop (filled in when expanded), and outputs to IN_PORT, FLOOD
-        and ALL, or back to that port (walked per ingress instead).
+        came in on, except that the port itself joins Verify_Port and names the first hop
+        (both filled in per ingress when expanded, WalkResult.entries), and outputs to
+        IN_PORT, FLOOD and ALL, or back to that port (walked per ingress instead).
         """
         self._port_dependent = False
         st = State((dpid, None), dpid, None, ap, None, None, 0, 0, (), frozenset())
