@@ -403,12 +403,24 @@ class Model:
         in place; the classes are then cut from each element's per-action regions, which
         never creates two classes with the same owners (nothing to merge).
         """
+        # Per table: the ipv4_dst masks, and the in_ports (None: any) its entries match on.
+        masks: dict[tuple[int, int], tuple[set, set]] = defaultdict(lambda: (set(), set()))
         for e in entries:  # check everything first: a bad batch is never half-applied
             self._check_switch(e.dpid, e.source)
             self._check_goto(e)
+            dst = e.match.get("ipv4_dst")
+            ms = masks[(e.dpid, e.table)]
+            ms[0].add(dst and dst[1])
+            ms[1].add(e.match.in_port)
         for e in entries:  # in_port elements first: wildcard entries then enter them too
             if e.match.in_port is not None:
                 self._element(e.dpid, e.table, e.match.in_port)
+        for (dpid, table), ms in masks.items():
+            els = list(self._port_elems.get((dpid, table), ()))
+            if None in ms[1]:
+                els.append(self._element(dpid, table, None))
+            for el in els:
+                el.ident.begin_bulk(ms[0])
         for e in sorted(entries, key=lambda e: -e.priority):  # stable: ties keep file order
             el = self._element(e.dpid, e.table, e.match.in_port)
             key = Element.key_of(e)

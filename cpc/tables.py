@@ -114,7 +114,9 @@ class Identities(Labels):
         super().__init__(space)
         self.miss_id = self._new_id()
         self.label = self._cube_of(self.miss_id)
-        self.miss = space.true
+        self._miss = space.true
+        self._below: dict[tuple[int, int], list[FlowEntry]] | None = None  # see begin_bulk
+        self._bulk_lengths: list[int] = []
         self.eff: dict[tuple, object] = {}  # entry key -> effective region
         self.beh: dict[int, Behaviour] = {}  # region id -> the entry's behaviour
         self._id: dict[tuple, int] = {}  # entry key -> region id
@@ -135,6 +137,58 @@ class Identities(Labels):
 
     def __len__(self) -> int:
         return len(self._entry)
+
+    @property
+    def miss(self):
+        """The headers no entry here matches (after a bulk load: derived when first read)."""
+        if self._below is not None:
+            self._end_bulk_miss(self.space.union(self.eff.values()))
+        return self._miss
+
+    def begin_bulk(self, masks: set[int | None]) -> None:
+        """A bulk load is about to add entries whose ipv4_dst masks (None: unset) are these.
+
+        Into an empty element, without entries that key on anything but a destination
+        prefix: an entry overlapping nothing already here takes exactly its match, and the
+        prefix index tells which entries overlap. The table-miss is then derived once, after
+        the load, instead of shrinking by one entry at a time (3 BDD operations an entry).
+        """
+        lengths = set()
+        for mask in masks:
+            n = 0 if mask is None else _mask_length(mask)
+            if n is None:
+                return  # a non-prefix mask: entries take their regions from the miss
+            lengths.add(n)
+        if not self._entry:
+            self._bulk_lengths = sorted(lengths)
+            self._below = {}
+
+    def _end_bulk_miss(self, matched) -> None:
+        """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds."""
+        self._below = None
+        self._miss = ~matched
+
+    def _bulk_take(self, entry: FlowEntry, pfx: tuple[int, int], m):
+        """The region entry takes in begin_bulk's mode: its match minus the matches of the
+        overlapping entries already here (a bulk load goes highest priority first)."""
+        plen, value = pfx
+        earlier = list(self._below.get(pfx, ()))  # longer prefixes under this one
+        prefix = self._prefix
+        for n in self._lengths:  # this prefix itself and the shorter ones above it
+            if n > plen:
+                break
+            earlier += prefix.get((n, value & _MASKS[n]), ())
+        below = self._below
+        for n in self._bulk_lengths:
+            if n >= plen:
+                break
+            below.setdefault((n, value & _MASKS[n]), []).append(entry)
+        match = entry.match
+        earlier = [o for o in earlier if o.match.overlaps(match)]
+        if not earlier:
+            return m
+        space = self.space
+        return m & ~space.union([space.match_bdd(o.match.fields) for o in earlier])
 
     def identify(self, header) -> Behaviour | None:
         """The behaviour of the entry a concrete header matches here (None: table-miss).
@@ -186,16 +240,25 @@ class Identities(Labels):
         bulk=True (many entries, highest priority first) leaves the label to its first use.
         """
         key = _ikey(entry)
-        if self._entry and entry.priority > self._lowest():
-            lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
-        else:
-            lower = []  # nothing here has a lower priority (bulk loads go highest first)
-        self._index(entry, bulk=bulk)
         false = self.space.false
         taken = []
-        g = self.miss & m
+        pfx = _dst_prefix(entry)
+        if bulk and self._below is not None and pfx is not None:
+            g = self._bulk_take(entry, pfx, m)
+            self._index(entry, bulk=True, pfx=pfx)
+            lower = []
+        else:
+            if bulk and self._below is not None:
+                self.miss  # noqa: B018 - an entry without a destination prefix ends bulk mode
+            if self._entry and entry.priority > self._lowest():
+                lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
+            else:
+                lower = []  # nothing here has a lower priority (bulk loads go highest first)
+            self._index(entry, bulk=bulk, pfx=pfx)
+            g = self._miss & m
+            if g != false:
+                self._miss = self._miss & ~g
         if g != false:
-            self.miss = self.miss & ~g
             taken.append((g, None))
         for o in lower:
             ok = _ikey(o)
@@ -263,7 +326,7 @@ class Identities(Labels):
             given.append((g, self.beh[oid]))
             rest = rest & ~g
         if rest != false:
-            self.miss = self.miss | rest
+            self._miss = self.miss | rest
             self._relabel(rest, self.miss_id)
             given.append((rest, None))
         self._drop_id(ident)
@@ -282,7 +345,10 @@ class Identities(Labels):
         by: dict[object, list] = {}
         for key, region in self.eff.items():
             by.setdefault(self.beh[self._id[key]].action, []).append(region)
-        return [(act, self.space.union(regs)) for act, regs in by.items()]
+        out = [(act, self.space.union(regs)) for act, regs in by.items()]
+        if self._below is not None:
+            self._end_bulk_miss(self.space.union([region for _, region in out]))
+        return out
 
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""
@@ -298,7 +364,9 @@ class Identities(Labels):
         return self.eff[key]
 
     # --- overlap index ------------------------------------------------------------------------
-    def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
+    def _index(
+        self, entry: FlowEntry, seq: int | None = None, bulk: bool = False, pfx=False
+    ) -> None:
         key = _ikey(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
@@ -307,7 +375,8 @@ class Identities(Labels):
         self._prio_count[p] = self._prio_count.get(p, 0) + 1
         if self._low is not None and p < self._low:
             self._low = p
-        pfx = _dst_prefix(entry)
+        if pfx is False:
+            pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.append(entry)
         else:
@@ -405,7 +474,13 @@ def _dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
     if vm is None:
         return (0, 0)
     value, mask = vm
+    n = _mask_length(mask)
+    return None if n is None else (n, value)
+
+
+def _mask_length(mask: int) -> int | None:
+    """The prefix length of an IPv4 mask, None if the mask is not a prefix."""
     inv = ~mask & 0xFFFFFFFF
     if inv & (inv + 1):
         return None
-    return (32 - inv.bit_length(), value)
+    return 32 - inv.bit_length()
