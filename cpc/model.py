@@ -148,7 +148,6 @@ class Model:
         self.walker = Walker(self)
         self._elements: dict[tuple[int, int, int | None], Element] = {}
         self._elem_list: list[Element] = []
-        self._behaviours: dict[tuple, Behaviour] = {}
         self._actions: dict[tuple, Action] = {}
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
@@ -220,18 +219,14 @@ class Model:
         return 0 if port is None else port_bits(dpid, port)
 
     def _behaviour(self, e: FlowEntry) -> Behaviour:
-        k = (e.dpid, e.table, e.priority, e.cookie, e.rule_id, e.instructions)
-        b = self._behaviours.get(k)
-        if b is None:
-            ak = (e.dpid, e.table, e.instructions)
-            act = self._actions.get(ak)
-            if act is None and not (e.table == 0 and e.instructions.drops()):
-                act = self._actions[ak] = Action(*ak)
-            # A table-0 entry that only drops (no action set can be pending yet) forwards
-            # like the table-miss: the same (None) action, so the deny lines of an ACL do
-            # not cut classes apart from its unmatched headers.
-            b = self._behaviours[k] = Behaviour(*k, act)
-        return b
+        ak = (e.dpid, e.table, e.instructions)
+        act = self._actions.get(ak)
+        if act is None and not (e.table == 0 and e.instructions.drops()):
+            act = self._actions[ak] = Action(*ak)
+        # A table-0 entry that only drops (no action set can be pending yet) forwards like
+        # the table-miss: the same (None) action, so the deny lines of an ACL do not cut
+        # classes apart from its unmatched headers.
+        return Behaviour(e.dpid, e.table, e.priority, e.cookie, e.rule_id, e.instructions, act)
 
     # --- rules in ----------------------------------------------------------------------------
     def load_rules(self, path: str | Path) -> int:

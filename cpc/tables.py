@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections import Counter
 
 from .partition import Labels
 from .results import RuleRef
@@ -155,7 +156,7 @@ class Identities(Labels):
         """
         lengths = set()
         for mask in masks:
-            n = 0 if mask is None else _mask_length(mask)
+            n = 0 if mask is None else _PREFIX_LENGTH.get(mask)
             if n is None:
                 return  # a non-prefix mask: entries take their regions from the miss
             lengths.add(n)
@@ -164,31 +165,50 @@ class Identities(Labels):
             self._below = {}
 
     def _end_bulk_miss(self, matched) -> None:
-        """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds."""
+        """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds, and
+        the counts _bulk_add left out are made from the entries."""
         self._below = None
         self._miss = ~matched
+        self._prio_count = dict(Counter(priority for _, priority, _ in self._entry))
+        lengths: Counter = Counter()
+        for (n, _), bucket in self._prefix.items():
+            lengths[n] += len(bucket)
+        self._length_count = dict(lengths)
+        self._lengths = sorted(lengths)
+        self._low = None
 
-    def _bulk_take(self, entry: FlowEntry, pfx: tuple[int, int], m):
-        """The region entry takes in begin_bulk's mode: its match minus the matches of the
-        overlapping entries already here (a bulk load goes highest priority first)."""
+    def _bulk_add(self, entry: FlowEntry, beh: Behaviour, m, pfx: tuple[int, int]):
+        """insert() in begin_bulk's mode, for an entry with a destination prefix: it takes
+        its match minus the matches of the overlapping entries already here (all of them
+        higher or equal in priority, and earlier). Returns the region it took."""
+        key = (entry.match.fields, entry.priority, entry.match.in_port)
         plen, value = pfx
-        earlier = list(self._below.get(pfx, ()))  # longer prefixes under this one
-        prefix = self._prefix
-        for n in self._lengths:  # this prefix itself and the shorter ones above it
+        prefix, below = self._prefix, self._below
+        earlier = list(below.get(pfx, ()))  # the longer prefixes under this one
+        for n in self._bulk_lengths:  # this prefix itself and the shorter ones above it
             if n > plen:
                 break
-            earlier += prefix.get((n, value & _MASKS[n]), ())
-        below = self._below
-        for n in self._bulk_lengths:
-            if n >= plen:
-                break
-            below.setdefault((n, value & _MASKS[n]), []).append(entry)
-        match = entry.match
-        earlier = [o for o in earlier if o.match.overlaps(match)]
-        if not earlier:
-            return m
-        space = self.space
-        return m & ~space.union([space.match_bdd(o.match.fields) for o in earlier])
+            k = (n, value & _MASKS[n])
+            earlier += prefix.get(k, ())
+            if n < plen:
+                below.setdefault(k, []).append(entry)
+        if earlier:
+            match = entry.match
+            earlier = [o.match.fields for o in earlier if o.match.overlaps(match)]
+            if earlier:
+                space = self.space
+                m = m & ~space.union([space.match_bdd(f) for f in earlier])
+        seq = next(_seq)
+        self._entry[key] = entry
+        self._seq[key] = seq
+        prefix.setdefault(pfx, []).append(entry)
+        self._sorted.append((value, seq, entry))
+        ident = self._new_id()
+        self._id[key] = ident
+        self._key[ident] = key
+        self.beh[ident] = beh
+        self.eff[key] = m
+        return m
 
     def identify(self, header) -> Behaviour | None:
         """The behaviour of the entry a concrete header matches here (None: table-miss).
@@ -239,26 +259,24 @@ class Identities(Labels):
 
         bulk=True (many entries, highest priority first) leaves the label to its first use.
         """
-        key = _ikey(entry)
         false = self.space.false
-        taken = []
-        pfx = _dst_prefix(entry)
-        if bulk and self._below is not None and pfx is not None:
-            g = self._bulk_take(entry, pfx, m)
-            self._index(entry, bulk=True, pfx=pfx)
-            lower = []
+        if bulk and self._below is not None:
+            pfx = _dst_prefix(entry)
+            if pfx is not None:
+                self._sorted_stale = self._label_stale = True
+                g = self._bulk_add(entry, beh, m, pfx)
+                return [(g, None)] if g != false else []
+            self.miss  # noqa: B018 - an entry without a destination prefix ends bulk mode
+        key = _ikey(entry)
+        if self._entry and entry.priority > self._lowest():
+            lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
         else:
-            if bulk and self._below is not None:
-                self.miss  # noqa: B018 - an entry without a destination prefix ends bulk mode
-            if self._entry and entry.priority > self._lowest():
-                lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
-            else:
-                lower = []  # nothing here has a lower priority (bulk loads go highest first)
-            self._index(entry, bulk=bulk, pfx=pfx)
-            g = self._miss & m
-            if g != false:
-                self._miss = self._miss & ~g
+            lower = []  # nothing here has a lower priority (bulk loads go highest first)
+        self._index(entry, bulk=bulk)
+        taken = []
+        g = self._miss & m
         if g != false:
+            self._miss = self._miss & ~g
             taken.append((g, None))
         for o in lower:
             ok = _ikey(o)
@@ -343,8 +361,12 @@ class Identities(Labels):
     def action_regions(self) -> list[tuple[object, object]]:
         """(action, the headers this element applies it to), for every action in use."""
         by: dict[object, list] = {}
-        for key, region in self.eff.items():
-            by.setdefault(self.beh[self._id[key]].action, []).append(region)
+        eff, ident, beh = self.eff, self._id, self.beh
+        # By destination: ORs of neighbouring prefixes meet only along the boundary between
+        # them, so the union costs about the prefixes' depth each, not the BDDs' size.
+        for e in [e for _, _, e in self._by_dst()] + self._other:
+            key = _ikey(e)
+            by.setdefault(beh[ident[key]].action, []).append(eff[key])
         out = [(act, self.space.union(regs)) for act, regs in by.items()]
         if self._below is not None:
             self._end_bulk_miss(self.space.union([region for _, region in out]))
@@ -356,6 +378,8 @@ class Identities(Labels):
 
     def replace(self, entry: FlowEntry, beh: Behaviour):
         """Same match and priority, new behaviour; returns the entry's effective region."""
+        if self._below is not None:
+            self.miss  # noqa: B018 - a bulk load's duplicate: leave bulk mode, counts made
         key = _ikey(entry)
         old = self._entry[key]
         self._unindex(old)
@@ -364,9 +388,7 @@ class Identities(Labels):
         return self.eff[key]
 
     # --- overlap index ------------------------------------------------------------------------
-    def _index(
-        self, entry: FlowEntry, seq: int | None = None, bulk: bool = False, pfx=False
-    ) -> None:
+    def _index(self, entry: FlowEntry, seq: int | None = None, bulk: bool = False) -> None:
         key = _ikey(entry)
         seq = next(_seq) if seq is None else seq
         self._entry[key] = entry
@@ -375,8 +397,7 @@ class Identities(Labels):
         self._prio_count[p] = self._prio_count.get(p, 0) + 1
         if self._low is not None and p < self._low:
             self._low = p
-        if pfx is False:
-            pfx = _dst_prefix(entry)
+        pfx = _dst_prefix(entry)
         if pfx is None:
             self._other.append(entry)
         else:
@@ -459,6 +480,7 @@ def _plen_mask(length: int) -> int:
 
 
 _MASKS = [_plen_mask(n) for n in range(33)]
+_PREFIX_LENGTH = {mask: n for n, mask in enumerate(_MASKS)}
 _SCAN_MAX = 8  # entries without a destination prefix that identify() would scan
 
 
@@ -474,13 +496,5 @@ def _dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
     if vm is None:
         return (0, 0)
     value, mask = vm
-    n = _mask_length(mask)
+    n = _PREFIX_LENGTH.get(mask)
     return None if n is None else (n, value)
-
-
-def _mask_length(mask: int) -> int | None:
-    """The prefix length of an IPv4 mask, None if the mask is not a prefix."""
-    inv = ~mask & 0xFFFFFFFF
-    if inv & (inv + 1):
-        return None
-    return 32 - inv.bit_length()
