@@ -30,6 +30,7 @@ from pathlib import Path
 from . import ofctl
 from .partition import Partition
 from .results import Delivery, Expected, Hop, Port
+from .routes import cut_route_classes
 from .rules import (
     OFPG_ANY,
     OFPP_ALL,
@@ -429,8 +430,16 @@ class Model:
             for t in self._targets(el):
                 t.ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
+        bulk = [el for el in self._elem_list if el.ident.in_bulk]
+        matched = cut_route_classes(
+            self.part, self.space, {el.idx: el.ident.bulk_routes for el in bulk}
+        )
         for el in self._elem_list:
             el.ident.end_bulk()
+            if el.ident.in_bulk:  # routes are in their classes; the other entries move them
+                for act, region in el.ident.finish_bulk(matched.get(el.idx, self.space.false)):
+                    self._move(el, region, act)
+                continue
             for act, region in el.ident.action_regions():
                 if act is not None:  # None (entries that only drop) is where every class starts
                     self._move(el, region, act)

@@ -15,6 +15,7 @@ from collections import Counter
 
 from .partition import Labels
 from .results import RuleRef
+from .routes import is_route
 from .rules import FlowEntry, Instructions
 from .tags import rule_bytes
 
@@ -118,6 +119,9 @@ class Identities(Labels):
         self._miss = space.true
         self._below: dict[tuple[int, int], list[FlowEntry]] | None = None  # see begin_bulk
         self._bulk_lengths: list[int] = []
+        # In bulk mode: the routes (cpc.routes) and the keys of the other entries.
+        self.bulk_routes: list[tuple[int, int, int, int, Action | None]] = []
+        self._bulk_other: list[tuple] = []
         self.eff: dict[tuple, object] = {}  # entry key -> effective region
         self.beh: dict[int, Behaviour] = {}  # region id -> the entry's behaviour
         self._id: dict[tuple, int] = {}  # entry key -> region id
@@ -163,11 +167,30 @@ class Identities(Labels):
         if not self._entry:
             self._bulk_lengths = sorted(lengths)
             self._below = {}
+            self.bulk_routes, self._bulk_other = [], []
+
+    @property
+    def in_bulk(self) -> bool:
+        return self._below is not None
+
+    def finish_bulk(self, routed) -> list[tuple[Action | None, object]]:
+        """End bulk mode, given the headers that the routes here match (cpc.routes).
+
+        Returns (action, region) of the entries that are not routes, by action, for the
+        model to move its classes: the routes' classes are cut already.
+        """
+        by: dict[Action | None, list] = {}
+        for key in self._bulk_other:
+            by.setdefault(self.beh[self._id[key]].action, []).append(self.eff[key])
+        out = [(act, self.space.union(regions)) for act, regions in by.items()]
+        self._end_bulk_miss(routed | self.space.union([r for _, r in out]))
+        return out
 
     def _end_bulk_miss(self, matched) -> None:
         """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds, and
         the counts _bulk_add left out are made from the entries."""
         self._below = None
+        self.bulk_routes, self._bulk_other = [], []
         self._miss = ~matched
         self._prio_count = dict(Counter(priority for _, priority, _ in self._entry))
         lengths: Counter = Counter()
@@ -199,6 +222,10 @@ class Identities(Labels):
                 space = self.space
                 m = m & ~space.union([space.match_bdd(f) for f in earlier])
         seq = next(_seq)
+        if is_route(entry.match.fields):
+            self.bulk_routes.append((plen, value, entry.priority, seq, beh.action))
+        else:
+            self._bulk_other.append(key)
         self._entry[key] = entry
         self._seq[key] = seq
         prefix.setdefault(pfx, []).append(entry)
@@ -361,16 +388,9 @@ class Identities(Labels):
     def action_regions(self) -> list[tuple[object, object]]:
         """(action, the headers this element applies it to), for every action in use."""
         by: dict[object, list] = {}
-        eff, ident, beh = self.eff, self._id, self.beh
-        # By destination: ORs of neighbouring prefixes meet only along the boundary between
-        # them, so the union costs about the prefixes' depth each, not the BDDs' size.
-        for e in [e for _, _, e in self._by_dst()] + self._other:
-            key = _ikey(e)
-            by.setdefault(beh[ident[key]].action, []).append(eff[key])
-        out = [(act, self.space.union(regs)) for act, regs in by.items()]
-        if self._below is not None:
-            self._end_bulk_miss(self.space.union([region for _, region in out]))
-        return out
+        for key, region in self.eff.items():
+            by.setdefault(self.beh[self._id[key]].action, []).append(region)
+        return [(act, self.space.union(regs)) for act, regs in by.items()]
 
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""

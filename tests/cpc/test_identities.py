@@ -147,11 +147,12 @@ def test_batch_with_regions_returned_to_the_miss_and_taken_again(tmp_path):
         assert batch.class_count() == one.class_count()
 
 
-def test_bulk_load_of_prefixes_with_duplicates_and_other_masks(tmp_path):
-    """A bulk load into empty tables takes each route's region from the prefix index and
-    derives the table-miss once; a duplicate (same match and priority: the later one
-    replaces it) or an entry whose ipv4_dst is not a prefix ends that mode part-way.
-    Checked against the reference data plane and against the same entries one by one."""
+def test_bulk_load_of_routes_then_updates(tmp_path):
+    """A bulk load into empty tables cuts the routes' classes from their prefix trie
+    (cpc.routes) and derives each table-miss once; a duplicate (same match and priority:
+    the later one replaces it) or an entry whose ipv4_dst is not a prefix ends that mode
+    part-way. Checked against the reference data plane and against the same entries one
+    by one, after the load and after updates that take from and give back to the miss."""
     path = tmp_path / "t.yaml"
     path.write_text(TOPO)
     topo = load_topology(path)
@@ -161,24 +162,36 @@ def test_bulk_load_of_prefixes_with_duplicates_and_other_masks(tmp_path):
         "priority=30,tcp,nw_dst=10.0.0.0/24,tp_dst=22,actions=drop",
         "priority=24,in_port=1,ip,nw_dst=10.0.0.0/24,actions=output:2",
         "priority=0,actions=output:1",
-        "priority=8,ip,nw_dst=10.0.0.0/8,actions=output:3",
+        "priority=16,ip,nw_dst=10.0.0.0/23,actions=output:3",  # ties with the /16: earlier wins
+        "priority=8,ip,nw_dst=10.0.0.0/8,actions=drop",
     ]
     tails = [
         [],
         ["priority=16,ip,nw_dst=10.0.0.0/16,actions=output:3"],  # a duplicate
         ["priority=20,ip,nw_dst=10.0.0.1/255.0.255.255,actions=output:1"],  # not a prefix
     ]
+    updates = [
+        ("add", "priority=4,ip,nw_dst=11.0.0.0/8,actions=output:2"),  # from the miss
+        ("delete_strict", "priority=8,ip,nw_dst=10.0.0.0/8"),  # back to the miss
+        ("delete_strict", "priority=0"),
+        ("add", "priority=2,ip,actions=output:3"),
+    ]
     for tail in tails:
-        for order in itertools.permutations(range(len(routes)), 3):
-            flows = [routes[i] for i in order] + [r for r in routes if r not in
-                     [routes[i] for i in order]] + tail  # fmt: skip
+        for order in itertools.permutations(range(len(routes)), 2):
+            flows = [routes[i] for i in order]
+            flows += [r for r in routes if r not in flows] + tail
             entries = [ofctl.parse_flow(f, 1, "add").entry() for f in flows]
             bulk = Model(topo)
             bulk.add_entries(entries)
             one = Model(topo)
             one.add_entries([])
-            for f in sorted(flows, key=lambda f: -int(f.split(",")[0].split("=")[1])):
-                one.add_flow(1, f)
+            for f in sorted(flows, key=lambda f: -ofctl.parse_flow(f, 1, "add").priority):
+                one.add_flow(1, f)  # highest priority first; ties keep file order
             check(bulk, topo)
             assert bulk.class_count() == one.class_count()
             assert sorted(map(str, bulk.entries())) == sorted(map(str, one.entries()))
+            for cmd, text in updates:
+                for model in (bulk, one):
+                    model.apply(ofctl.parse_flow(text, 1, cmd))
+                check(bulk, topo)
+                assert bulk.class_count() == one.class_count()
