@@ -43,7 +43,7 @@ from .rules import (
     ModelError,
 )
 from .space import HeaderSpace
-from .tables import Action, Behaviour, Element
+from .tables import Action, Behaviour, Element, dst_prefix
 from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
 from .walk import Walker, WalkResult
@@ -401,9 +401,12 @@ class Model:
         """
         # Per table: the ipv4_dst masks, and the in_ports (None: any) its entries match on.
         masks: dict[tuple[int, int], tuple[set, set]] = defaultdict(lambda: (set(), set()))
+        switches = self.topo.switches
         for e in entries:  # check everything first: a bad batch is never half-applied
-            self._check_switch(e.dpid, e.source)
-            self._check_goto(e)
+            if e.dpid not in switches:
+                self._check_switch(e.dpid, e.source)
+            if e.instructions.goto is not None:
+                self._check_goto(e)
             dst = e.match.get("ipv4_dst")
             ms = masks[(e.dpid, e.table)]
             ms[0].add(dst and dst[1])
@@ -427,8 +430,13 @@ class Model:
             el.entries[key] = e
             beh = self._behaviour(e)
             m = self.space.match_bdd(e.match.fields)
+            pfx = dst_prefix(e)
             for t in self._targets(el):
-                t.ident.insert(e, beh, m, bulk=True)
+                ident = t.ident
+                if pfx is not None and ident.in_bulk:
+                    ident.bulk_add(e, beh, m, pfx)
+                else:
+                    ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
         bulk = [el for el in self._elem_list if el.ident.in_bulk]
         matched = cut_route_classes(

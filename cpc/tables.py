@@ -12,11 +12,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
+from operator import itemgetter
 
 from .partition import Labels
 from .results import RuleRef
 from .routes import is_route
 from .rules import FlowEntry, Instructions
+from .space import CLASS_ID_BITS
 from .tags import rule_bytes
 
 _seq = itertools.count()
@@ -168,6 +170,7 @@ class Identities(Labels):
             self._bulk_lengths = sorted(lengths)
             self._below = {}
             self.bulk_routes, self._bulk_other = [], []
+            self._sorted_stale = self._label_stale = True  # made once, after the load
 
     @property
     def in_bulk(self) -> bool:
@@ -192,7 +195,7 @@ class Identities(Labels):
         self._below = None
         self.bulk_routes, self._bulk_other = [], []
         self._miss = ~matched
-        self._prio_count = dict(Counter(priority for _, priority, _ in self._entry))
+        self._prio_count = dict(Counter(map(itemgetter(1), self._entry)))
         lengths: Counter = Counter()
         for (n, _), bucket in self._prefix.items():
             lengths[n] += len(bucket)
@@ -200,7 +203,7 @@ class Identities(Labels):
         self._lengths = sorted(lengths)
         self._low = None
 
-    def _bulk_add(self, entry: FlowEntry, beh: Behaviour, m, pfx: tuple[int, int]):
+    def bulk_add(self, entry: FlowEntry, beh: Behaviour, m, pfx: tuple[int, int]):
         """insert() in begin_bulk's mode, for an entry with a destination prefix: it takes
         its match minus the matches of the overlapping entries already here (all of them
         higher or equal in priority, and earlier). Returns the region it took."""
@@ -230,7 +233,14 @@ class Identities(Labels):
         self._seq[key] = seq
         prefix.setdefault(pfx, []).append(entry)
         self._sorted.append((value, seq, entry))
-        ident = self._new_id()
+        if self._free:
+            ident = self._new_id()
+        else:  # _new_id() without the call: a bulk load makes one id per entry
+            ident = self._next
+            if ident >> CLASS_ID_BITS:
+                raise OverflowError("too many header regions for the label width")
+            self._next = ident + 1
+            self._cube[ident] = None
         self._id[key] = ident
         self._key[ident] = key
         self.beh[ident] = beh
@@ -288,10 +298,9 @@ class Identities(Labels):
         """
         false = self.space.false
         if bulk and self._below is not None:
-            pfx = _dst_prefix(entry)
+            pfx = dst_prefix(entry)
             if pfx is not None:
-                self._sorted_stale = self._label_stale = True
-                g = self._bulk_add(entry, beh, m, pfx)
+                g = self.bulk_add(entry, beh, m, pfx)
                 return [(g, None)] if g != false else []
             self.miss  # noqa: B018 - an entry without a destination prefix ends bulk mode
         key = _ikey(entry)
@@ -417,7 +426,7 @@ class Identities(Labels):
         self._prio_count[p] = self._prio_count.get(p, 0) + 1
         if self._low is not None and p < self._low:
             self._low = p
-        pfx = _dst_prefix(entry)
+        pfx = dst_prefix(entry)
         if pfx is None:
             self._other.append(entry)
         else:
@@ -443,7 +452,7 @@ class Identities(Labels):
             del self._prio_count[p]
             if p == self._low:
                 self._low = None
-        pfx = _dst_prefix(entry)
+        pfx = dst_prefix(entry)
         if pfx is None:
             self._other.remove(entry)
             return
@@ -476,7 +485,7 @@ class Identities(Labels):
 
     def overlapping(self, entry: FlowEntry) -> list[FlowEntry]:
         """Other entries here whose matches overlap entry's match."""
-        pfx = _dst_prefix(entry)
+        pfx = dst_prefix(entry)
         found: list[FlowEntry] = list(self._other)
         by_dst = self._by_dst()
         if pfx is None:
@@ -490,7 +499,7 @@ class Identities(Labels):
             hi = value | (~_plen_mask(plen) & 0xFFFFFFFF)
             lo_i = bisect.bisect_left(by_dst, value, key=lambda t: t[0])
             hi_i = bisect.bisect_right(by_dst, hi, key=lambda t: t[0])
-            found += [e for _, _, e in by_dst[lo_i:hi_i] if _dst_prefix(e)[0] > plen]
+            found += [e for _, _, e in by_dst[lo_i:hi_i] if dst_prefix(e)[0] > plen]
         key = _ikey(entry)
         return [e for e in found if _ikey(e) != key and e.match.overlaps(entry.match)]
 
@@ -510,7 +519,7 @@ def _fields_match(entry: FlowEntry, header) -> bool:
     return all((get(f, 0) & m) == v for f, v, m in entry.match.fields)
 
 
-def _dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
+def dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
     """(prefix length, value) of the entry's ipv4_dst, (0, 0) if unset, None if not a prefix."""
     vm = entry.match.get("ipv4_dst")
     if vm is None:
