@@ -36,6 +36,7 @@ FIELDS: tuple[tuple[str, int], ...] = (
 )
 WIDTH: dict[str, int] = dict(FIELDS)
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+assert FIELD_NAMES[0] == "ipv4_dst"  # cpc.tables.dst_prefix reads a match's first field
 HEADER_BITS = sum(WIDTH.values())
 
 ETH_TYPE_IPV4 = 0x0800

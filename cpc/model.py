@@ -420,18 +420,25 @@ class Model:
                 els.append(self._element(dpid, table, None))
             for el in els:
                 el.ident.begin_bulk(ms[0])
+        elements, port_elems = self._elements, self._port_elems
         for e in sorted(entries, key=lambda e: -e.priority):  # stable: ties keep file order
-            el = self._element(e.dpid, e.table, e.match.in_port)
-            key = Element.key_of(e)
+            match = e.match
+            el = elements.get((e.dpid, e.table, match.in_port)) or self._element(
+                e.dpid, e.table, match.in_port
+            )
+            key = (match.fields, e.priority)  # Element.key_of
             old = el.entries.get(key)
             if old is not None:
                 self._replace(old, e)
                 continue
             el.entries[key] = e
             beh = self._behaviour(e)
-            m = self.space.match_bdd(e.match.fields)
+            m = self.space.match_bdd(match.fields)
             pfx = dst_prefix(e)
-            for t in self._targets(el):
+            targets = [el]  # _targets(el)
+            if match.in_port is None and (e.dpid, e.table) in port_elems:
+                targets += port_elems[(e.dpid, e.table)]
+            for t in targets:
                 ident = t.ident
                 if pfx is not None and ident.in_bulk:
                     ident.bulk_add(e, beh, m, pfx)

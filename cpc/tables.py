@@ -521,9 +521,9 @@ def _fields_match(entry: FlowEntry, header) -> bool:
 
 def dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
     """(prefix length, value) of the entry's ipv4_dst, (0, 0) if unset, None if not a prefix."""
-    vm = entry.match.get("ipv4_dst")
-    if vm is None:
+    fields = entry.match.fields
+    if not fields or fields[0][0] != "ipv4_dst":  # ipv4_dst comes first (cpc.fields)
         return (0, 0)
-    value, mask = vm
+    _, value, mask = fields[0]
     n = _PREFIX_LENGTH.get(mask)
     return None if n is None else (n, value)
