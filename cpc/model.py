@@ -57,6 +57,22 @@ class UnknownSwitchError(ModelError):
     """A message names a switch that is not in the topology."""
 
 
+def spare_full_collections() -> None:
+    """Freeze what survives, instead of letting Python's full collections rescan it.
+
+    Updates leave no cyclic garbage: a replay of the Stanford trace (9,052 updates, the
+    model built from nothing) collects no object, yet its full collections, each
+    rescanning the grown model, took a quarter of the replay's time.
+    Called after every commit: when a full collection is getting near (half of its
+    threshold of younger collections), the young generations are collected (cycles among
+    new objects still go) and the survivors frozen. gc.freeze() also resets the counts,
+    so this happens about once per 35k objects the heap grows by.
+    """
+    if gc.isenabled() and gc.get_count()[2] >= gc.get_threshold()[2] // 2:
+        gc.collect(1)
+        gc.freeze()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic GC for a bulk build, then freeze what it built.
@@ -621,6 +637,7 @@ class Model:
                 self._unwalk(ap)
         part.forget_changes()
         self.version += 1
+        spare_full_collections()
         named = dirty | gone | joined
         if self._id_region != self.space.false:
             # Reports of these classes may carry the old Verify_Rule until the switch has
