@@ -461,16 +461,21 @@ class Model:
                 else:
                     ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
-        bulk = [el for el in self._elem_list if el.ident.in_bulk]
-        matched = cut_route_classes(
-            self.part, self.space, {el.idx: el.ident.bulk_routes for el in bulk}
-        )
-        for el in self._elem_list:
-            el.ident.end_bulk()
-            if el.ident.in_bulk:  # routes are in their classes; the other entries move them
+        if all(el.ident.in_bulk for el in self._elem_list):
+            # Routes are cut into their classes at once; the other entries move them.
+            matched = cut_route_classes(
+                self.part, self.space, {el.idx: el.ident.bulk_routes for el in self._elem_list}
+            )
+            for el in self._elem_list:
+                el.ident.end_bulk()
                 for act, region in el.ident.finish_bulk(matched.get(el.idx, self.space.false)):
                     self._move(el, region, act)
-                continue
+            return len(entries)
+        # Otherwise each element's per-action regions cut the classes, in one order: regions of
+        # other elements moved after the route classes would each split hundreds of them
+        # (Stanford with ACLs: 185k class moves instead of 56k).
+        for el in self._elem_list:
+            el.ident.end_bulk()
             for act, region in el.ident.action_regions():
                 if act is not None:  # None (entries that only drop) is where every class starts
                     self._move(el, region, act)

@@ -399,7 +399,10 @@ class Identities(Labels):
         by: dict[object, list] = {}
         for key, region in self.eff.items():
             by.setdefault(self.beh[self._id[key]].action, []).append(region)
-        return [(act, self.space.union(regs)) for act, regs in by.items()]
+        out = [(act, self.space.union(regs)) for act, regs in by.items()]
+        if self._below is not None:  # in bulk mode: the miss is what no region holds
+            self._end_bulk_miss(self.space.union([region for _, region in out]))
+        return out
 
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""
