@@ -430,12 +430,13 @@ class Model:
         for e in entries:  # in_port elements first: wildcard entries then enter them too
             if e.match.in_port is not None:
                 self._element(e.dpid, e.table, e.match.in_port)
+        routes: dict[tuple[int, int], list] = {}  # cpc.routes
         for (dpid, table), ms in masks.items():
             els = list(self._port_elems.get((dpid, table), ()))
             if None in ms[1]:
                 els.append(self._element(dpid, table, None))
             for el in els:
-                el.ident.begin_bulk(ms[0])
+                el.ident.begin_bulk(ms[0], routes, el.idx)
         elements, port_elems = self._elements, self._port_elems
         for e in sorted(entries, key=lambda e: -e.priority):  # stable: ties keep file order
             match = e.match
@@ -463,9 +464,7 @@ class Model:
         self.part = self.walker.part = Partition(self.space)
         if all(el.ident.in_bulk for el in self._elem_list):
             # Routes are cut into their classes at once; the other entries move them.
-            matched = cut_route_classes(
-                self.part, self.space, {el.idx: el.ident.bulk_routes for el in self._elem_list}
-            )
+            matched = cut_route_classes(self.part, self.space, routes)
             for el in self._elem_list:
                 el.ident.end_bulk()
                 for act, region in el.ident.finish_bulk(matched.get(el.idx, self.space.false)):

@@ -25,18 +25,14 @@ def is_route(fields: tuple[tuple[str, int, int], ...]) -> bool:
     return fields == (ROUTE_TYPE,)
 
 
-def cut_route_classes(part, space, routes: dict[int, list[tuple]]) -> dict[int, object]:
+def cut_route_classes(part, space, at: dict[tuple[int, int], list]) -> dict[int, object]:
     """Cut a fresh partition (one class, no owners) into the classes of the routes.
 
-    routes: element index -> [(prefix length, value, priority, seq, action)], where the
+    at: (prefix length, value) -> [(element index, priority, -seq, action)], where the
     highest priority wins and then the lowest seq (the earlier entry), and action None is
-    an entry that drops like the table-miss. Returns, per element, the headers that
-    its routes match.
+    an entry that drops like the table-miss. Returns, per element, the headers that its
+    routes match.
     """
-    at: dict[tuple[int, int], list] = defaultdict(list)
-    for el, rs in routes.items():
-        for plen, value, prio, seq, act in rs:
-            at[(plen, value)].append((el, prio, -seq, act))
     # Walk the trie in order (ancestors first): a cell's winners are its parent's, then
     # the entries at its own prefix where they rank higher.
     cells: dict[frozenset, list] = defaultdict(list)  # (element, action) pairs -> cells

@@ -122,7 +122,10 @@ class Identities(Labels):
         self._below: dict[tuple[int, int], list[FlowEntry]] | None = None  # see begin_bulk
         self._bulk_lengths: list[int] = []
         # In bulk mode: the routes (cpc.routes) and the keys of the other entries.
-        self.bulk_routes: list[tuple[int, int, int, int, Action | None]] = []
+        # In bulk mode: where routes go (cpc.routes), this element's index, and the keys of
+        # the other entries.
+        self._routes: dict[tuple[int, int], list] = {}
+        self._idx = 0
         self._bulk_other: list[tuple] = []
         self.eff: dict[tuple, object] = {}  # entry key -> effective region
         self.beh: dict[int, Behaviour] = {}  # region id -> the entry's behaviour
@@ -152,13 +155,15 @@ class Identities(Labels):
             self._end_bulk_miss(self.space.union(self.eff.values()))
         return self._miss
 
-    def begin_bulk(self, masks: set[int | None]) -> None:
+    def begin_bulk(self, masks: set[int | None], routes: dict, idx: int) -> None:
         """A bulk load is about to add entries whose ipv4_dst masks (None: unset) are these.
 
         Into an empty element, without entries that key on anything but a destination
         prefix: an entry overlapping nothing already here takes exactly its match, and the
         prefix index tells which entries overlap. The table-miss is then derived once, after
         the load, instead of shrinking by one entry at a time (3 BDD operations an entry).
+        Routes are collected into `routes` (prefix -> [(idx, priority, -seq, action)]), for
+        cpc.routes to cut the classes of every element at once.
         """
         lengths = set()
         for mask in masks:
@@ -169,7 +174,7 @@ class Identities(Labels):
         if not self._entry:
             self._bulk_lengths = sorted(lengths)
             self._below = {}
-            self.bulk_routes, self._bulk_other = [], []
+            self._routes, self._idx, self._bulk_other = routes, idx, []
             self._sorted_stale = self._label_stale = True  # made once, after the load
 
     @property
@@ -193,12 +198,13 @@ class Identities(Labels):
         """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds, and
         the counts _bulk_add left out are made from the entries."""
         self._below = None
-        self.bulk_routes, self._bulk_other = [], []
+        self._routes, self._bulk_other = {}, []
         self._miss = ~matched
         self._prio_count = dict(Counter(map(itemgetter(1), self._entry)))
-        lengths: Counter = Counter()
-        for (n, _), bucket in self._prefix.items():
-            lengths[n] += len(bucket)
+        lengths = Counter(map(itemgetter(0), self._prefix))  # an entry per prefix
+        if len(self._prefix) < len(self._entry):  # and prefixes with more than one
+            for (n, _), bucket in self._prefix.items():
+                lengths[n] += len(bucket) - 1
         self._length_count = dict(lengths)
         self._lengths = sorted(lengths)
         self._low = None
@@ -226,7 +232,10 @@ class Identities(Labels):
                 m = m & ~space.union([space.match_bdd(f) for f in earlier])
         seq = next(_seq)
         if is_route(entry.match.fields):
-            self.bulk_routes.append((plen, value, entry.priority, seq, beh.action))
+            routes = self._routes.get(pfx)
+            if routes is None:
+                routes = self._routes[pfx] = []
+            routes.append((self._idx, entry.priority, -seq, beh.action))
         else:
             self._bulk_other.append(key)
         self._entry[key] = entry
