@@ -269,6 +269,7 @@ class Walker:
         self.topo = model.topo
         self._memo: dict | None = None
         self._states: list[set] = []  # the states each suffix being computed walks itself
+        self._silent: list[list] = []  # per switch being walked: pipeline ends with no action
         self._port_dependent = False
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
@@ -411,11 +412,16 @@ class Walker:
             return
         st.visited = st.visited | {key}
         n0 = len(res.outcomes) + len(res.links)
-        self._pipeline(res, st, local)
-        if (
-            len(res.outcomes) + len(res.links) == n0
-        ):  # matched, but the actions send it nowhere: an explicit drop
-            self._end(res, st, "drop", None, "dropped by the entry's actions")
+        self._silent.append([])
+        try:
+            self._pipeline(res, st, local)
+        finally:
+            silent = self._silent.pop()
+        if len(res.outcomes) + len(res.links) == n0:
+            # Matched, but the actions send it nowhere: an explicit drop, with the rules and
+            # tags of where the pipeline ended (after a rewrite, a copy of st went on).
+            for end in silent or [st]:
+                self._end(res, end, "drop", None, "dropped by the entry's actions")
 
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
         st.action_set = ()
@@ -476,7 +482,7 @@ class Walker:
             if ins.goto is not None:
                 self._table(res, s, ins.goto, local)
             else:
-                self._run(res, _action_set_list(aset), 0, s, local, lambda _s: None)
+                self._run(res, _action_set_list(aset), 0, s, local, self._silent[-1].append)
 
         self._run(res, ins.apply, 0, st, local, after_apply)
 

@@ -176,3 +176,26 @@ def test_update_names_every_changed_pair_and_exit_switch(sc):
             if s_e != old_e:
                 assert pair[1] in upd.exits, (fm, pair)
         before = after
+
+
+def test_drop_after_a_rewrite_names_the_dropping_entry(tmp_path):
+    """A header rewritten in table 0 and dropped by an entry of table 1: the drop's hop
+    lists both entries and their Verify_Rule (found by the property test above: the drop
+    used to be recorded with the state from before the rewrite's copy)."""
+    from cpc.topology import load_topology
+
+    path = tmp_path / "t.yaml"
+    path.write_text("switches:\n  - {name: s2, dpid: 2, ports: [1, 2]}\nedge: [s2:1, s2:2]\n")
+    topo = load_topology(path)
+    h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000000, "ip_proto": 6, "tp_dst": 22}
+    for first in ("mod_nw_dst:10.0.0.1,goto_table:1", "goto_table:1"):
+        for second in ("drop", "output:1"):
+            flows = [f"table=1,priority=1,tcp,actions={second}", f"priority=1,tcp,actions={first}"]
+            model = Model(topo)
+            model.add_entries([])
+            for text in flows:
+                model.add_flow(2, text)
+            ref = RefDataPlane(topo, model.entries(), model.groups())
+            got = Counter(outcome_key(d) for d in model.trace((2, 2), h))
+            want = Counter(outcome_key(d) for d in ref.send((2, 2), h))
+            assert got == want, (first, second)
