@@ -121,7 +121,6 @@ class Identities(Labels):
         self._miss = space.true
         self._below: dict[tuple[int, int], list[FlowEntry]] | None = None  # see begin_bulk
         self._bulk_lengths: list[int] = []
-        # In bulk mode: the routes (cpc.routes) and the keys of the other entries.
         # In bulk mode: where routes go (cpc.routes), this element's index, and the keys of
         # the other entries.
         self._routes: dict[tuple[int, int], list] = {}
@@ -155,8 +154,9 @@ class Identities(Labels):
             self._end_bulk_miss(self.space.union(self.eff.values()))
         return self._miss
 
-    def begin_bulk(self, masks: set[int | None], routes: dict, idx: int) -> None:
-        """A bulk load is about to add entries whose ipv4_dst masks (None: unset) are these.
+    def begin_bulk(self, lengths: set[int | None], routes: dict, idx: int) -> None:
+        """A bulk load is about to add entries with these destination prefix lengths (0: no
+        ipv4_dst, None: a mask that is not a prefix).
 
         Into an empty element, without entries that key on anything but a destination
         prefix: an entry overlapping nothing already here takes exactly its match, and the
@@ -165,12 +165,8 @@ class Identities(Labels):
         Routes are collected into `routes` (prefix -> [(idx, priority, -seq, action)]), for
         cpc.routes to cut the classes of every element at once.
         """
-        lengths = set()
-        for mask in masks:
-            n = 0 if mask is None else _PREFIX_LENGTH.get(mask)
-            if n is None:
-                return  # a non-prefix mask: entries take their regions from the miss
-            lengths.add(n)
+        if None in lengths:
+            return  # a non-prefix mask: entries take their regions from the miss
         if not self._entry:
             self._bulk_lengths = sorted(lengths)
             self._below = {}
@@ -187,16 +183,13 @@ class Identities(Labels):
         Returns (action, region) of the entries that are not routes, by action, for the
         model to move its classes: the routes' classes are cut already.
         """
-        by: dict[Action | None, list] = {}
-        for key in self._bulk_other:
-            by.setdefault(self.beh[self._id[key]].action, []).append(self.eff[key])
-        out = [(act, self.space.union(regions)) for act, regions in by.items()]
+        out = self._by_action(self._bulk_other)
         self._end_bulk_miss(routed | self.space.union([r for _, r in out]))
         return out
 
     def _end_bulk_miss(self, matched) -> None:
         """Leave the bulk mode of begin_bulk: the miss is what no entry's region holds, and
-        the counts _bulk_add left out are made from the entries."""
+        the counts bulk_add left out are made from the entries."""
         self._below = None
         self._routes, self._bulk_other = {}, []
         self._miss = ~matched
@@ -405,13 +398,17 @@ class Identities(Labels):
 
     def action_regions(self) -> list[tuple[object, object]]:
         """(action, the headers this element applies it to), for every action in use."""
-        by: dict[object, list] = {}
-        for key, region in self.eff.items():
-            by.setdefault(self.beh[self._id[key]].action, []).append(region)
-        out = [(act, self.space.union(regs)) for act, regs in by.items()]
+        out = self._by_action(self.eff)
         if self._below is not None:  # in bulk mode: the miss is what no region holds
             self._end_bulk_miss(self.space.union([region for _, region in out]))
         return out
+
+    def _by_action(self, keys) -> list[tuple[Action | None, object]]:
+        """(action, the union of these entries' regions) for every action among them."""
+        by: dict[Action | None, list] = {}
+        for key in keys:
+            by.setdefault(self.beh[self._id[key]].action, []).append(self.eff[key])
+        return [(act, self.space.union(regions)) for act, regions in by.items()]
 
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from cpc import ofctl
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
@@ -21,6 +23,13 @@ HEADERS = [
 ]
 
 
+@pytest.fixture
+def topo(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO)
+    return load_topology(path)
+
+
 def check(model, topo):
     ref = RefDataPlane(topo, model.entries(), model.groups())
     for ing in topo.edge_ports():
@@ -33,12 +42,9 @@ def check(model, topo):
                     assert not model.allows(d.egress, h, d.verify_port, d.verify_rule ^ 1)
 
 
-def test_in_port_entry_beside_a_wildcard_entry_with_the_same_match(tmp_path):
+def test_in_port_entry_beside_a_wildcard_entry_with_the_same_match(topo):
     """An in_port element also holds the table's wildcard entries; an entry of its own with
     the same fields and priority is another entry, added and deleted on its own."""
-    path = tmp_path / "t.yaml"
-    path.write_text(TOPO)
-    topo = load_topology(path)
     flows = [
         "priority=10,ip,nw_dst=10.0.0.0/16,actions=output:2",
         "priority=10,in_port=1,ip,nw_dst=10.0.0.0/16,actions=output:3",
@@ -57,12 +63,9 @@ def test_in_port_entry_beside_a_wildcard_entry_with_the_same_match(tmp_path):
         assert model.rule_count() == 0 and model.class_count() == 1
 
 
-def test_identity_only_changes_move_no_class(tmp_path):
+def test_identity_only_changes_move_no_class(topo):
     """A more specific route with its parent's output changes the entry headers match, and
     the Verify_Rule the model expects, without moving a class."""
-    path = tmp_path / "t.yaml"
-    path.write_text(TOPO)
-    topo = load_topology(path)
     model = Model(topo)
     model.add_entries([])
     model.subscribe(lambda u: None)  # Update.classes names identity-only classes for subscribers
@@ -83,13 +86,10 @@ def delete_strict(e):
     )  # fmt: skip
 
 
-def test_bulk_load_into_a_table_that_has_entries(tmp_path):
+def test_bulk_load_into_a_table_that_has_entries(topo):
     """add_entries on a non-empty model: the new entries take headers from the old ones."""
     from cpc import ofctl
 
-    path = tmp_path / "t.yaml"
-    path.write_text(TOPO)
-    topo = load_topology(path)
     model = Model(topo)
     model.add_entries([])
     model.add_flow(1, "priority=5,ip,actions=output:3")
@@ -110,13 +110,10 @@ def test_bulk_load_into_a_table_that_has_entries(tmp_path):
     check(fresh, topo)
 
 
-def test_batch_with_regions_returned_to_the_miss_and_taken_again(tmp_path):
+def test_batch_with_regions_returned_to_the_miss_and_taken_again(topo):
     """apply_many collects an element's moves by action; a region that went back to the
     table-miss in the batch and is taken again must be moved after it (compared with the
     reference data plane, and with the class count of the same FlowMods one by one)."""
-    path = tmp_path / "t.yaml"
-    path.write_text(TOPO)
-    topo = load_topology(path)
     flows = [
         ("add", "priority=10,ip,nw_dst=10.0.0.0/16,actions=output:1"),
         ("add", "priority=20,ip,nw_dst=10.0.1.0/24,actions=output:2"),
@@ -147,15 +144,12 @@ def test_batch_with_regions_returned_to_the_miss_and_taken_again(tmp_path):
         assert batch.class_count() == one.class_count()
 
 
-def test_bulk_load_of_routes_then_updates(tmp_path):
+def test_bulk_load_of_routes_then_updates(topo):
     """A bulk load into empty tables cuts the routes' classes from their prefix trie
     (cpc.routes) and derives each table-miss once; a duplicate (same match and priority:
     the later one replaces it) or an entry whose ipv4_dst is not a prefix ends that mode
     part-way. Checked against the reference data plane and against the same entries one
     by one, after the load and after updates that take from and give back to the miss."""
-    path = tmp_path / "t.yaml"
-    path.write_text(TOPO)
-    topo = load_topology(path)
     routes = [
         "priority=24,ip,nw_dst=10.0.1.0/24,actions=output:3",
         "priority=16,ip,nw_dst=10.0.0.0/16,actions=output:2",
