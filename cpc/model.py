@@ -170,6 +170,7 @@ class Model:
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
         self._groups: dict[tuple[int, int], Group] = {}
         self._ingresses = topology.edge_ports()
+        self._ingress_pos = {p: i for i, p in enumerate(self._ingresses)}
         # Walk results, per start class, and the indexes built from them.
         self._walks: dict[int, WalkResult] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
@@ -683,7 +684,7 @@ class Model:
             for users in self._group_users.values():
                 if base in users:
                     users.add(ap)
-        return keep, [i for i in self._ingresses if i in redo]
+        return keep, sorted(redo, key=self._ingress_pos.__getitem__)
 
     def _walk(self, ap: int, plan=None) -> None:
         if plan is None:

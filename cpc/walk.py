@@ -236,6 +236,8 @@ class WalkResult:
 
     def without(self, ingresses) -> WalkResult:
         """This walk, minus the paths from these ingresses."""
+        if not ingresses:
+            return WalkResult(self.outcomes, self.links, self.entries)  # lists never change
         entries = []
         for node, ings in self.entries:
             keep = [iv for iv in ings if iv[0] not in ingresses]
