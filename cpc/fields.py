@@ -38,6 +38,9 @@ WIDTH: dict[str, int] = dict(FIELDS)
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
 assert FIELD_NAMES[0] == "ipv4_dst"  # cpc.tables.dst_prefix reads a match's first field
 HEADER_BITS = sum(WIDTH.values())
+# IPv4 prefix masks by length, and back (a mask that is no prefix is not in the dict).
+PREFIX_MASKS: tuple[int, ...] = tuple((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF for n in range(33))
+PREFIX_LENGTH: dict[int, int] = {mask: n for n, mask in enumerate(PREFIX_MASKS)}
 
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .fields import PREFIX_MASKS as _MASKS
+
 ROUTE_TYPE = ("eth_type", 0x0800, 0xFFFF)
-_MASKS = [(0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF for n in range(33)]
 
 
 def is_route(fields: tuple[tuple[str, int, int], ...]) -> bool:

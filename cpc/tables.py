@@ -14,6 +14,8 @@ import itertools
 from collections import Counter
 from operator import itemgetter
 
+from .fields import PREFIX_LENGTH
+from .fields import PREFIX_MASKS as _MASKS
 from .partition import Labels
 from .results import RuleRef
 from .routes import is_route
@@ -42,7 +44,7 @@ class Action:
 
 class Behaviour:
     """An entry as the Verify tags see it: identity (table, priority, cookie, rule_id), its
-    action and the bytes it adds to the Verify_Rule chain. Interned by the model."""
+    action and the bytes it adds to the Verify_Rule chain. One per entry and element."""
 
     __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
                  "_ur", "_ref")  # fmt: skip
@@ -299,12 +301,8 @@ class Identities(Labels):
         bulk=True (many entries, highest priority first) leaves the label to its first use.
         """
         false = self.space.false
-        if bulk and self._below is not None:
-            pfx = dst_prefix(entry)
-            if pfx is not None:
-                g = self.bulk_add(entry, beh, m, pfx)
-                return [(g, None)] if g != false else []
-            self.miss  # noqa: B018 - an entry without a destination prefix ends bulk mode
+        if self._below is not None:  # the model calls bulk_add for entries with a prefix
+            self.miss  # noqa: B018 - any other entry ends bulk mode
         key = _ikey(entry)
         if self._entry and entry.priority > self._lowest():
             lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
@@ -505,7 +503,7 @@ class Identities(Labels):
                 if length > plen:
                     break
                 found += self._prefix.get((length, value & _MASKS[length]), ())
-            hi = value | (~_plen_mask(plen) & 0xFFFFFFFF)
+            hi = value | (~_MASKS[plen] & 0xFFFFFFFF)
             lo_i = bisect.bisect_left(by_dst, value, key=lambda t: t[0])
             hi_i = bisect.bisect_right(by_dst, hi, key=lambda t: t[0])
             found += [e for _, _, e in by_dst[lo_i:hi_i] if dst_prefix(e)[0] > plen]
@@ -513,12 +511,6 @@ class Identities(Labels):
         return [e for e in found if _ikey(e) != key and e.match.overlaps(entry.match)]
 
 
-def _plen_mask(length: int) -> int:
-    return (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
-
-
-_MASKS = [_plen_mask(n) for n in range(33)]
-_PREFIX_LENGTH = {mask: n for n, mask in enumerate(_MASKS)}
 _SCAN_MAX = 8  # entries without a destination prefix that identify() would scan
 
 
@@ -534,5 +526,5 @@ def dst_prefix(entry: FlowEntry) -> tuple[int, int] | None:
     if not fields or fields[0][0] != "ipv4_dst":  # ipv4_dst comes first (cpc.fields)
         return (0, 0)
     _, value, mask = fields[0]
-    n = _PREFIX_LENGTH.get(mask)
+    n = PREFIX_LENGTH.get(mask)
     return None if n is None else (n, value)
