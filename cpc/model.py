@@ -175,6 +175,7 @@ class Model:
         self._walks: dict[int, WalkResult] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
         self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
+        self._groups_of: dict[int, set[tuple[int, int]]] = defaultdict(set)  # the reverse
         # Path templates by the class a path ends in and its egress, built when first asked
         # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self._expect: dict[int, dict[Port, list]] = {}
@@ -570,6 +571,7 @@ class Model:
         self._walks.clear()
         self._through.clear()
         self._group_users.clear()
+        self._groups_of.clear()
         self._expect.clear()
         self._rewriting.clear()
         for ap in list(self.part.bdd_of):
@@ -677,13 +679,13 @@ class Model:
         if old is None or base in self._rewriting:
             return None
         changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
-        redo = old.ingresses_via(changed)
-        keep = old.without(redo)
+        keep, redo = old.split_via(changed)
         if base != ap:
             keep.outcomes = [o._replace(final_ap=ap) for o in keep.outcomes]
-            for users in self._group_users.values():
-                if base in users:
-                    users.add(ap)
+            groups = self._groups_of.get(base, ())
+            for g in groups:
+                self._group_users[g].add(ap)
+            self._groups_of[ap].update(groups)
         return keep, sorted(redo, key=self._ingress_pos.__getitem__)
 
     def _walk(self, ap: int, plan=None) -> None:
@@ -704,6 +706,8 @@ class Model:
             self._through[t].add(ap)
         for g in res.groups:
             self._group_users[g].add(ap)
+        if res.groups:
+            self._groups_of[ap].update(res.groups)
         res.through = res.groups = None  # indexed; the walk keeps only its paths
 
     def _touch_switch(self, dpid: int) -> None:

@@ -221,33 +221,34 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def ingresses_via(self, dpids) -> set:
-        """The ingresses with a path through one of these switches."""
-        out = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
+    def split_via(self, dpids) -> tuple[WalkResult, set]:
+        """(this walk minus the paths of every ingress with a path through one of these
+        switches, those ingresses).
+
+        Ingresses that share an entry node go or stay with it: the node is tested once, and
+        a kept node's ingress list is kept as it is (lists never change once stored).
+        """
+        redo = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
         for ing, hops, _vp, _alt, node in self.links:
-            if ing not in out and (
+            if ing not in redo and (
                 not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
             ):
-                out.add(ing)
-        for node, ings in self.entries:
-            if not dpids.isdisjoint(node.dpids()):
-                out.update(i for i, _ in ings)
-        return out
-
-    def without(self, ingresses) -> WalkResult:
-        """This walk, minus the paths from these ingresses."""
-        if not ingresses:
-            return WalkResult(self.outcomes, self.links, self.entries)  # lists never change
+                redo.add(ing)
         entries = []
-        for node, ings in self.entries:
-            keep = [iv for iv in ings if iv[0] not in ingresses]
-            if keep:
-                entries.append((node, keep))
-        return WalkResult(
-            [o for o in self.outcomes if o.ingress not in ingresses],
-            [link for link in self.links if link[0] not in ingresses],
+        for entry in self.entries:
+            if dpids.isdisjoint(entry[0].dpids()):
+                entries.append(entry)
+            else:
+                redo.update(i for i, _ in entry[1])
+        if not redo:
+            return WalkResult(self.outcomes, self.links, self.entries), redo
+        # An ingress walked directly is never also behind a shared entry (Walker._walk).
+        keep = WalkResult(
+            [o for o in self.outcomes if o.ingress not in redo],
+            [link for link in self.links if link[0] not in redo],
             entries,
         )
+        return keep, redo
 
 
 class Walker:
