@@ -171,6 +171,7 @@ class Model:
         self._groups: dict[tuple[int, int], Group] = {}
         self._ingresses = topology.edge_ports()
         self._ingress_pos = {p: i for i, p in enumerate(self._ingresses)}
+        self._edge_switches = sorted({p[0] for p in self._ingresses})
         # Walk results, per start class, and the indexes built from them.
         self._walks: dict[int, WalkResult] = {}
         self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
@@ -679,21 +680,21 @@ class Model:
         if old is None or base in self._rewriting:
             return None
         changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
-        keep, redo = old.split_via(changed)
+        keep, whole, redo = old.split_via(changed)
         if base != ap:
             keep.outcomes = [o._replace(final_ap=ap) for o in keep.outcomes]
             groups = self._groups_of.get(base, ())
             for g in groups:
                 self._group_users[g].add(ap)
             self._groups_of[ap].update(groups)
-        return keep, sorted(redo, key=self._ingress_pos.__getitem__)
+        return keep, sorted(whole), sorted(redo, key=self._ingress_pos.__getitem__)
 
     def _walk(self, ap: int, plan=None) -> None:
         if plan is None:
-            res = self.walker.walk(ap, self._ingresses)
+            res = self.walker.walk(ap, (), switches=self._edge_switches)
         else:
-            keep, ingresses = plan
-            res = self.walker.walk(ap, ingresses)
+            keep, switches, ingresses = plan
+            res = self.walker.walk(ap, ingresses, switches=switches)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries

@@ -221,34 +221,38 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def split_via(self, dpids) -> tuple[WalkResult, set]:
-        """(this walk minus the paths of every ingress with a path through one of these
-        switches, those ingresses).
+    def split_via(self, dpids) -> tuple[WalkResult, set, set]:
+        """This walk minus the paths through one of these switches: (what is kept, the
+        switches whose every edge ingress must be walked again, other ingresses to walk).
 
-        Ingresses that share an entry node go or stay with it: the node is tested once, and
-        a kept node's ingress list is kept as it is (lists never change once stored).
+        The ingresses behind a shared entry node go with it, and then every ingress of that
+        switch goes; a kept node keeps its ingress list as it is (never changed once stored).
         """
-        redo = {o.ingress for o in self.outcomes if any(h.dpid in dpids for h in o.hops)}
+        whole = set()
+        for node, ivs in self.entries:
+            if not dpids.isdisjoint(node.dpids()):
+                whole.add(ivs[0][0][0])
+        redo = {
+            o.ingress
+            for o in self.outcomes
+            if o.ingress[0] not in whole and any(h.dpid in dpids for h in o.hops)
+        }
         for ing, hops, _vp, _alt, node in self.links:
-            if ing not in redo and (
+            if ing not in redo and ing[0] not in whole and (
                 not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
             ):
                 redo.add(ing)
-        entries = []
-        for entry in self.entries:
-            if dpids.isdisjoint(entry[0].dpids()):
-                entries.append(entry)
-            else:
-                redo.update(i for i, _ in entry[1])
-        if not redo:
-            return WalkResult(self.outcomes, self.links, self.entries), redo
-        # An ingress walked directly is never also behind a shared entry (Walker._walk).
-        keep = WalkResult(
-            [o for o in self.outcomes if o.ingress not in redo],
-            [link for link in self.links if link[0] not in redo],
-            entries,
+        if not redo and not whole:
+            return WalkResult(self.outcomes, self.links, self.entries), whole, redo
+        return (
+            WalkResult(
+                [o for o in self.outcomes if o.ingress[0] not in whole and o.ingress not in redo],
+                [k for k in self.links if k[0][0] not in whole and k[0] not in redo],
+                [e for e in self.entries if e[1][0][0][0] not in whole],
+            ),
+            whole,
+            redo,
         )
-        return keep, redo
 
 
 class Walker:
@@ -274,6 +278,7 @@ class Walker:
         self._states: list[set] = []  # the states each suffix being computed walks itself
         self._silent: list[list] = []  # per switch being walked: pipeline ends with no action
         self._port_dependent = False
+        self._edge_groups: dict[int, tuple] = {}  # dpid -> ((ingress, Verify_Port bit)...), ports
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
 
@@ -311,9 +316,16 @@ class Walker:
         return plan
 
     def walk(
-        self, ap: int, ingresses, hdr=None, local: bool = False, identity: bool = False
+        self,
+        ap: int,
+        ingresses,
+        hdr=None,
+        local: bool = False,
+        identity: bool = False,
+        switches=(),
     ) -> WalkResult:
-        """Walk class ap (or its subset hdr) in at each ingress.
+        """Walk class ap (or its subset hdr) in at each ingress, and at every edge port of
+        each of `switches` (class walks).
 
         identity=True (needs hdr) follows the entries and computes both tags; otherwise
         hops name the elements consulted and Verify_Rule is left 0.
@@ -321,23 +333,27 @@ class Walker:
         self.m = self._model()
         self._identity = identity
         try:
-            return self._walk(ap, ingresses, hdr, local)
+            return self._walk(ap, ingresses, hdr, local, switches)
         finally:
             self.m = None
             self._identity = False
 
-    def _walk(self, ap: int, ingresses, hdr, local: bool) -> WalkResult:
+    def _walk(self, ap: int, ingresses, hdr, local: bool, switches) -> WalkResult:
         res = WalkResult()
         shared = hdr is None and not local
         self._memo = {} if shared else None
+        direct = []
+        for dpid in switches:
+            direct += self._edge_switch(res, dpid, ap)
+        switches = set(switches)
         entries: dict[int, tuple[Node, frozenset, list] | None] = {}
         port_dpids = self.m.port_dpids
         port_bits = self.m.port_bits
-        for ing in ingresses:
+        for ing in (*direct, *ingresses) if direct else ingresses:
             if ing in self.topo.down:
                 continue
             dpid, port = ing
-            if shared and dpid not in port_dpids:
+            if shared and dpid not in port_dpids and dpid not in switches:
                 entry = entries.get(dpid, _UNSET)
                 if entry is _UNSET:
                     entry = entries[dpid] = self._shared_entry(res, dpid, ap)
@@ -347,9 +363,33 @@ class Walker:
             st = State(ing, dpid, port, ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
-        res.entries = [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
+        res.entries += [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
         return res
+
+    def _edge_switch(self, res: WalkResult, dpid: int, ap: int) -> list:
+        """Walk class ap in at every edge port of switch dpid through its shared entry node;
+        returns the ingresses that must be walked one by one."""
+        group = self._edge_groups.get(dpid)
+        if group is None:
+            m = self.m
+            ings = [p for p in self.topo.edge_ports() if p[0] == dpid]
+            group = self._edge_groups[dpid] = (
+                tuple((p, m.port_bits(*p)) for p in ings),
+                frozenset(p[1] for p in ings),
+            )
+        ivs, ports = group
+        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, ap)
+        if entry is None:
+            return [iv[0] for iv in ivs]
+        first, down = entry[1], self.topo.down
+        if first.isdisjoint(ports) and (not down or down.isdisjoint(iv[0] for iv in ivs)):
+            res.entries.append((entry[0], ivs))  # the switch's own tuple: shared, never changed
+            return []
+        shared = [iv for iv in ivs if iv[0][1] not in first and iv[0] not in down]
+        if shared:
+            res.entries.append((entry[0], shared))
+        return [iv[0] for iv in ivs if iv[0][1] in first]
 
     def _shared_entry(self, res: WalkResult, dpid: int, ap: int):
         """The outcomes of class ap entering switch dpid at any edge port, shared by its
