@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import ModelError
+from cpc.topology import Topology
 from tests.cpc.netgen import flowmods, groups_for, headers, networks
 
 
@@ -199,3 +200,69 @@ def test_drop_after_a_rewrite_names_the_dropping_entry(tmp_path):
             got = Counter(outcome_key(d) for d in model.trace((2, 2), h))
             want = Counter(outcome_key(d) for d in ref.send((2, 2), h))
             assert got == want, (first, second)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(rewrite=False), st.data())
+def test_ports_down_and_up(sc, data):
+    """Ports go down (edge or link), more FlowMods arrive, ports come back: expected()
+    equals the brute force throughout (nothing enters or leaves at a down port), and the
+    model ends as a rebuilt one."""
+    topo, groups, fms, hs = sc
+    half = len(fms) // 2
+    model = run_flowmods(topo, groups, fms[:half])
+    ports = sorted({*topo.edges, *topo.links})
+    down = data.draw(st.lists(st.sampled_from(ports), max_size=3, unique=True))
+    for dpid, port in down:
+        model.port_status(dpid, port, up=False)
+    for fm in fms[half:]:
+        if fm.command == "add" and not unique_priorities(model, fm):
+            continue
+        with contextlib.suppress(ModelError):
+            model.apply(fm)
+    ref = RefDataPlane(topo, model.entries(), model.groups())  # reads topo.down too
+    for h in hs:
+        want: dict = {}
+        for ing in topo.edge_ports():
+            if ing in topo.down:
+                continue  # nothing arrives at a down port
+            for d in ref.send(ing, h):
+                if d.kind == "egress":
+                    want.setdefault(d.egress, Counter())[(d.ingress, d.hops, d.verify_port)] += 1
+        for eg in topo.edge_ports():
+            got = Counter((x.ingress, x.hops, x.verify_port) for x in model.expected(eg, h))
+            assert got == want.get(eg, Counter()), (eg, h, down)
+    for dpid, port in down:
+        model.port_status(dpid, port, up=True)
+    rebuilt = Model(topo)
+    rebuilt.add_entries(model.entries(), model.groups())
+    for ing in topo.edge_ports():
+        for eg in topo.edge_ports():
+            a, b = model.reach(ing, eg), rebuilt.reach(ing, eg)
+            assert list(model.space.cubes(a)) == list(rebuilt.space.cubes(b))
+
+
+def test_a_down_edge_port_sends_nothing_in():
+    """Edge ports of a switch share their walk; one going down leaves the group, also when
+    the switch forwards over a link (the shared walk never outputs to an edge port)."""
+    topo = Topology()
+    topo.add_switch(1, "s1", [1, 2, 3])
+    topo.add_switch(2, "s2", [1, 2])
+    topo.add_edge((1, 1))
+    topo.add_edge((1, 3))
+    topo.add_link((1, 2), (2, 1))
+    topo.add_edge((2, 2))
+    model = Model(topo)
+    model.add_entries([])
+    model.add_flow(1, "priority=1,actions=output:2")
+    model.add_flow(2, "priority=1,actions=output:2")
+    h = {"eth_type": 0x0800}
+    assert {x.ingress for x in model.expected((2, 2), h)} == {(1, 1), (1, 3)}
+    model.port_status(1, 1, up=False)
+    model.add_flow(2, "priority=2,ip,nw_dst=10.0.0.1,actions=output:2")  # a partial re-walk
+    ref = RefDataPlane(topo, model.entries(), model.groups())
+    for hdr in (h, {"eth_type": 0x0800, "ipv4_dst": 0x0A000001}):
+        want = {d.ingress for ing in ((1, 3),) for d in ref.send(ing, hdr)}
+        assert {x.ingress for x in model.expected((2, 2), hdr)} == want == {(1, 3)}
+    model.port_status(1, 1, up=True)
+    assert {x.ingress for x in model.expected((2, 2), h)} == {(1, 1), (1, 3)}
