@@ -238,8 +238,10 @@ class WalkResult:
             if o.ingress[0] not in whole and any(h.dpid in dpids for h in o.hops)
         }
         for ing, hops, _vp, _alt, node in self.links:
-            if ing not in redo and ing[0] not in whole and (
-                not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops)
+            if (
+                ing not in redo
+                and ing[0] not in whole
+                and (not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops))
             ):
                 redo.add(ing)
         if not redo and not whole:
