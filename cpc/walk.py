@@ -32,6 +32,7 @@ from .rules import (
     OFPP_FLOOD,
     OFPP_IN_PORT,
     OFPP_LOCAL,
+    OFPP_MAX,
 )
 from .tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT
 
@@ -427,7 +428,76 @@ class Walker:
         self._switch_direct(res, st, local)
 
     def _suffix(self, res: WalkResult, st: State, local: bool) -> Node | None:
-        """The Node from this switch on (zero tags, no history); None if not shareable."""
+        """The Node from this switch on (zero tags, no history); None if not shareable.
+
+        The common case, a table-0 action that only outputs to physical ports, is
+        spelled out here: it is what class walks spend their time on. It does what
+        _switch_direct, _pipeline, _output and _switch do for it, without their State
+        copies; everything else goes the general way (_suffix_general).
+        """
+        dpid, in_port, ap = st.dpid, st.in_port, st.ap
+        el, act = self.m.lookup(dpid, 0, in_port, ap)
+        plan = self._plan(act) if act is not None else None
+        if plan is None or local or self._identity or any(p >= OFPP_MAX for p, _ in plan[0]):
+            return self._suffix_general(res, st, local)
+        ports, groups = plan
+        key = (dpid, in_port, ap, None)
+        states = {key}
+        visited = frozenset(states)
+        sub = WalkResult()
+        if groups:
+            sub.groups.update(groups)
+        outcomes, links = sub.outcomes, sub.links
+        rules = (el.idx,)
+        vport = self.m.port_bits(dpid, in_port)
+        topo, memo, ingress = self.topo, self._memo, st.ingress
+        self._states.append(states)  # general walks below add the states they pass
+        try:
+            for port, alt in ports:
+                if port == in_port:  # OpenFlow drops output to the input port
+                    outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
+                                             vport, alt, "output to the input port", ap))  # fmt: skip
+                    continue
+                hop = Hop(dpid, in_port, rules, port)
+                loc = (dpid, port)
+                if loc in topo.down:
+                    reason = f"port {topo.port_name(loc)} is down"
+                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+                elif loc in topo.edges:
+                    outcomes.append(_outcome(ingress, "egress", port, (hop,), vport, alt, "", ap))
+                elif loc in topo.links:
+                    nd, np = topo.links[loc]
+                    child = None
+                    if (nd, np, ap, None) not in visited:
+                        ckey = (nd, np, ap)
+                        child = memo.get(ckey, _UNSET)
+                        if child is _UNSET:
+                            memo[ckey] = None  # re-entered while computing it: walk directly
+                            nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited)
+                            child = memo[ckey] = self._suffix(sub, nxt, False)
+                    if child is not None and child.states.isdisjoint(visited):
+                        links.append((ingress, (hop,), vport, alt, child))
+                    else:
+                        nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited,
+                                    rules, (), alt)  # fmt: skip
+                        self._switch_direct(sub, nxt, False)
+                else:
+                    reason = f"port {topo.port_name(loc)} leads nowhere"
+                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+        finally:
+            self._states.pop()
+        if not outcomes and not links:  # matched, but the actions send it nowhere
+            outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
+                                     vport, False, "dropped by the entry's actions", ap))  # fmt: skip
+        if sub.through:
+            res.through |= sub.through
+        if sub.groups:
+            res.groups |= sub.groups
+        if any(o.rewritten for o in outcomes):
+            return None
+        return Node(outcomes, links, frozenset(states))
+
+    def _suffix_general(self, res: WalkResult, st: State, local: bool) -> Node | None:
         sub = WalkResult()
         fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
         self._states.append(set())
@@ -641,6 +711,13 @@ class Walker:
 
 
 _UNSET = object()
+
+
+def _outcome(ingress, kind: str, port, hops: tuple, vport: int, alt: bool, reason: str, ap: int):
+    """An Outcome of a class walk's fresh suffix: no Verify_Rule, header and class as they came."""
+    return Outcome(ingress, kind, port, hops, vport, 0, alt, reason, ap, None, None, False, ())
+
+
 _PORT_DEPENDENT = frozenset((OFPP_IN_PORT, OFPP_FLOOD, OFPP_ALL))
 
 
