@@ -165,6 +165,7 @@ class Model:
         self.walker = Walker(self)
         self._elements: dict[tuple[int, int, int | None], Element] = {}
         self._elem_list: list[Element] = []
+        self._elems_of: dict[int, list[Element]] = defaultdict(list)  # by dpid, oldest first
         self._actions: dict[tuple, Action] = {}
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
@@ -200,6 +201,7 @@ class Model:
             el = Element(len(self._elem_list), dpid, table, in_port, self.space)
             self._elements[key] = el
             self._elem_list.append(el)
+            self._elems_of[dpid].append(el)
             if in_port is not None:
                 self._port_elems[(dpid, table)].append(el)
                 self.port_dpids.add(dpid)
@@ -368,8 +370,8 @@ class Model:
     def _select(self, fm: FlowMod, strict: bool) -> list[FlowEntry]:
         """Entries a MODIFY or DELETE applies to (OpenFlow 1.3, section 6.4)."""
         out = []
-        for el in self._elem_list:
-            if el.dpid != fm.dpid or (fm.table != OFPTT_ALL and el.table != fm.table):
+        for el in self._elems_of.get(fm.dpid, ()):
+            if fm.table != OFPTT_ALL and el.table != fm.table:
                 continue
             if strict:
                 if el.in_port != fm.match.in_port:
@@ -588,14 +590,18 @@ class Model:
     def _commit(self, extra: Iterable[int] = ()) -> Update:
         part = self.part
         moved, reshaped, gone = part.drain()
-        part.merge_alike(moved)
-        moved2, reshaped2, gone2 = part.drain()
-        gone |= gone2
-        reshaped |= reshaped2
-        moved = (moved | moved2) - gone
+        if moved:
+            part.merge_alike(moved)
+            moved2, reshaped2, gone2 = part.drain()
+            gone |= gone2
+            reshaped |= reshaped2
+            moved = (moved | moved2) - gone
         full = set(extra)
-        for ap in reshaped | gone | moved:
-            full |= self._through.pop(ap, set())
+        through = self._through
+        for ap in reshaped | gone | moved if through else ():
+            t = through.pop(ap, None)
+            if t:
+                full |= t
         dirty = (set(moved) | full) - gone
         # Headers that joined an existing class (part.transfers, merges) take its paths.
         sources = {part.origin.get(f, f) for f, _ in part.transfers}
@@ -890,9 +896,7 @@ class Model:
         dpid, port = egress
         parts = []
         bdd_of = self.part.bdd_of
-        for el in self._elem_list:
-            if el.dpid != dpid:
-                continue
+        for el in self._elems_of.get(dpid, ()):
             for beh, aps in self.part.members.get(el.idx, {}).items():
                 outs = self._out_ports(beh)
                 if port in outs or _ANY_PORT in outs:
@@ -926,12 +930,8 @@ class Model:
         ]
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
-        return [
-            e
-            for el in self._elem_list
-            if dpid is None or el.dpid == dpid
-            for e in el.entries.values()
-        ]
+        els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())
+        return [e for el in els for e in el.entries.values()]
 
     def groups(self) -> list[Group]:
         return list(self._groups.values())

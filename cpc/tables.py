@@ -442,7 +442,7 @@ class Identities(Labels):
                 self._sorted.append((pfx[1], seq, entry))
                 self._sorted_stale = True
             else:
-                bisect.insort(self._by_dst(), (pfx[1], seq, entry), key=lambda t: t[0])
+                bisect.insort(self._by_dst(), (pfx[1], seq, entry))  # seq is unique
             n = self._length_count.get(pfx[0], 0)
             self._length_count[pfx[0]] = n + 1
             if not n:
@@ -474,7 +474,7 @@ class Identities(Labels):
             del self._length_count[pfx[0]]
             self._lengths = sorted(self._length_count)
         by_dst = self._by_dst()
-        lo = bisect.bisect_left(by_dst, pfx[1], key=lambda t: t[0])
+        lo = bisect.bisect_left(by_dst, (pfx[1],))  # (v,) sorts before every (v, seq, e)
         while by_dst[lo][2] is not entry:
             lo += 1
         del by_dst[lo]
@@ -504,8 +504,8 @@ class Identities(Labels):
                     break
                 found += self._prefix.get((length, value & _MASKS[length]), ())
             hi = value | (~_MASKS[plen] & 0xFFFFFFFF)
-            lo_i = bisect.bisect_left(by_dst, value, key=lambda t: t[0])
-            hi_i = bisect.bisect_right(by_dst, hi, key=lambda t: t[0])
+            lo_i = bisect.bisect_left(by_dst, (value,))
+            hi_i = bisect.bisect_left(by_dst, (hi + 1,))
             found += [e for _, _, e in by_dst[lo_i:hi_i] if dst_prefix(e)[0] > plen]
         key = _ikey(entry)
         return [e for e in found if _ikey(e) != key and e.match.overlaps(entry.match)]
