@@ -693,14 +693,23 @@ class Model:
             for g in groups:
                 self._group_users[g].add(ap)
             self._groups_of[ap].update(groups)
-        return keep, sorted(whole), sorted(redo, key=self._ingress_pos.__getitem__)
+        # The class's own walk hands its entry index on to the new one (a split-off class
+        # indexes its walk when first planned).
+        return (
+            keep,
+            whole,
+            sorted(redo, key=self._ingress_pos.__getitem__),
+            old if base == ap else None,
+        )
 
     def _walk(self, ap: int, plan=None) -> None:
         if plan is None:
             res = self.walker.walk(ap, (), switches=self._edge_switches)
         else:
-            keep, switches, ingresses = plan
-            res = self.walker.walk(ap, ingresses, switches=switches)
+            keep, whole, ingresses, old = plan
+            res = self.walker.walk(ap, ingresses, switches=sorted(whole))
+            if old is not None:
+                res.adopt_index(old, whole, res.entries)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries
