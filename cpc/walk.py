@@ -150,13 +150,10 @@ class Node:
         return self._egresses
 
     def dpids(self) -> frozenset:
-        """The switches some path from here on visits."""
+        """The switches some path from here on visits: those of its states (every switch a
+        path visits is a state of it, and each state's switch is on a path)."""
         if self._dpids is None:
-            d = {h.dpid for o in self.outcomes for h in o.hops}
-            for link in self.links:
-                d.update(h.dpid for h in link[1])
-                d |= link[4].dpids()
-            self._dpids = frozenset(d)
+            self._dpids = frozenset([s[0] for s in self.states])
         return self._dpids
 
 

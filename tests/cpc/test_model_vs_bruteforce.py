@@ -290,3 +290,5 @@ def test_class_walk_shortcut_equals_general_walk(sc):
             del walker._suffix
         assert outcomes(fast, ap) == outcomes(general, ap)
         assert fast.pair_set() == general.pair_set()
+        for node, _ in fast.entries:  # what partial re-walks test: every switch on a path
+            assert node.dpids() == {h.dpid for o in node.expanded() for h in o.hops}
