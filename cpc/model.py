@@ -675,7 +675,9 @@ class Model:
         return upd
 
     def _partial_plan(self, ap: int):
-        """(outcomes still valid, ingresses to walk again) for a class whose owners changed.
+        """(what of the walk stays valid, switches to walk again at all their edge ports,
+        other ingresses to walk again, the walk whose entry index the new one takes over)
+        for a class whose owners changed.
 
         A walk depends only on the class's owners at the switches it visits, so the
         outcomes of an ingress whose paths avoid every switch where the class moved stay
