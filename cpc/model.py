@@ -17,6 +17,7 @@ entries, and the Verify_Rule chain, for the concrete header.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 from binascii import crc_hqx
@@ -57,31 +58,21 @@ class UnknownSwitchError(ModelError):
     """A message names a switch that is not in the topology."""
 
 
-def spare_full_collections() -> None:
-    """Freeze what survives, instead of letting Python's full collections rescan it.
-
-    Updates leave no cyclic garbage: a replay of the Stanford trace (9,052 updates, the
-    model built from nothing) collects no object, yet its full collections, each
-    rescanning the grown model, took a quarter of the replay's time.
-    Called after every commit: when a full collection is getting near (half of its
-    threshold of younger collections), the young generations are collected (cycles among
-    new objects still go) and the survivors frozen. gc.freeze() also resets the counts,
-    so this happens about once per 35k objects the heap grows by.
-    """
-    if gc.isenabled() and gc.get_count()[2] >= gc.get_threshold()[2] // 2:
-        gc.collect(1)
-        gc.freeze()
-
-
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic GC for a bulk build, then freeze what it built.
+    """Run a model build or update with Python's cyclic GC paused, then freeze what survives.
 
-    The model allocates millions of small containers and makes almost no reference
-    cycles; left on, the collector rescans the growing heap and triples build time.
-    Freezing moves the built model out of future collections.
+    The model allocates many small containers and makes no reference cycles
+    (tests/cpc/test_model_gc.py). Left on, the collector can only rescan them: it tripled
+    build times, and took a tenth of the Stanford replay as walks allocate their paths.
+    Freezing keeps them out of later collections; reference counting still frees them.
+    What the rest of the process allocated since the last freeze is collected first (it
+    is all that a collection scans, so this is cheap), so that freezing keeps none of its
+    cycles.
     """
     was_enabled = gc.isenabled()
+    if was_enabled:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -89,6 +80,17 @@ def gc_paused() -> Iterator[None]:
         if was_enabled:
             gc.enable()
         gc.freeze()
+
+
+def _gc_paused_update(method):
+    """A model update, run under gc_paused()."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with gc_paused():
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -283,11 +285,13 @@ class Model:
             self._bulk_add(list(entries))
             self.build()
 
+    @_gc_paused_update
     def apply(self, fm: FlowMod) -> Update:
         """Apply one FlowMod with OpenFlow 1.3 semantics; returns what changed."""
         self._apply_one(fm)
         return self._commit()
 
+    @_gc_paused_update
     def apply_many(self, fms: Iterable[FlowMod]) -> tuple[Update, list[tuple[FlowMod, ModelError]]]:
         """Apply several FlowMods in order and re-walk once (a barrier's worth from the proxy).
 
@@ -300,7 +304,9 @@ class Model:
                 try:
                     self._apply_one(fm)
                 except ModelError as e:
-                    errors.append((fm, e))
+                    # Without its traceback: the traceback holds this frame, which holds
+                    # `errors`, a cycle that the paused GC would never free.
+                    errors.append((fm, e.with_traceback(None)))
         finally:
             deferred, self._deferred = self._deferred, None
             for d in deferred.values():
@@ -327,6 +333,7 @@ class Model:
         )
         return self.apply(fm)
 
+    @_gc_paused_update
     def set_group(self, group: Group) -> Update:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
@@ -335,12 +342,14 @@ class Model:
         self._touch_switch(group.dpid)
         return self._commit_classes(self._group_users.get((group.dpid, group.group_id), set()))
 
+    @_gc_paused_update
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
         self._touch_switch(dpid)
         return self._commit_classes(self._group_users.get((dpid, group_id), set()))
 
+    @_gc_paused_update
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
         """A port went up or down: outputs to a down port are dropped."""
         loc = (dpid, port)
@@ -653,7 +662,6 @@ class Model:
                 self._unwalk(ap)
         part.forget_changes()
         self.version += 1
-        spare_full_collections()
         named = dirty | gone | joined
         if self._id_region != self.space.false:
             # Reports of these classes may carry the old Verify_Rule until the switch has
