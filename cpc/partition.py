@@ -13,8 +13,9 @@ true for exactly the id of h's class. Two operations fall out of it:
   * classify(h): a single walk from the root, guided by h's bits, that stops at
     the first label variable (typically after the destination prefix length);
   * candidates(p): the classes that intersect a predicate p, by quantifying the
-    header variables out of `label & p` - inside CUDD, at a cost that grows with
-    the header space p touches, not with the number of classes.
+    header variables out of `label & p` in one CUDD pass that never builds the
+    conjunction, at a cost that grows with the header space p touches, not with
+    the number of classes.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Labels:
     def candidates(self, pred) -> list[int]:
         """Ids whose regions intersect the header set pred.
 
-        ∃header. (label ∧ pred), inside CUDD, leaves a BDD over the label bits whose
+        ∃header. (label ∧ pred), one CUDD pass, leaves a BDD over the label bits whose
         minterms are the ids. One id is the common answer: then that BDD is the id's own
         cube, found by node without enumerating minterms.
         """
@@ -108,7 +109,7 @@ class Labels:
 
     def _candidates(self, pred) -> list[int]:
         space = self.space
-        ids = space.bdd.apply("exists", space.header_cube, self.label & pred)
+        ids = space.exists_and(self.label, pred)
         one = self._id_of_node.get(int(ids))
         if one is not None:
             return [one]
