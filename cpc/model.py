@@ -72,7 +72,7 @@ def gc_paused() -> Iterator[None]:
     """
     was_enabled = gc.isenabled()
     if was_enabled:
-        gc.collect()
+        _collect_unfrozen()
     gc.disable()
     try:
         yield
@@ -80,6 +80,23 @@ def gc_paused() -> Iterator[None]:
         if was_enabled:
             gc.enable()
         gc.freeze()
+
+
+_seen_collections: list[tuple[int, int]] = [(-1, -1)]  # (young-1, full) after our last
+
+
+def _collect_unfrozen() -> None:
+    """Collect every object not frozen. Objects get into the old generation only by an
+    automatic collection since our last one: without one, the young generations are
+    all there is. (A full collection also empties the interpreter's free lists of
+    tuples, lists and dicts, which the update would then allocate afresh.)"""
+    stats = gc.get_stats()
+    if (stats[1]["collections"], stats[2]["collections"]) != _seen_collections[0]:
+        gc.collect()
+    else:
+        gc.collect(1)
+    stats = gc.get_stats()
+    _seen_collections[0] = (stats[1]["collections"], stats[2]["collections"])
 
 
 def _gc_paused_update(method):

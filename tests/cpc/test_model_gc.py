@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import weakref
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpc.model import Model
 from cpc.rules import FlowMod, Group, ModelError
+from cpc.topology import load_topology
 from tests.cpc.netgen import flowmods, groups_for, networks
 
 
@@ -71,3 +73,40 @@ def test_the_check_sees_a_cycle():
     a.append(a)
     del a
     assert cyclic_garbage() == ["list"]
+
+
+class _Obj:
+    """A weak-referenceable object that can be put in a cycle."""
+
+
+def _dead_cycle():
+    """A reference cycle already unreachable, and a weak reference to it."""
+    a = _Obj()
+    a.self = a
+    return weakref.ref(a)
+
+
+def _live_cycle():
+    a = _Obj()
+    a.self = a
+    return a, weakref.ref(a)
+
+
+def test_cycles_the_rest_of_the_process_left_are_collected_not_frozen(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1, s1:2]\n")
+    model = Model(load_topology(path))
+    model.add_entries([])
+    flows = iter(f"priority={p},ip,nw_dst=10.0.{p}.0/24,actions=output:2" for p in range(1, 9))
+    cyclic_garbage()
+    # Young: a cycle made and dropped since the last update.
+    ref = _dead_cycle()
+    model.add_flow(1, next(flows))
+    assert ref() is None
+    # Old: a cycle that a collection since the last update moved to the old generation
+    # while it was alive, and that died afterwards.
+    obj, ref = _live_cycle()
+    gc.collect(1)
+    del obj
+    model.add_flow(1, next(flows))
+    assert ref() is None
