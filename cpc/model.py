@@ -86,9 +86,9 @@ _seen_collections: list[tuple[int, int]] = [(-1, -1)]  # (young-1, full) after o
 
 
 def _collect_unfrozen() -> None:
-    """Collect every object not frozen. Objects get into the old generation only by an
-    automatic collection since our last one: without one, the young generations are
-    all there is. (A full collection also empties the interpreter's free lists of
+    """Collect every object not frozen. Objects get into the old generation only by a
+    collection other than ours since our last one: without one, the young generations
+    are all there is. (A full collection also empties the interpreter's free lists of
     tuples, lists and dicts, which the update would then allocate afresh.)"""
     stats = gc.get_stats()
     if (stats[1]["collections"], stats[2]["collections"]) != _seen_collections[0]:
