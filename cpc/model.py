@@ -91,21 +91,29 @@ def _collect_unfrozen() -> None:
     are all there is. (A full collection also empties the interpreter's free lists of
     tuples, lists and dicts, which the update would then allocate afresh.)"""
     stats = gc.get_stats()
-    if (stats[1]["collections"], stats[2]["collections"]) != _seen_collections[0]:
+    young, full = stats[1]["collections"], stats[2]["collections"]
+    if (young, full) != _seen_collections[0]:
         gc.collect()
+        _seen_collections[0] = (young, full + 1)
     else:
         gc.collect(1)
-    stats = gc.get_stats()
-    _seen_collections[0] = (stats[1]["collections"], stats[2]["collections"])
+        _seen_collections[0] = (young + 1, full)
 
 
 def _gc_paused_update(method):
-    """A model update, run under gc_paused()."""
+    """A model update, run as under gc_paused() (written out: this runs on every update)."""
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with gc_paused():
+        if not gc.isenabled():  # within a build, or the collector is off anyway
             return method(self, *args, **kwargs)
+        _collect_unfrozen()
+        gc.disable()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            gc.enable()
+            gc.freeze()
 
     return run
 
