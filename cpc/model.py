@@ -66,13 +66,13 @@ def gc_paused() -> Iterator[None]:
     (tests/cpc/test_model_gc.py). Left on, the collector can only rescan them: it tripled
     build times, and took a tenth of the Stanford replay as walks allocate their paths.
     Freezing keeps them out of later collections; reference counting still frees them.
-    What the rest of the process allocated since the last freeze is collected first (it
-    is all that a collection scans, so this is cheap), so that freezing keeps none of its
-    cycles.
+    The young generations are collected first, so that freezing keeps none of the cycles
+    the rest of the process just made. (Updates collect the old one too when it holds
+    objects, see _collect_unfrozen; before a first build it can be the whole heap.)
     """
     was_enabled = gc.isenabled()
     if was_enabled:
-        _collect_unfrozen()
+        gc.collect(1)
     gc.disable()
     try:
         yield
