@@ -101,7 +101,8 @@ def _collect_unfrozen() -> None:
 
 
 def _gc_paused_update(method):
-    """A model update, run as under gc_paused() (written out: this runs on every update)."""
+    """A model update, run as under gc_paused() (written out: this runs on every update),
+    except that a small update is not frozen."""
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
@@ -113,7 +114,11 @@ def _gc_paused_update(method):
             return method(self, *args, **kwargs)
         finally:
             gc.enable()
-            gc.freeze()
+            # Freeze only after an update that allocated enough for a collection to run:
+            # each freeze also keeps whatever else is alive from later collections, and
+            # the few objects of a small update cost the young collection little.
+            if gc.get_count()[0] >= gc.get_threshold()[0]:
+                gc.freeze()
 
     return run
 
