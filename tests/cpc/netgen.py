@@ -132,3 +132,14 @@ def headers(draw):
         h["ip_proto"] = 6
         h["tp_dst"] = draw(st.sampled_from([22, 80, 443, 8080]))
     return h
+
+
+@st.composite
+def scenarios(draw, rewrite=True):
+    """(topology, groups, FlowMods, headers to check)."""
+    topo = draw(networks())
+    ntables = draw(st.integers(1, 3))
+    groups = draw(groups_for(topo))
+    fms = draw(st.lists(flowmods(topo, ntables, rewrite=rewrite), min_size=1, max_size=25))
+    hs = draw(st.lists(headers(), min_size=1, max_size=6))
+    return topo, groups, fms, hs

@@ -13,18 +13,7 @@ from hypothesis import strategies as st
 from cpc.model import Model
 from cpc.rules import FlowMod, Group, ModelError
 from cpc.topology import load_topology
-from tests.cpc.netgen import flowmods, groups_for, networks
-
-
-@st.composite
-def update_runs(draw):
-    topo = draw(networks())
-    ntables = draw(st.integers(1, 3))
-    groups = draw(groups_for(topo))
-    fms = draw(st.lists(flowmods(topo, ntables), min_size=2, max_size=20))
-    ports = sorted({*topo.edges, *topo.links})
-    down = draw(st.lists(st.sampled_from(ports), max_size=2, unique=True))
-    return topo, groups, fms, down
+from tests.cpc.netgen import scenarios
 
 
 def cyclic_garbage() -> list:
@@ -41,9 +30,11 @@ def cyclic_garbage() -> list:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(update_runs())
-def test_updates_make_no_reference_cycles(run):
-    topo, groups, fms, down = run
+@given(scenarios(), st.data())
+def test_updates_make_no_reference_cycles(sc, data):
+    topo, groups, fms, _ = sc
+    ports = sorted({*topo.edges, *topo.links})
+    down = data.draw(st.lists(st.sampled_from(ports), max_size=2, unique=True))
     model = Model(topo)
     model.add_entries([], groups)
     # A bad FlowMod for apply_many's error list: an unknown switch.

@@ -12,7 +12,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import ModelError
 from cpc.topology import Topology
-from tests.cpc.netgen import flowmods, groups_for, headers, networks
+from tests.cpc.netgen import scenarios
 
 
 def outcome_key(d):
@@ -28,16 +28,6 @@ def unique_priorities(model, fm):
         and e.match != fm.match
         for e in model.entries(fm.dpid)
     )
-
-
-@st.composite
-def scenarios(draw, rewrite=True):
-    topo = draw(networks())
-    ntables = draw(st.integers(1, 3))
-    groups = draw(groups_for(topo))
-    fms = draw(st.lists(flowmods(topo, ntables, rewrite=rewrite), min_size=1, max_size=25))
-    hs = draw(st.lists(headers(), min_size=1, max_size=6))
-    return topo, groups, fms, hs
 
 
 def run_flowmods(topo, groups, fms):
