@@ -60,15 +60,15 @@ class UnknownSwitchError(ModelError):
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Run a model build or update with Python's cyclic GC paused, then freeze what survives.
+    """Run a model build with Python's cyclic GC paused, then freeze what it built.
 
     The model allocates many small containers and makes no reference cycles
     (tests/cpc/test_model_gc.py). Left on, the collector can only rescan them: it tripled
     build times, and took a tenth of the Stanford replay as walks allocate their paths.
     Freezing keeps them out of later collections; reference counting still frees them.
     The young generations are collected first, so that freezing keeps none of the cycles
-    the rest of the process just made. (Updates collect the old one too when it holds
-    objects, see _collect_unfrozen; before a first build it can be the whole heap.)
+    the rest of the process just made; not the old one, which before a first build can be
+    the whole heap. Updates do the same in _gc_paused_update, with their own rules.
     """
     was_enabled = gc.isenabled()
     if was_enabled:

@@ -52,8 +52,8 @@ class HeaderSpace:
         self.id_names = [f"cls_{i}" for i in range(CLASS_ID_BITS)]
         self.bdd.declare(*names, *self.id_names)
         self.header_names = names
-        # Quantifying with a prebuilt cube skips dd's per-call cube construction (~40 µs).
-        self.header_cube = self.bdd.header_cube = self.bdd.cube({n: True for n in names})
+        # Built once for exists_and: dd would build it from the names on every call.
+        self.bdd.header_cube = self.bdd.cube({n: True for n in names})
         self.true = self.bdd.true
         self.false = self.bdd.false
         self._lit = [self.bdd.var(n) for n in names]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpc.fields import PREFIX_MASKS as PREFIX
 from cpc.partition import Partition
 from cpc.space import HeaderSpace
 
 SPACE = HeaderSpace()
-PREFIX = [(0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF for n in range(33)]
 
 prefixes = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 32))
 ports = st.tuples(st.integers(0, 65535), st.sampled_from([0xFFFF, 0xFF00, 0xF000, 0]))
