@@ -1,27 +1,32 @@
-"""The fuzzer: plans per ingress, a shared packet budget, critical flows, coverage.
+"""The fuzzer: endless plans per ingress, a shared packet budget, critical flows, coverage.
 
     fz = Fuzzer(model, rate=1000)                 # all edge pairs; model.subscribe(fz.on_update)
     fz.set_critical([CriticalFlow((1, 5), parse_header("tcp,nw_dst=10.0.0.2,tp_dst=80"))])
     await fz.run(injector, stop_event)            # or fz.step(injector) from your own loop
-    fz.metrics()                                  # coverage per pair, probes, areas exhausted
+    fz.metrics()                                  # areas probed lately, revisit and detection times
 
 Scheduling: ingresses take turns (one probe each per round); each ingress's plan
-(fuzzer.plan.IngressPlan) is rebuilt lazily from the model's corpus when the model has
-changed since it was built (model.subscribe pushes every Update), at most once per
-`min_replan_s` per ingress. A token bucket (`rate` packets per second, `burst`) limits
-all probes together; due critical flows go first.
+(fuzzer.plan.IngressPlan) is an endless schedule over its areas, rebuilt lazily from the
+model's corpus when an update changed one of the ingress's corpora (model.subscribe pushes
+every Update), at most once per `min_replan_s` per ingress. A token bucket (`rate` packets
+per second, `burst`) limits all probes together; due critical flows go first.
 
-Coverage, per pair (i, e): the probed classes of ingress i (the union of the model's
-classes, `model.part.bdd_of[model.classify(h)]`, of every probe sent from i in the
-current model version) restricted to the pair's uncovered space V ∧ ¬S_i(i, e); the ratio
-is its share of that space, by header count. A model update keeps only the coverage
-outside the region it touched.
+Coverage is a time window: an area counts as covered while it was probed within the last
+`window_s` seconds, and every area is probed again and again. From the schedule, the
+fuzzer states how long a hidden rule that takes a fraction f of one area waits for its
+first probe (`expected_detect_s`): the area's revisit period over f, each visit landing
+in the rule with probability f (p99: ln(100) times that).
+
+`coverage(i, e)` is the older per-version measure, kept for analysis: the share of a pair's
+uncovered space V ∧ ¬S_i(i, e) whose model classes a probe from i has met since the last
+model update.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -36,7 +41,11 @@ from .inject import Injector
 from .plan import IngressPlan, Probe
 from .rate import TokenBucket
 
-__all__ = ["CriticalFlow", "Fuzzer", "port_label"]
+__all__ = ["DETECT_FRACTIONS", "CriticalFlow", "Fuzzer", "port_label"]
+
+# Hidden-rule sizes for which the detection bound is stated: the whole of an area, 1/256
+# of it (a /24 inside an area that spans a /16), 1/65536 of it (a /32 inside a /16).
+DETECT_FRACTIONS = {"1": 1.0, "1/256": 1 / 256, "1/65536": 1 / 65536}
 
 
 def port_label(p: Port) -> str:
@@ -80,7 +89,9 @@ class Fuzzer:
         clock: Callable[[], float] = time.monotonic,
         seed: int | None = None,
         batch: int = 32,
-        random_share: float = 0.25,
+        random_share: float | None = None,
+        shares: Mapping[str, float] | None = None,
+        window_s: float = 10.0,
         min_replan_s: float = 1.0,
         crafter: Crafter | None = None,
         subscribe: bool = True,
@@ -92,6 +103,8 @@ class Fuzzer:
         self.rng = random.Random(seed)
         self.batch = batch
         self.random_share = random_share
+        self.shares = dict(shares) if shares is not None else None
+        self.window_s = window_s
         self.min_replan_s = min_replan_s
         self.crafter = crafter or Crafter()
         self.valid = valid_headers(self.space)
@@ -201,7 +214,8 @@ class Fuzzer:
         }
         st.plan = IngressPlan(
             self.space, ingress, corpora, others, rng=self.rng, seen=self._seen,
-            version=version, random_share=self.random_share, cache=self.counts,
+            version=version, random_share=self.random_share, shares=self.shares,
+            classes=dict(self.model.part.bdd_of), cache=self.counts,
         )  # fmt: skip
         st.built_version = version
         st.built_at = now
@@ -209,9 +223,6 @@ class Fuzzer:
         return st.plan
 
     # --- probes -------------------------------------------------------------------------------
-    def _probed(self, st: _IngressState):
-        return lambda area: (area & ~st.cov) == self.space.false
-
     def next_probes(self, n: int) -> list[Probe]:
         """Up to n probes: due critical flows first, then one per ingress in turn."""
         out: list[Probe] = []
@@ -227,7 +238,7 @@ class Fuzzer:
             ingress = self._order[self._rr % len(self._order)]
             self._rr += 1
             st = self.state[ingress]
-            pr = self._plan(ingress, st).next_probe(self._probed(st))
+            pr = self._plan(ingress, st).next_probe(now=now)
             if pr is None:
                 idle += 1
                 continue
@@ -293,52 +304,78 @@ class Fuzzer:
 
     # --- metrics --------------------------------------------------------------------------------
     def coverage(self, ingress: Port, egress: Port) -> dict:
-        """Coverage of one pair: probed-class BDD, ratio, probe count, areas exhausted."""
+        """Per-version coverage of one pair: the probed-class BDD, its share of the pair's
+        uncovered space, and the probes from the ingress outside S_i."""
         st = self.state.get(ingress)
         if st is None or st.plan is None or egress not in st.plan.pairs:
-            return {"coverage_ratio": 0.0, "probes": 0, "areas_exhausted": 0, "probed": None}
+            return {"coverage_ratio": 0.0, "probes": 0, "probed": None}
         p = st.plan.pairs[egress]
         sp = self.space
         probed = st.cov & p.uncovered
         total = sp.count(p.uncovered)
         ratio = sp.count(probed) / total if total else 1.0
-        sweep_ex = p.sweep == sp.false or (p.sweep & ~st.cov) == sp.false
-        random_ex = (st.plan._residual & ~st.cov) == sp.false
-        return {
-            "coverage_ratio": ratio,
-            "probes": p.probes,
-            "areas_exhausted": int(sweep_ex) + int(p.boundary_done) + int(random_ex),
-            "probed": probed,
-        }
+        return {"coverage_ratio": ratio, "probes": p.probes, "probed": probed}
+
+    def ingress_rate(self) -> float:
+        """Probes per second that one ingress gets (ingresses take turns; critical flows
+        first)."""
+        crit = sum(1.0 / f.period_s for f in self.critical if f.period_s > 0)
+        n = len(self._order)
+        return max(self.bucket.rate - crit, 0.0) / n if n else 0.0
+
+    def ingress_metrics(self, ingress: Port) -> dict:
+        """One ingress's areas, how many were probed within `window_s`, the revisit period
+        of each group and the expected (and p99) wait for the first probe of a hidden rule
+        that takes a fraction f of one area (DETECT_FRACTIONS), in its slowest group."""
+        st = self.state[ingress]
+        plan = st.plan
+        row = {"ingress": port_label(ingress), "areas": 0, "areas_recent": 0, "probes": st.sent,
+               "revisit_s": {}, "expected_detect_s": {}, "p99_detect_s": {}}  # fmt: skip
+        if plan is None:
+            return row
+        row["areas"], row["areas_recent"] = plan.area_stats(self.clock(), self.window_s)
+        revisit = plan.revisit_s(self.ingress_rate())
+        row["revisit_s"] = revisit
+        # The random area is the whole uncovered space: a fraction of it is no bound.
+        worst = max((v for g, v in revisit.items() if g != "random"), default=None)
+        if worst is not None:
+            for k, f in DETECT_FRACTIONS.items():
+                row["expected_detect_s"][k] = worst / f
+                row["p99_detect_s"][k] = worst * math.log(100) / f
+        return row
 
     def metrics(self) -> dict:
-        """Metrics-friendly snapshot: totals and one row per pair (labels as "dpid:port")."""
-        rows = []
-        for i, e in self.pairs:
-            c = self.coverage(i, e)
-            rows.append({
-                "ingress": port_label(i), "egress": port_label(e),
-                "coverage_ratio": c["coverage_ratio"], "probes": c["probes"],
-                "areas_exhausted": c["areas_exhausted"],
-            })  # fmt: skip
+        """Metrics-friendly snapshot: totals and one row per ingress (labels "dpid:port")."""
+        rows = [self.ingress_metrics(i) for i in self._order]
+        areas = sum(r["areas"] for r in rows)
+        recent = sum(r["areas_recent"] for r in rows)
+        exp = [r["expected_detect_s"]["1/256"] for r in rows if r["expected_detect_s"]]
         return {
             "probes_sent_total": self.sent_total,
             "probes_by_area": dict(self.sent_by_area),
             "model_version": self.model.version,
-            "pairs": rows,
+            "window_s": self.window_s,
+            "areas": areas,
+            "areas_recent": recent,
+            "expected_detect_s_1_256": max(exp) if exp else None,
+            "ingresses": rows,
         }
 
     def prometheus_samples(self) -> list[tuple[str, Mapping[str, str], float]]:
-        """(metric name, labels, value) for pazz_fuzz_coverage_ratio / pazz_fuzz_probes_sent_total."""
+        """(metric name, labels, value); one series per ingress (and group or size), so
+        the label set grows with the edge ports, not with their pairs."""
         m = self.metrics()
         out: list[tuple[str, Mapping[str, str], float]] = [
             ("pazz_fuzz_probes_sent_total", {}, float(m["probes_sent_total"]))
         ]
-        for r in m["pairs"]:
-            labels = {"ingress": r["ingress"], "egress": r["egress"]}
-            out.append(("pazz_fuzz_coverage_ratio", labels, r["coverage_ratio"]))
-            out.append(("pazz_fuzz_pair_probes", labels, float(r["probes"])))
-            out.append(("pazz_fuzz_areas_exhausted", labels, float(r["areas_exhausted"])))
+        for r in m["ingresses"]:
+            ing = {"ingress": r["ingress"]}
+            out.append(("pazz_fuzz_areas", ing, float(r["areas"])))
+            out.append(("pazz_fuzz_areas_recent", ing, float(r["areas_recent"])))
+            for g, v in r["revisit_s"].items():
+                out.append(("pazz_fuzz_revisit_seconds", {**ing, "group": g}, v))
+            for k, v in r["expected_detect_s"].items():
+                out.append(("pazz_fuzz_expected_detect_seconds", {**ing, "fraction": k}, v))
         return out
 
     def describe(self, pr: Probe) -> str:

@@ -251,6 +251,44 @@ class Sampler:
     def header(self, r: int) -> dict[str, int]:
         return header_from_bits(self.bits(r))
 
+    def _paths(self, fn, neg: int) -> int:
+        """Paths to true of (fn, complemented by neg)."""
+        if fn.level >= HEADER_BITS:
+            return 1 if (int(fn) ^ neg) == self._true_id else 0
+        _, _, p1, p0 = self.cache.regular(fn)
+        return p0 if neg ^ fn.negated else p1
+
+    def path_bits(self, r: int, rng: random.Random) -> int:
+        """A header of the r-th disjoint cube of u (0 <= r < paths()), its free bits random:
+        a uniform r gives every cube the same chance, however many headers it holds (the
+        sibling of a /24 as often as the sibling of a /8)."""
+        if not 0 <= r < self.paths():
+            raise IndexError("path index out of range")
+        fn, neg, level, bits = self.u, 0, 0, 0
+        while True:
+            lv = fn.level
+            if lv >= HEADER_BITS:
+                free = HEADER_BITS - level
+                return (bits << free) | (rng.getrandbits(free) if free else 0)
+            if lv > level:
+                bits = (bits << (lv - level)) | rng.getrandbits(lv - level)
+            eff = neg ^ fn.negated
+            lo, hi = fn.low, fn.high
+            n_lo = self._paths(lo, eff)
+            level = lv + 1
+            if r < n_lo:
+                bits <<= 1
+                fn, neg = lo, eff
+            else:
+                r -= n_lo
+                bits = (bits << 1) | 1
+                fn, neg = hi, eff
+
+    def by_cube(self, rng: random.Random) -> dict[str, int] | None:
+        """A header from a cube of u chosen uniformly (see path_bits); None when u is empty."""
+        n = self.paths()
+        return header_from_bits(self.path_bits(rng.randrange(n), rng)) if n else None
+
     def uniform(self, rng: random.Random) -> dict[str, int] | None:
         """One header of u, uniformly at random; None when u is empty."""
         if not self.total:

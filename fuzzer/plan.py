@@ -1,20 +1,27 @@
-"""Probe areas of one ingress and the probes in them (Algorithm 2 and more).
+"""Probe areas of one ingress and the endless probe schedule over them (Algorithm 2 and more).
 
 For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
 
   covered(i)  = the union of S_i(i, e) over every exit e: what production traffic from i
-                exercises already.
+                exercises already. Never probed.
   sweep(i, e) = V ∧ S_e ∧ ¬S_i: headers the exit switch would send out of e but the model
                 never delivers there from i (V = fuzzer.hspace.valid_headers).
-  boundary    = headers just outside each covered cube (HeaderSpace.cubes of S_i(i, e)):
-                ±1 on every range edge of a field (ports, protocol, EtherType, VLAN,
-                address ranges), then the sibling of every prefix/masked value (its last
-                mask bit flipped), then every other single-bit flip of a masked value,
-                lowest bit first. A region that another ingress has already probed in this
-                model version waits for a second pass (a hidden rule repeated on every switch
-                shows up from any ingress).
-  random      = V ∧ ¬covered(i) ∧ ¬sweeps, uniform (fuzzer.hspace.Sampler, golden-ratio
-                spread); once every sweep area is exhausted, V ∧ ¬covered(i).
+  boundary    = headers just outside covered(i): ±1 on every range edge of a covered cube
+                (ports, protocol, EtherType, VLAN, then address ranges), and one set per field
+                of the headers one bit flip of that field away from covered(i) (fat-fingers,
+                the holes that ACLs cut and their neighbours).
+  class       = V ∧ ¬covered(i) ∧ C for every model class C that meets it: one area per
+                behaviour of the uncovered space (an ACL's dropped headers towards one route,
+                the table-miss headers of one switch, ...), however small.
+  random      = V ∧ ¬covered(i), uniform.
+
+Every area is probed forever, not once: a hidden rule can be installed at any moment
+and can sit in any part of an area. The plan is a stride schedule over the area groups
+(sweep, boundary, class, random; `shares`), round-robin over the areas of a group, and
+within an area an evenly spread, endless sequence of headers (a golden-ratio walk over the
+area's index order, `Sampler`), so that successive visits of one area land in different
+parts of it: a sub-region that holds a fraction f of an area is reached after about 1/f
+visits of the area. `revisit_s` gives the resulting period per group.
 
 Every probe is a canonical header outside covered(i).
 """
@@ -43,7 +50,7 @@ _GOLDEN = 0x9E3779B97F4A7C15F39CC0605CEDC834  # frac(golden ratio) * 2**128
 class Probe:
     ingress: Port
     header: dict[str, int]
-    area: str  # "sweep" | "boundary" | "random" | "critical"
+    area: str  # "sweep" | "boundary" | "class" | "random" | "critical"
     pair: tuple[Port, Port] | None = None
     seq: int = 0
 
@@ -58,9 +65,7 @@ class PairArea:
     sweep: object  # V ∧ S_e ∧ ¬S_i
     sweep_sampler: Sampler | None = None
     sweep_iter: Iterator | None = None
-    sweep_done: bool = False
     sweep_sent: int = 0
-    boundary_done: bool = False
     probes: int = 0
     version: int = 0
     extra: dict = field(default_factory=dict)
@@ -149,8 +154,32 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
     return canonicalize(h)
 
 
+class _Area:
+    """One area of a plan: its group, how to draw its next header, and when it was probed."""
+
+    __slots__ = ("name", "group", "draw", "pair", "weight", "stride", "sent", "last")
+
+    def __init__(self, name: str, group: str, draw, pair=None, weight: float = 1.0) -> None:
+        self.name = name
+        self.group = group
+        self.pair = pair  # (ingress, egress) of a sweep area
+        self.weight = weight  # its share of the group's weighted turns
+        self.stride = 0.0  # pass value of the weighted turns
+        self.draw = draw  # () -> header | None (None: nothing this turn); raises _Empty when done
+        self.sent = 0
+        self.last: float | None = None
+
+
+class _Empty(Exception):
+    """An area turned out to be empty (a class cell outside the uncovered space)."""
+
+
+GROUPS = ("sweep", "boundary", "class", "random")
+DEFAULT_SHARES = {"sweep": 0.2, "boundary": 0.5, "class": 0.2, "random": 0.1}
+
+
 class IngressPlan:
-    """The probe plan of one ingress for one model version. Build with `from_corpus`."""
+    """The endless probe schedule of one ingress for one model version."""
 
     def __init__(
         self,
@@ -162,24 +191,30 @@ class IngressPlan:
         rng: random.Random,
         seen: dict | None = None,
         version: int = 0,
-        random_share: float = 0.25,
-        sweep_max: int = 4096,
+        random_share: float | None = None,
+        shares: dict[str, float] | None = None,
+        classes: dict[int, object] | None = None,
         max_cubes: int = 20000,
         cache: CountCache | None = None,
         warmup: int = 24,
     ) -> None:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
-        {egress: S_i} for the exits that are not selected (they still count as covered)."""
+        {egress: S_i} for the exits that are not selected (they still count as covered);
+        classes: {class id: BDD} of the model, for the class areas (None: no class areas);
+        shares: each group's share of the ingress's probes (groups without areas give
+        theirs to the others); random_share overrides shares["random"]."""
         self.space = space
         self.cache = cache or CountCache(space)
         self.warmup = warmup  # boundary turns before the (slower) bit-flip sets are built
         self.ingress = ingress
         self.version = version
         self.rng = rng
-        self.random_share = random_share
-        self.sweep_max = sweep_max
         self.max_cubes = max_cubes
         self.seen = seen if seen is not None else {}
+        sh = dict(DEFAULT_SHARES if shares is None else shares)
+        if random_share is not None:
+            sh["random"] = random_share
+        self.shares = {g: float(sh.get(g, 0.0)) for g in GROUPS}
         v = valid_headers(space)
         covered = space.false
         for s_i, _ in corpora.values():
@@ -188,39 +223,43 @@ class IngressPlan:
             covered = covered | s_i
         self.covered = covered
         self.pairs: dict[Port, PairArea] = {}
+        self.areas: dict[str, list[_Area]] = {g: [] for g in GROUPS}
         sweeps = space.false
         for egress, (s_i, s_e) in corpora.items():
             ns = ~s_i
             sweep = v & s_e & ns
-            self.pairs[egress] = PairArea(ingress, egress, s_i, s_e, v & ns, sweep, version=version)
+            p = PairArea(ingress, egress, s_i, s_e, v & ns, sweep, version=version)
+            self.pairs[egress] = p
             sweeps = sweeps | sweep
+            if sweep != space.false:
+                name = f"sweep {egress[0]}:{egress[1]}"
+                self._add("sweep", name, self._sweep_draw(p), (ingress, egress))
         self.sweeps = sweeps
         self._residual = v & ~covered
-        self._random: Iterator | None = None
-        self._random_area = None
+        if self._residual != space.false:
+            self._add("random", "random", self._random_draw)
+            for c in sorted(classes or {}):
+                self._add("class", f"class {c}", self._class_draw(c, classes[c]))
+        self._random: Sampler | None = None
         self._edges = self._edge_iter()
         self._edges_done = False
+        self._edge_regions: list[dict] = []  # regions that gave a probe, cycled once done
+        self._edge_next = 0
+        self._add("boundary", "edges", self._edge_draw)
         self._flip_todo = [f for f in _EDGE_FIRST] + [
             f for f in FIELD_NAMES if f not in _EDGE_FIRST
         ]
-        self._fsets: list = []
-        self._fturn = 0
         self._btick = 0
         self._boundary_area = space.false
-        self.boundary_exhausted = False
-        self._tick = 0
+        self._pass = dict.fromkeys(GROUPS, 0.0)
+        self._rr = dict.fromkeys(GROUPS, 0)
+
+    def _add(self, group: str, name: str, draw, pair=None, weight: float = 1.0) -> None:
+        self.areas[group].append(_Area(name, group, draw, pair, weight))
 
     # --- areas -----------------------------------------------------------------------------
     def random_area(self):
-        pending = any(not p.sweep_done for p in self.pairs.values())
-        return self._residual & ~self.sweeps if pending else self._residual
-
-    def _random_sampler(self) -> Sampler:
-        area = self.random_area()
-        if self._random is None or area != self._random_area:
-            self._random_area = area
-            self._random = Sampler(self.space, cache=self.cache, u=area)
-        return self._random
+        return self._residual
 
     def _shared_index(self, key, n: int) -> int:
         """The next index of a golden-ratio walk over [0, n) whose start and position are
@@ -232,49 +271,72 @@ class IngressPlan:
         step = max(1, (_GOLDEN * n) >> 128)
         return (int(shared[0] * n) + k * step) % n
 
-    # --- the three phases -------------------------------------------------------------------
-    def _next_sweep(self, probed) -> Probe | None:
-        for p in self.pairs.values():
-            if p.sweep_done:
-                continue
-            if p.sweep == self.space.false or p.sweep_sent >= self.sweep_max:
-                p.sweep_done = True
-                continue
+    def _sweep_draw(self, p: PairArea):
+        def draw():
             if p.sweep_iter is None:
                 p.sweep_sampler = Sampler(self.space, cache=self.cache, u=p.sweep)
                 p.sweep_iter = p.sweep_sampler.spread(self.rng)
-            if probed is not None and probed(p.sweep):
-                p.sweep_done = True
-                continue
-            h = next(p.sweep_iter)
             p.sweep_sent += 1
-            return Probe(self.ingress, h, "sweep", (self.ingress, p.egress))
-        return None
+            return next(p.sweep_iter)
 
-    def _edge_iter(self) -> Iterator[tuple[tuple, dict]]:
+        return draw
+
+    def _random_draw(self):
+        if self._random is None:
+            self._random = Sampler(self.space, cache=self.cache, u=self._residual)
+        smp = self._random
+        return smp.header(self._shared_index(("random",), smp.total))
+
+    def _class_draw(self, class_id: int, bdd):
+        it = None
+
+        def draw():
+            nonlocal it
+            if it is None:
+                cell = bdd & self._residual
+                if cell == self.space.false:
+                    raise _Empty
+                it = Sampler(self.space, cache=self.cache, u=cell).spread(self.rng)
+            return next(it)
+
+        return draw
+
+    def _edge_iter(self) -> Iterator[dict]:
         """±1 range edges of the covered cubes (small fields first, then addresses)."""
         for cube in self.space.cubes(self.covered, limit=self.max_cubes):
-            for region in boundary_regions(cube, 0):
-                yield tuple(sorted(region.items())), region
+            yield from boundary_regions(cube, 0)
 
-    def _next_edge(self, tries: int = 4) -> Probe | None:
-        """The next ±1 edge probe; looks at no more than `tries` candidate regions per call
-        (most edges of a decomposed covered set lie in another covered cube)."""
+    def _edge_draw(self, tries: int = 4) -> dict | None:
+        """The next ±1 edge probe. The first pass walks the edge regions (looking at no
+        more than `tries` candidates per call: most edges of a decomposed covered set lie
+        in another covered cube; a region another ingress took in this version is left to
+        it); later passes cycle over the regions that gave a probe, with fresh free bits."""
         contains = self.space.contains
-        for key, region in self._edges:
-            region = canonical_region(region)
-            key = ("edge", tuple(sorted(region.items())))
-            if key in self.seen:
-                continue
-            tries -= 1
+        if not self._edges_done:
+            for region in self._edges:
+                region = canonical_region(region)
+                key = ("edge", tuple(sorted(region.items())))
+                if key in self.seen:
+                    continue
+                tries -= 1
+                h = fill(region, self.rng)
+                if contains(self.covered, h):
+                    if tries <= 0:
+                        return None
+                    continue  # the edge lies in covered space (next to another covered cube)
+                self.seen[key] = self.ingress
+                self._edge_regions.append(region)
+                return h
+            self._edges_done = True
+        regions = self._edge_regions
+        for _ in range(min(tries, len(regions))):
+            region = regions[self._edge_next % len(regions)]
+            self._edge_next += 1
             h = fill(region, self.rng)
-            if contains(self.covered, h):
-                if tries <= 0:
-                    return None
-                continue  # the edge lies in covered space (next to another covered cube)
-            self.seen[key] = self.ingress
-            return Probe(self.ingress, h, "boundary", None)
-        self._edges_done = True
+            if not contains(self.covered, h):
+                return h
+        if not regions:
+            raise _Empty
         return None
 
     def _flip_set(self, field_name: str):
@@ -286,79 +348,115 @@ class IngressPlan:
             u = u | sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
         return u & self._residual
 
-    def _next_flip(self) -> Probe | None:
-        """One probe from the bit-flip sets (one per field): half of the turns go to the set
-        with the fewest probes, half by number of disjoint cubes (regions), until a set has
-        had two probes per region. Sets are computed one per call, small fields first. Each set is
-        walked with the shared golden-ratio sequence (`_shared_index`)."""
+    def _flip_draw(self, field_name: str, smp: Sampler):
+        """Every other draw uniform over the set's headers, the others over its disjoint
+        cubes: a set holds the fat-fingers of /8 and /24 routes alike, and by header count
+        the /8s' would take every probe."""
+        turn = [0]
+
+        def draw():
+            turn[0] += 1
+            if turn[0] % 2:
+                return smp.by_cube(self.rng)
+            # The walk is shared by the ingresses: a hidden route repeated on every switch
+            # shows up from any ingress, and together they spread over the set faster.
+            return smp.header(self._shared_index(("flip", field_name), smp.total))
+
+        return draw
+
+    def _grow_boundary(self) -> None:
+        """After the warm-up, build one bit-flip set per boundary turn (small fields first):
+        the first batch after a new corpus needs only the area BDDs and one sampler."""
+        self._btick += 1
         if self._flip_todo and self._btick > self.warmup:
             f = self._flip_todo.pop(0)
             u = self._flip_set(f)
             if u != self.space.false:
                 smp = Sampler(self.space, cache=self.cache, u=u)
-                self._fsets.append([f, smp, max(4, 2 * smp.paths())])
+                # Weighted turns by the set's number of disjoint cubes: the ipv4_dst set
+                # holds a fat-finger region for every bit of every covered prefix.
+                self._add("boundary", f"flip {f}", self._flip_draw(f, smp), weight=smp.paths())
                 self._boundary_area = self._boundary_area | u
-        # Odd turns: the set with the fewest probes (small sets, such as the holes that
-        # ACLs cut and their port and protocol neighbours, are done early); even turns: the
-        # set with the fewest probes per region (big sets get a share by their size).
-        self._fturn += 1
-        by_regions = self._fturn % 2 == 0
-        best, best_load = None, None
-        for ent in self._fsets:
-            used = self.seen.get(("flip", ent[0]), (0, 0))[1]
-            if used >= ent[2]:
+
+    # --- the schedule -----------------------------------------------------------------------
+    def _pick(self, group: str) -> int:
+        """The index of the group's next area: every other turn round robin (each area in
+        turn, so a small area is revisited within a bounded period), the other turns by
+        weight (stride scheduling, so big areas get probes in proportion to their size)."""
+        areas = self.areas[group]
+        self._rr[group] += 1
+        turn = self._rr[group]
+        if turn % 2 or len(areas) == 1:
+            return (turn // 2) % len(areas)
+        k = min(range(len(areas)), key=lambda j: areas[j].stride)
+        a = areas[k]
+        a.stride += 1.0 / max(a.weight, 1e-9)
+        return k
+
+    def _draw(self, group: str, now: float | None) -> Probe | None:
+        """One probe from the next area of a group; None if no area gave one."""
+        areas = self.areas[group]
+        for _ in range(len(areas) + 1):
+            if not areas:
+                return None
+            k = self._pick(group)
+            a = areas[k]
+            try:
+                h = a.draw()
+            except (_Empty, StopIteration):
+                del areas[k]
                 continue
-            load = (used + 1) / ent[2] if by_regions else used
-            if best_load is None or load < best_load:
-                best, best_load = ent, load
-        if best is None:
-            if self._flip_todo and self._btick > self.warmup:
-                return self._next_flip()
-            return None
-        f, smp, _ = best
-        r = self._shared_index(("flip", f), smp.total)
-        return Probe(self.ingress, smp.header(r), "boundary", None)
+            if h is None:
+                continue
+            a.sent += 1
+            a.last = now
+            return Probe(self.ingress, h, group, a.pair)
+        return None
 
-    def _next_boundary(self) -> Probe | None:
-        self._btick += 1
-        if self._btick <= self.warmup:
-            return None  # the first batch after a new corpus: sweep and random only
-        edge_turn = self._btick % 4 == 1 and not self._edges_done
-        first = self._next_edge if edge_turn else self._next_flip
-        second = self._next_flip if first is self._next_edge else self._next_edge
-        pr = first()
-        if pr is None and not self._edges_done:
-            pr = second()
-        if pr is None and not self.boundary_exhausted:
-            self.boundary_exhausted = True
-            for p in self.pairs.values():
-                p.boundary_done = True
-        return pr
-
-    def _repair(self, region) -> dict | None:
-        """A header of region outside covered(i), from the BDD (slow path)."""
-        sp = self.space
-        u = sp.match_bdd(tuple((f, *region[f]) for f in FIELD_NAMES if f in region))
-        u = u & self._residual
-        if u == sp.false:
-            return None
-        return Sampler(sp, u, self.cache).uniform(self.rng)
-
-    def next_probe(self, probed=None) -> Probe | None:
-        """The next probe: sweep first, then boundary, with `random_share` of the slots
-        for random probes while those last; then random only."""
-        self._tick += 1
-        use_random = self.random_share > 0 and (
-            self._tick * self.random_share % 1 < self.random_share
+    def next_probe(self, probed=None, now: float | None = None) -> Probe | None:
+        """The next probe: the group with the least pass value (stride scheduling by
+        `shares`) that has an area giving a probe now. `probed` is accepted for
+        compatibility and ignored: areas are never done."""
+        self._grow_boundary()
+        order = sorted(
+            (g for g in GROUPS if self.areas[g] and self.shares[g] > 0),
+            key=lambda g: (self._pass[g], GROUPS.index(g)),
         )
-        if not use_random:
-            pr = self._next_sweep(probed)
-            if pr is None:
-                pr = self._next_boundary()
+        for g in order:
+            pr = self._draw(g, now)
             if pr is not None:
+                self._pass[g] += 1.0 / self.shares[g]
+                # A group that was empty or idle does not bank credit.
+                low = self._pass[g] - 1.0 / self.shares[g]
+                for o in order:
+                    self._pass[o] = max(self._pass[o], low)
                 return pr
-        smp = self._random_sampler()
-        if not smp.total:
-            return None
-        h = smp.header(self._shared_index(("random",), smp.total))
-        return Probe(self.ingress, h, "random", None)
+        return None
+
+    # --- the guarantee ----------------------------------------------------------------------
+    def live_shares(self) -> dict[str, float]:
+        """Each group's effective share of this ingress's probes (groups without areas out)."""
+        live = {g: self.shares[g] for g in GROUPS if self.areas[g] and self.shares[g] > 0}
+        total = sum(live.values())
+        return {g: w / total for g, w in live.items()} if total else {}
+
+    def revisit_s(self, rate: float) -> dict[str, float]:
+        """Seconds between two probes of the same area, per group, when this ingress gets
+        `rate` probes per second: the bound of the round-robin turns, half of the group's
+        (weighted turns only shorten it)."""
+        out = {}
+        for g, w in self.live_shares().items():
+            n = len(self.areas[g])
+            per_area = rate * w / (2 * n if n > 1 else 1)
+            out[g] = 1.0 / per_area if per_area > 0 else float("inf")
+        return out
+
+    def area_stats(self, now: float, window: float) -> tuple[int, int]:
+        """(areas, areas probed within the last `window` seconds)."""
+        n = recent = 0
+        for areas in self.areas.values():
+            for a in areas:
+                n += 1
+                if a.last is not None and now - a.last <= window:
+                    recent += 1
+        return n, recent

@@ -62,17 +62,50 @@ def test_probes_lie_in_their_areas(net):
                 assert egress[1] in _exit_outputs(entries, wl.groups, egress[0], pr.header)
             else:  # boundary and random: outside everything delivered from the ingress
                 assert not delivered, (pr.area, pr.header, outs)
-    assert {"sweep", "boundary", "random"} <= areas
+    assert {"sweep", "boundary", "class", "random"} <= areas
 
 
-def test_sweep_comes_first_and_is_exhausted(net):
+def test_small_areas_are_probed_in_every_window(net):
+    """Steady state: long after the last model change, the headers an intended ACL drops
+    (a tiny part of the header space, reached by no production traffic) still get probes
+    in every window, from the ingress whose traffic the ACL would drop."""
     wl, model, ref, entries = net
-    fz = Fuzzer(model, pairs=[((1, 5), (4, 5))], seed=1, subscribe=False)
-    probes = fz.next_probes(8)
-    fz.record(probes)
-    assert [p.area for p in probes][:3] == ["sweep"] * 3
-    for _ in range(20):
-        fz.record(fz.next_probes(64))
-    cov = fz.coverage((1, 5), (4, 5))
-    assert cov["areas_exhausted"] >= 1  # the sweep area's classes are all probed
-    assert 0 < cov["coverage_ratio"] <= 1
+    acls = [e for e in entries if e.dpid == 4 and e.priority == 1000]
+    assert acls
+    fz = Fuzzer(model, seed=5, subscribe=False, min_replan_s=0.0)
+    windows = []
+    for _ in range(6):
+        hits = dict.fromkeys(range(len(acls)), 0)
+        for _ in range(25):
+            probes = fz.next_probes(80)
+            fz.record(probes)
+            for pr in probes:
+                for k, acl in enumerate(acls):
+                    hits[k] += acl.match.contains(pr.header, pr.ingress[1])
+        windows.append(hits)
+    # Every ACL's dropped headers are probed in every window of 2,000 probes, the first
+    # (right after the plans were built) and the later ones alike.
+    for w, hits in enumerate(windows):
+        assert all(n > 0 for n in hits.values()), (w, hits)
+
+
+def test_groups_get_their_shares_and_areas_keep_turning(net):
+    wl, model, ref, entries = net
+    fz = Fuzzer(model, pairs=[((1, 5), (4, 5))], seed=1, subscribe=False,
+                shares={"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1})  # fmt: skip
+    probes = []
+    for _ in range(40):
+        batch = fz.next_probes(100)
+        fz.record(batch)
+        probes += batch
+    n = len(probes)
+    assert n == 4000
+    by = {g: sum(p.area == g for p in probes) / n for g in ("sweep", "boundary", "class", "random")}
+    for g, want in {"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1}.items():
+        assert abs(by[g] - want) < 0.03, by
+    plan = fz.state[(1, 5)].plan
+    areas = [a for g in plan.areas.values() for a in g]
+    assert all(a.sent > 1 for a in areas), [(a.name, a.sent) for a in areas if a.sent <= 1]
+    # Areas of equal weight (every class area) get equal turns.
+    sent = [a.sent for a in plan.areas["class"]]
+    assert len(sent) > 1 and max(sent) - min(sent) <= 3, sent

@@ -69,18 +69,38 @@ def test_critical_flows_are_probed_every_period():
     assert inj.frames == []
 
 
-def test_metrics_shape():
+def test_metrics_state_the_window_and_the_bound():
     wl, m = _model()
-    fz = Fuzzer(m, seed=1, subscribe=False)
+    clk = Clock()
+    fz = Fuzzer(m, rate=1000, burst=1000, clock=clk, seed=1, subscribe=False, window_s=2.0)
+    clk.t = 1.0
     fz.record(fz.next_probes(200))
     met = fz.metrics()
     assert met["probes_sent_total"] == 200
-    assert len(met["pairs"]) == 4 * 3
-    row = met["pairs"][0]
-    assert set(row) == {"ingress", "egress", "coverage_ratio", "probes", "areas_exhausted"}
+    assert len(met["ingresses"]) == 4
+    row = met["ingresses"][0]
     assert row["ingress"] == "1:5"
+    assert 0 < row["areas_recent"] <= row["areas"]
+    # The bound follows from the schedule: 1000 probes/s shared by 4 ingresses, each
+    # group's share split over its areas in round-robin turns (half of the turns).
+    plan = fz.state[(1, 5)].plan
+    shares = plan.live_shares()
+    for g, s in row["revisit_s"].items():
+        n = len(plan.areas[g])
+        assert abs(s - 1 / (250 * shares[g] / (2 * n if n > 1 else 1))) < 1e-9, g
+    worst = max(v for g, v in row["revisit_s"].items() if g != "random")
+    assert row["expected_detect_s"]["1"] == worst
+    assert row["expected_detect_s"]["1/256"] == 256 * worst
+    # Ten seconds later nothing was probed within the 2 s window.
+    clk.t = 11.0
+    assert fz.metrics()["areas_recent"] == 0
     names = {n for n, _, _ in fz.prometheus_samples()}
-    assert {"pazz_fuzz_coverage_ratio", "pazz_fuzz_probes_sent_total"} <= names
+    assert {"pazz_fuzz_areas_recent", "pazz_fuzz_expected_detect_seconds",
+            "pazz_fuzz_revisit_seconds", "pazz_fuzz_probes_sent_total"} <= names  # fmt: skip
+    # One series per ingress (and group or size), never per pair.
+    assert all(
+        set(lab) <= {"ingress", "group", "fraction"} for _, lab, _ in fz.prometheus_samples()
+    )
 
 
 def test_only_ingresses_with_a_changed_pair_are_replanned():
