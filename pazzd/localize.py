@@ -1,33 +1,44 @@
 """Pinning a fault to a switch and a flow entry: poll candidate flow tables, diff them
-against the intended entries for the fault's header.
+against the intended entries for the fault's headers.
 
 For each candidate switch (the tester's candidates, most likely first, then the switches
 on the model's expected paths) the poller reads the switch's table: through the proxy's
 `dump_flows` when the switch is connected to it, else `ovs-ofctl dump-flows` on the
-configured target. All candidates are polled concurrently. For the fault's header (and the
-in_port on the expected path, when the switch is on it) it follows the pipeline from table
-0 through goto_table in both the actual and the intended table and compares the entries
-that win. The first switch where they differ is the answer:
+configured target. All candidates are polled concurrently, once. For a header of the fault
+(and the in_port on the expected path, when the switch is on it) it follows the pipeline
+from table 0 through goto_table in both the actual and the intended table and compares
+the entries that win. Where they first differ, the finding names the cause:
 
-- ``unexpected``: the switch applies an entry that the controller never installed
-  (a hidden rule, a higher-priority fat-finger);
-- ``changed``: same table, priority and match, other instructions, cookie or rule ID
-  (a misroute: for path faults this switch is the misrouting hop);
-- ``missing``: the intended entry is absent and the packet falls through (a blackhole).
+- ``changed``: the winners have the same table, priority and match but other
+  instructions, cookie or rule ID (a misroute: for path faults this switch is the
+  misrouting hop); names the entry on the switch;
+- ``unexpected``: the switch's winner is an entry the controller never installed
+  (a hidden rule, a higher-priority fat-finger); names that entry;
+- ``missing``: the intended winner is absent from the switch, and the packet falls
+  through to the table-miss or to another intended entry that also matches (a covering
+  route such as a /8 under a deleted /24): names the missing intended entry (a blackhole).
+
+The fault's headers are tried one by one (the latest first, then the others the store
+kept). A finding whose entry was changed through the controller after the fault opened
+(`ChangeLog`) is a benign update's doing, not the fault's: it is set aside under
+``ignored``. The answer is the first header's real findings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from cpc.fields import format_header
 from cpc.ofctl import format_flow, parse_flow
-from cpc.rules import FlowEntry, ModelError
+from cpc.rules import FlowEntry, Match, ModelError
 
-__all__ = ["Localizer", "winning_entries"]
+__all__ = ["ChangeLog", "Localizer", "winning_entries"]
 
 log = logging.getLogger("pazzd.localize")
 STAT_PREFIXES = ("duration=", "n_packets=", "n_bytes=", "idle_age=", "hard_age=")
@@ -62,6 +73,11 @@ def winning_entries(entries: Iterable[FlowEntry], header: dict, in_port: int | N
     return out
 
 
+def _key(e: FlowEntry) -> tuple:
+    """An entry's identity in its switch: OpenFlow's (table, priority, match)."""
+    return (e.table, e.priority, e.match)
+
+
 def _same(a: FlowEntry, b: FlowEntry) -> bool:
     return (
         a.table == b.table
@@ -73,8 +89,59 @@ def _same(a: FlowEntry, b: FlowEntry) -> bool:
     )
 
 
+class ChangeLog:
+    """When intended entries were last changed through the controller (bounded).
+
+    The daemon notes every committed add, modify and delete: (time, dpid, table,
+    priority, match). Localization asks whether a finding's entry was changed after the
+    fault opened: such a difference comes from a benign update (say, the switch's dump
+    was read just before the change reached it), not from the fault.
+    """
+
+    def __init__(self, maxlen: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+        # Wall time by default: the tester's clock, which fault times (first_seen) are on.
+        self.clock = clock
+        self._log: collections.deque = collections.deque()
+        self._maxlen = maxlen
+        self._last: dict[tuple, float] = {}  # (dpid, table, priority, match) -> latest time
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def note(self, dpid: int, table: int, priority: int, match: Match, when: float | None = None):
+        t = self.clock() if when is None else when
+        key = (dpid, table, priority, match)
+        self._log.append((t, key))
+        self._last[key] = t
+        if len(self._log) > self._maxlen:
+            old_t, old_key = self._log.popleft()
+            if self._last.get(old_key) == old_t:
+                del self._last[old_key]
+
+    def changed_since(self, dpid: int, entry: FlowEntry, since: float) -> bool:
+        """Was this entry (its table, priority and match) changed at or after `since`?"""
+        t = self._last.get((dpid, *_key(entry)))
+        return t is not None and t >= since
+
+
+def fault_headers(row) -> list[dict]:
+    """The headers to localize with: the latest first, then the others the store kept
+    (oldest first), without duplicates and without the "text" field."""
+    out, seen = [], set()
+    for h in [row.header, *(getattr(row, "headers", None) or [])]:
+        if not isinstance(h, dict):
+            continue
+        h = {k: v for k, v in h.items() if k != "text"}
+        key = json.dumps(h, sort_keys=True)
+        if h and key not in seen:
+            seen.add(key)
+            out.append(h)
+    return out or [{}]
+
+
 class Localizer:
-    """intended(dpid) -> FlowEntry list; targets: dpid -> ovs-ofctl target; proxy optional."""
+    """intended(dpid) -> FlowEntry list; targets: dpid -> ovs-ofctl target; proxy optional;
+    changes: the ChangeLog of committed controller changes (None: ignore nothing)."""
 
     def __init__(
         self,
@@ -85,8 +152,10 @@ class Localizer:
         proxy=None,
         names: dict[int, str] | None = None,
         timeout: float = 5.0,
+        changes: ChangeLog | None = None,
     ) -> None:
         self.intended = intended
+        self.changes = changes
         self.targets = dict(targets)
         self.ofctl = ofctl
         self.proxy = proxy
@@ -152,59 +221,101 @@ class Localizer:
     async def localize(self, row) -> dict:
         """Poll and diff; returns the answer (also when nothing differs)."""
         t0 = time.monotonic()
-        header = {k: v for k, v in (row.header or {}).items() if k != "text"}
+        headers = fault_headers(row)
         cands, in_ports = self.candidates(row)
         dumps = await asyncio.gather(*(self.dump(d) for d in cands), return_exceptions=True)
-        findings, errors = [], {}
+        errors = {}
+        polled = []
         for dpid, dump in zip(cands, dumps, strict=True):
             if isinstance(dump, BaseException):
                 errors[str(dpid)] = str(dump) or type(dump).__name__
-                continue
-            f = self._diff(dpid, dump, header, in_ports.get(dpid))
-            if f is not None:
-                findings.append(f)
+            else:
+                polled.append((dpid, dump))
+        findings, ignored, tried = [], [], 0
+        opened = getattr(row, "first_seen", None)
+        for header in headers:  # the first header with a real finding is the answer
+            tried += 1
+            for dpid, dump in polled:
+                found = self._diff(dpid, dump, header, in_ports.get(dpid))
+                if found is None:
+                    continue
+                finding, cause = found
+                if self._benign(dpid, cause, opened):
+                    ignored.append(finding)
+                else:
+                    findings.append(finding)
+            if findings:
+                break
         answer = {
             "fault": row.id,
             "kind": row.kind,
             "polled": cands,
             "errors": errors,
             "findings": findings,
+            "ignored": ignored,
+            "headers_tried": tried,
             "seconds": round(time.monotonic() - t0, 4),
         }
         if findings:
             first = findings[0]
-            answer.update(dpid=first["dpid"], switch=first["switch"], entry=first["entry"],
-                          finding=first["finding"], intended=first["intended"])  # fmt: skip
+            for k in ("dpid", "switch", "finding", "entry", "intended", "cause", "header"):
+                answer[k] = first[k]
             if row.kind == "type_p_action":
                 answer["misrouting_hop"] = first["switch"]
         return answer
 
-    def _diff(self, dpid: int, dump, header: dict, in_port: int | None) -> dict | None:
+    def _benign(self, dpid: int, cause: FlowEntry, opened: float | None) -> bool:
+        """Was the finding's entry changed through the controller after the fault opened?"""
+        if self.changes is None or opened is None:
+            return False
+        return self.changes.changed_since(dpid, cause, opened)
+
+    def _diff(self, dpid: int, dump, header: dict, in_port: int | None):
+        """The first difference of the winning entries: (finding, the entry it names)."""
         actual = [e for e, _ in dump if e is not None]
         text = {id(e): t for e, t in dump if e is not None}
-        want = winning_entries(self.intended(dpid), header, in_port)
+        intended = self.intended(dpid)
+        want = winning_entries(intended, header, in_port)
         got = winning_entries(actual, header, in_port)
-        name = self.names.get(dpid, str(dpid))
         for i in range(max(len(want), len(got))):
             w = want[i] if i < len(want) else None
             g = got[i] if i < len(got) else None
             if w is not None and g is not None and _same(w, g):
                 continue
-            if g is None:
-                kind = "missing"
-            elif w is not None and (w.table, w.priority, w.match) == (g.table, g.priority, g.match):
-                kind = "changed"
-            else:
-                kind = "unexpected"
+            kind, cause = _classify(w, g, intended, actual)
+            if kind is None:
+                return None
             return {
                 "dpid": dpid,
-                "switch": name,
+                "switch": self.names.get(dpid, str(dpid)),
                 "finding": kind,
                 "in_port": in_port,
+                "header": format_header(header),
+                # the entry the finding names: on the switch, or the missing intended one
+                "cause": text.get(id(cause)) or format_flow(cause),
                 "entry": text.get(id(g), format_flow(g)) if g is not None else None,
                 "intended": format_flow(w) if w is not None else None,
-            }
+            }, cause
         return None
+
+
+def _classify(w: FlowEntry | None, g: FlowEntry | None, intended, actual):
+    """(finding, the entry it names) for differing winners w (intended) and g (actual)."""
+    if g is None:
+        return "missing", w  # falls through to the table-miss
+    if w is None:
+        # Same pipeline so far, and no intended entry matches in this table: g is not one.
+        return "unexpected", g
+    if _key(w) == _key(g):
+        return "changed", g
+    if _key(g) not in {_key(e) for e in intended}:
+        return "unexpected", g
+    if _key(w) not in {_key(e) for e in actual}:
+        # g is an intended entry that w outranks (a covering route): w is gone.
+        return "missing", w
+    # Both are intended and present: equal priorities that overlap, where OpenFlow leaves
+    # the choice to the switch. Not a fault of this switch.
+    return None, None
 
 
 def ofctl_path(bin_dir: str) -> str:
