@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cpc.ofctl import format_flow
 from cpc.rules import FlowMod, ModelError
 from pazzd import openflow as of
 from pazzd.proxy import monitor
@@ -48,7 +49,7 @@ class ProxyConfig:
     db_path: str | None = None  # None: in memory (nothing survives a restart)
     unique_ids: bool = True
     audit_interval: float = 30.0  # seconds between audits of every switch; 0 = never
-    audit_delay: float = 2.0  # first audit after a switch connects
+    audit_delay: float = 2.0  # first audit after a switch connects; < 0 = none
     switch_ssl: ssl.SSLContext | None = None
     controller_ssl: ssl.SSLContext | None = None
     controller_server_hostname: str | None = None
@@ -63,7 +64,9 @@ class AuditFinding:
 
     kind: "unexpected" (on the switch, never sent by the controller), "changed" (same
     table/priority/match, other cookie, instructions or rule ID) or "missing" (intended,
-    absent from the switch in two audits in a row)."""
+    absent from the switch in two audits in a row). text: the entry on the switch (for
+    "missing" the intended one), intended_text: the intended entry ("" for "unexpected"),
+    both in ovs-ofctl syntax."""
 
     dpid: int
     kind: str
@@ -73,6 +76,7 @@ class AuditFinding:
     actual: of.FlowStat | None = None
     intended: Entry | None = None
     text: str = ""
+    intended_text: str = ""
 
     def __str__(self) -> str:
         return f"dpid {self.dpid:#x}: {self.kind} entry {self.text}"
@@ -545,13 +549,20 @@ class Session:
             changes.extend(self._reid(table))
         proxy._flush_soon()
         proxy._feed(self.dpid, changes)
+        if proxy.on_commit is not None and changes:
+            try:
+                proxy.on_commit(self.dpid, changes)
+            except Exception:
+                log.exception("on_commit callback failed")
 
 
 class Proxy:
     """The OpenFlow proxy. `await start()`, then switches connect to config.listen_port.
 
     model: a cpc.model.Model to keep in step (or None). on_finding(AuditFinding) is called
-    for every new audit finding; on_switch(dpid, connected) when a switch comes or goes.
+    for every new audit finding; on_audit(dpid, findings) after every completed audit of a
+    switch with all its current findings (before the new ones are logged, so that a fault
+    store can commit them first); on_switch(dpid, connected) when a switch comes or goes.
     """
 
     def __init__(
@@ -560,11 +571,16 @@ class Proxy:
         model=None,
         on_finding: Callable[[AuditFinding], None] | None = None,
         on_switch: Callable[[int, bool], None] | None = None,
+        on_audit: Callable[[int, list[AuditFinding]], None] | None = None,
     ) -> None:
         self.config = config or ProxyConfig()
         self.model = model
         self.on_finding = on_finding
+        self.on_audit = on_audit
         self.on_switch = on_switch
+        # on_commit(dpid, changes): the committed changes of a switch's intended table
+        # (add/modify/delete/group, see proxy.table), after the model has them.
+        self.on_commit: Callable[[int, list], None] | None = None
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
         self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
@@ -575,6 +591,7 @@ class Proxy:
         self._unix_server = None
         self._flush_handle = None
         self._tasks: set[asyncio.Task] = set()
+        self._audit_task: asyncio.Task | None = None
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
         self._missing_once: dict[int, set] = collections.defaultdict(set)
         self.findings: list[AuditFinding] = []
@@ -620,7 +637,7 @@ class Proxy:
                 lambda: _SwitchProtocol(self), self.config.listen_unix, ssl=self.config.switch_ssl
             )
         if self.config.audit_interval > 0:
-            self._spawn(self._audit_loop())
+            self._audit_task = self._spawn(self._audit_loop())
         log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
                  self.port, self.config.controller_host, self.config.controller_port)  # fmt: skip
 
@@ -857,6 +874,14 @@ class Proxy:
             with contextlib.suppress(Exception):
                 await self.audit(s.dpid)
 
+    def set_audit(self, interval: float, delay: float) -> None:
+        """Change the audit period (0 = never) and the first-audit delay of new connections
+        live (config reload). A new period starts now, not at the end of the old one."""
+        self.config.audit_interval, self.config.audit_delay = interval, delay
+        if self._audit_task is not None:
+            self._audit_task.cancel()  # an audit in flight just ends; its reply is dropped
+        self._audit_task = self._spawn(self._audit_loop()) if interval > 0 else None
+
     async def _audit_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.audit_interval)
@@ -888,7 +913,8 @@ class Proxy:
                 or (ids_on and (st.rule_id or 0) != e.rule_id)
             ):
                 f = AuditFinding(dpid, "changed", *key, actual=st, intended=e,
-                                 text=self._describe(dpid, st))  # fmt: skip
+                                 text=self._describe(dpid, st),
+                                 intended_text=self._describe(dpid, e))  # fmt: skip
             else:
                 continue
             found[(f.kind, key, st.cookie, st.instr, st.rule_id)] = f
@@ -898,13 +924,20 @@ class Proxy:
                 continue
             missing_now.add(key)
             if key in self._missing_once[dpid]:
-                f = AuditFinding(dpid, "missing", *key, intended=e, text=self._describe(dpid, e))
+                text = self._describe(dpid, e)
+                f = AuditFinding(dpid, "missing", *key, intended=e, text=text, intended_text=text)
                 found[("missing", key)] = f
         self._missing_once[dpid] = missing_now
+        if self.on_audit:
+            try:
+                self.on_audit(dpid, list(found.values()))
+            except Exception:
+                log.exception("on_audit callback failed")
         reported = self._reported[dpid]
         for k, f in found.items():
             if k not in reported:
-                log.warning("audit: %s", f)
+                # With a consumer of on_audit (pazzd's fault store) that one reports the fault.
+                log.log(logging.INFO if self.on_audit else logging.WARNING, "audit: %s", f)
                 self.findings.append(f)
                 if self.on_finding:
                     try:
@@ -915,10 +948,11 @@ class Proxy:
         return list(found.values())
 
     def _describe(self, dpid: int, x) -> str:
+        """The entry in ovs-ofctl syntax (what `ovs-ofctl add-flow` takes), with its ID."""
         rid = x.rule_id if isinstance(x, Entry) else (x.rule_id or 0)
         try:
             e = of.raw_entry_to_cpc(dpid, x.table, x.priority, x.mkey, x.cookie, x.instr, rid)
-            return str(e)
+            return format_flow(e)
         except (ModelError, of.ProtocolError):
             return (f"table={x.table},priority={x.priority},cookie={x.cookie:#x},"
                     f"match={x.mkey.hex()},instructions={x.instr.hex()}")  # fmt: skip
