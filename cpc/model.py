@@ -912,6 +912,23 @@ class Model:
         res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
         return [o.delivery() for o in res.outcomes]
 
+    def trace_headers(self, ingress: Port, header) -> list[tuple[Delivery, dict]]:
+        """trace(), each outcome with the header as it leaves the last switch: set_field
+        rewrites applied (what a report at the egress carries)."""
+        if ingress[0] not in self.topo.switches:
+            raise ModelError(f"unknown switch dpid {ingress[0]}")
+        ap = self.part.classify(header)
+        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
+        out = []
+        for o in res.outcomes:
+            final = dict(header)
+            if o.rewritten and o.final_hdr is not None:
+                # One concrete header in, deterministic rewrites: final_hdr is one header.
+                picked = self.space.pick(o.final_hdr) or {}
+                final.update((f, picked[f]) for f in o.rw if f in picked)
+            out.append((o.delivery(), final))
+        return out
+
     def reach(self, ingress: Port, egress: Port):
         """The header set (BDD) that the model delivers from ingress to egress."""
         pair = (ingress, egress)

@@ -69,7 +69,7 @@ class _Handler:
         answers = []
         for q in queries:
             cls = m.classify(q.header)
-            held = guard.held_until(cls) if guard is not None else 0.0
+            held = guard.held_until(cls, q.header) if guard is not None else 0.0
             ok = q.verify_port >= 0 and m.allows(
                 (q.egress_dpid, q.egress_port), q.header, q.verify_port, q.verify_rule
             )

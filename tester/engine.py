@@ -28,7 +28,7 @@ from .ifmap import IfMap
 from .packet import is_report, parse_frame
 from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
 from .store import FaultStore
-from .timers import BlackholeAlarm, BlackholeMonitor, TransientGuard
+from .timers import BlackholeAlarm, BlackholeMonitor, TransientGuard, flow_paths
 
 __all__ = [
     "Tester",
@@ -396,9 +396,10 @@ class Tester:
         return parse_frame(raw)
 
     def _classify(self, hdr: dict, now: float) -> tuple[int, bool]:
-        """The header's class, and whether its reports are held back (a recent update)."""
+        """The header's class, and whether its report is held back (a recent update of
+        this header's class that touched this header)."""
         cls = self.model.classify(hdr)
-        return cls, self.guard is not None and self.guard.held(cls, now)
+        return cls, self.guard is not None and self.guard.held(cls, now, hdr)
 
     # ------------------------------------------------------------ faults
 
@@ -470,14 +471,19 @@ class Tester:
         flow = alarm.flow
         key = "flow:" + flow.name
         cands: tuple[int, ...] = ()
-        exp_list: list[Expected] = []
+        exp_list: list = []
         if flow.header is not None:
             try:
-                exp_list = [
-                    e
-                    for e in self.model.expected(flow.egress, flow.header)
-                    if e.ingress == flow.ingress
-                ]
+                if hasattr(self.model, "trace_headers"):
+                    # The header is as it enters at the ingress: follow it from there, so
+                    # a path that rewrites it (set_field) still names its switches.
+                    exp_list = [d for d, _ in flow_paths(self.model, flow)]
+                else:
+                    exp_list = [
+                        e
+                        for e in self.model.expected(flow.egress, flow.header)
+                        if e.ingress == flow.ingress
+                    ]
             except Exception:  # the model may not know the flow: still alarm
                 log.exception("expected path of critical flow %s", flow.name)
             cands = tuple(dict.fromkeys(h.dpid for e in exp_list for h in e.hops))

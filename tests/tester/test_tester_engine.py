@@ -15,7 +15,7 @@ from tester.emit import ReferenceEmitter, agent_of, synthetic_ifmap
 from tester.engine import Tester
 from tester.ifmap import IfMap, parse_ovsdb
 from tester.sflow import encode_datagram
-from tester.store import OPEN, RESOLVED, FaultStore
+from tester.store import _MIGRATIONS, OPEN, RESOLVED, FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
 EGRESS = (3, 2)
@@ -85,7 +85,7 @@ def test_survives_restart(tmp_path) -> None:
     fid = store.faults()[0].id
     store.close()
     store2 = FaultStore(str(tmp_path / "faults.db"))
-    assert store2.schema_version == 2
+    assert store2.schema_version == len(_MIGRATIONS)
     f = store2.get(fid)
     assert f.count == 2 and f.state == OPEN and f.egress == EGRESS
     # A new tester on the reopened store keeps counting the same record and resolves it.
@@ -114,7 +114,8 @@ def test_migration_from_v1(tmp_path) -> None:
     )
     db.close()
     s = FaultStore(p)
-    assert s.schema_version == 2 and s.faults()[0].reopened == 0
+    assert s.schema_version == len(store_mod._MIGRATIONS) and s.faults()[0].reopened == 0
+    assert s.faults()[0].audit is None
 
 
 def test_type_a_and_unknown_header(tmp_path) -> None:
@@ -189,7 +190,10 @@ def test_blackhole(tmp_path) -> None:
 
 
 def test_blackhole_clock_starts_when_armed_and_waits_out_a_hold() -> None:
-    flow = CriticalFlow("web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=3.0)
+    # expect_traffic: the operator wants an alarm even for a flow never seen.
+    flow = CriticalFlow(
+        "web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=3.0, expect_traffic=True
+    )
     mon = BlackholeMonitor([flow], k=10.0, now=0.0)
     mon.arm(4.0)  # the collector started listening at t=4
     assert mon.check(6.5) == []
