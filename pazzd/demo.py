@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,12 +35,21 @@ from pathlib import Path
 
 from cpc import workloads
 from cpc.fields import parse_header
-from cpc.ofctl import split_top
+from cpc.ofctl import format_match, split_top
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
 
 from .api import ApiError, call
-from .lab import Lab, dotted, free_tcp_port, ofctl_flow, start_controller, stop_processes
+from .lab import (
+    Lab,
+    LabError,
+    dotted,
+    free_tcp_port,
+    load_network,
+    ofctl_flow,
+    start_controller,
+    stop_processes,
+)
 
 TOPOLOGIES = {
     "grid4": ("grid", 2, 100, 2, 100),  # kind, size, rules, acls, pps per host
@@ -178,6 +188,8 @@ def _transit_misroute(lab: Lab, entries, groups):
 
 def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     """One fault of each class for this workload, and the traffic each needs."""
+    if lab.sources is not None:
+        return build_faults_any(lab)
     wl, topo = lab.wl, lab.topo
     entries = lab.intended_entries()  # rule IDs as on the switches
     names = sorted(wl.hosts, key=lambda h: int(h[1:]))
@@ -292,9 +304,150 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     return [f1, f2, f3, f4], {"extra": extra, "critical": crit}
 
 
+def _acts(e) -> str:
+    """The entry's actions in ovs-ofctl syntax, without its rule ID."""
+    return ",".join(a for a in split_top(ofctl_flow(e).partition(",actions=")[2])
+                    if not a.startswith("set_verify_rule")) or "drop"  # fmt: skip
+
+
+def _winner(entries, hop, header):
+    """The table-0 entry a hop matched (the reference data plane gives only its identity)."""
+    ref = hop.rules[0]
+    for e in sorted(entries, key=lambda x: -x.priority):
+        if (e.dpid == hop.dpid and e.table == ref.table and e.priority == ref.priority
+                and e.match.contains(header, hop.in_port)):  # fmt: skip
+            return e
+    return None
+
+
+def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
+    """One fault of each class, where the operator's network has a place for it, found with
+    the reference data plane (cpc.refdp) over the host pairs the rules connect: traffic is
+    TCP/80 and UDP/53 between every such pair. A class the network has no place for is left
+    out (the demo says so)."""
+    topo, entries = lab.topo, lab.intended_entries()
+    groups = list(lab.wl.groups)
+    names = sorted(lab.wl.hosts, key=lab.host_index)
+    ip = {h: lab.addrs[h].ip for h in names}
+    # host -> [(dst ip, sport, proto, dport, src ip, dst host)]
+    extra: dict[str, list] = {h: [] for h in names}
+    paths = []  # (src, dst, header text, delivery) for pairs delivered on one path
+    for a in names:
+        for b in names:
+            if a == b:
+                continue
+            text = f"ipv4_src={ip[a]},ipv4_dst={ip[b]},tcp_src=7300,tcp_dst=80"
+            ds = RefDataPlane(topo, entries, groups).send(lab.wl.hosts[a], parse_header(text))
+            if ds and all(d.kind == "egress" and d.egress == lab.wl.hosts[b] for d in ds):
+                paths.append((a, b, text, ds[0]))
+                extra[a] += [(_ip(ip[b]), 5000 + len(extra[a]), 6, 80, None, b),
+                             (_ip(ip[b]), 5001 + len(extra[a]), 17, 53, None, b)]  # fmt: skip
+    if not paths:
+        raise RuntimeError("the rules deliver no traffic between any two hosts")
+    paths.sort(key=lambda x: -len(x[3].hops))  # the longest path first: transit switches
+    faults = []
+    a, b, text, d = paths[0]
+    hdr = parse_header(text)
+    # 1. hidden higher-priority /32 rule, same actions, on the first hop.
+    e = _winner(entries, d.hops[0], hdr)
+    top = max(x.priority for x in entries if x.dpid == e.dpid) + 1
+    hidden = f"priority={top},cookie={HIDDEN_COOKIE:#x},ip,nw_dst={ip[b]},actions={_acts(e)}"
+    faults.append(Fault("hidden", f"hidden higher-priority rule on {topo.switches[e.dpid].name}"
+                        f" (nw_dst={ip[b]}, same actions)", e.dpid, [("add-flow", hidden)],
+                        expect_entry=f"cookie={HIDDEN_COOKIE:#x}"))  # fmt: skip
+    # 2. misroute: a single-output entry on some path sent out of another port, where the
+    # packets still reach their exit, over another path (a wrong egress is another class).
+    mis = None
+    for a2, _b2, text2, d2 in paths:
+        h2 = parse_header(text2)
+        for hop in d2.hops:
+            e2 = _winner(entries, hop, h2)
+            if e2 is None or len(e2.instructions.apply) != 1 or mis:
+                continue
+            kind, port = e2.instructions.apply[0][:2]
+            for q in topo.ports_of(e2.dpid) if kind == "output" else ():
+                if q in (port, hop.in_port):
+                    continue
+                bad = dataclasses.replace(e2, instructions=Instructions((("output", q),)))
+                ds = RefDataPlane(topo, [bad if x is e2 else x for x in entries], groups)
+                ds = ds.send(lab.wl.hosts[a2], h2)
+                if ds and all(x.kind == "egress" and x.egress == d2.egress
+                               and x.hops != d2.hops for x in ds):  # fmt: skip
+                    mis = (e2, port, q, text2)
+                    break
+    if mis:
+        e2, port, q, text2 = mis
+        new = ofctl_flow(e2).replace(f"output:{port}", f"dec_ttl,output:{q}")
+        faults.append(Fault("misroute", f"{topo.switches[e2.dpid].name}: "
+                            f"{format_match(e2.match)} output {port} -> {q} (same match)",
+                            e2.dpid, [("mod-flows", "--strict", new)],
+                            expect_entry=f"output:{q}"))  # fmt: skip
+    # 3. a hidden rule admitting traffic an ACL (a drop entry) drops: a host pair whose
+    # traffic the ACL's match covers is delivered without the ACL.
+    adm = None
+    for acl in (x for x in entries if x.instructions.drops() and x.match.get("ipv4_dst")):
+        for a3 in names:
+            for b3 in names:
+                v = {f: val for f, val, m in acl.match.fields}
+                dst = _ip(ip[b3])
+                net, mask = acl.match.get("ipv4_dst")
+                if a3 == b3 or dst & mask != net or adm:
+                    continue
+                h3 = parse_header(f"ipv4_src={ip[a3]},ipv4_dst={ip[b3]}")
+                h3.update({f: val for f, val in v.items() if f not in ("ipv4_src", "ipv4_dst")})
+                h3["ipv4_src"] = (v["ipv4_src"] | _ip(ip[a3]) & ~acl.match.get("ipv4_src")[1]
+                                  if "ipv4_src" in v else _ip(ip[a3]))  # fmt: skip
+                ds = RefDataPlane(topo, [x for x in entries if x is not acl], groups)
+                ds = ds.send(lab.wl.hosts[a3], h3)
+                hop = next((h for x in ds for h in x.hops if h.dpid == acl.dpid), None)
+                if ds and all(x.kind == "egress" for x in ds) and hop and hop.out_port:
+                    adm = (acl, hop.out_port, a3, b3, h3)
+    if adm:
+        acl, out, a3, b3, h3 = adm
+        head = f"priority={acl.priority + 1000},cookie={HIDDEN_COOKIE:#x},{format_match(acl.match)}"
+        faults.append(Fault("admit", f"hidden rule on {topo.switches[acl.dpid].name} admitting "
+                            f"ACL-dropped {format_match(acl.match)}", acl.dpid,
+                            [("add-flow", f"{head},actions=output:{out}")],
+                            expect_entry=f"cookie={HIDDEN_COOKIE:#x}"))  # fmt: skip
+        proto, dport = h3.get("ip_proto", 6), h3.get("tp_dst", 80)
+        extra[a3] += [(h3["ipv4_dst"], 7200 + i, proto if proto in (6, 17) else 6, dport,
+                       h3["ipv4_src"], b3) for i in range(3)]  # fmt: skip
+    # 4. a deleted entry under the critical flow a -> b (the first one whose loss drops it).
+    crit = {"name": f"{a}-{b}", "from": topo.port_name(lab.wl.hosts[a]),
+            "to": topo.port_name(lab.wl.hosts[b]), "header": text, "timeout": 3.0}  # fmt: skip
+    extra[a] += [(_ip(ip[b]), 7300, 6, 80, None, b)] * 6
+    for hop in d.hops:
+        e4 = _winner(entries, hop, hdr)
+        ds = RefDataPlane(topo, [x for x in entries if x is not e4], groups)
+        if e4 is not None and all(x.kind == "drop" for x in ds.send(lab.wl.hosts[a], hdr)):
+            head = ofctl_flow(e4).partition(",actions=")[0]
+            head = ",".join(w for w in head.split(",") if not w.startswith("cookie="))
+            faults.append(Fault("delete", f"{topo.switches[e4.dpid].name}: {format_match(e4.match)}"
+                                f" deleted (critical flow {a}->{b})", e4.dpid,
+                                [("del-flows", "--strict", head)]))  # fmt: skip
+            break
+    return faults, {"extra": extra, "critical": crit}
+
+
+def _ip(text: str) -> int:
+    return int.from_bytes(socket.inet_aton(text), "big")
+
+
 def write_pcaps(lab: Lab, extra: dict, outdir: Path) -> dict[str, Path]:
     from scapy.all import IP, TCP, UDP, Ether, Raw, wrpcap
 
+    if lab.sources is not None:  # build_faults_any's flows name their destination host
+        files = {}
+        for h, flows in extra.items():
+            pkts = [Ether(src=lab.host_mac(h), dst=lab.host_mac(owner))
+                    / IP(src=dotted(src) if src else lab.host_ip(h), dst=dotted(dst), ttl=64)
+                    / (TCP(sport=sp, dport=dp, flags="A") if proto == 6 else UDP(sport=sp, dport=dp))
+                    / Raw(b"pazz-demo-" * 6)
+                    for dst, sp, proto, dp, src, owner in flows]  # fmt: skip
+            if pkts:
+                files[h] = outdir / f"host{lab.host_index(h)}.pcap"
+                wrpcap(str(files[h]), pkts)
+        return files
     wl = lab.wl
     names = sorted(wl.hosts, key=lambda h: int(h[1:]))
     nets_of = {h: sorted(n for n, o in wl.prefixes.items() if o == h) for h in names}
@@ -342,13 +495,33 @@ def ovs_prefix() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="pazzd.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=75.0, help="total seconds (about)")
-    ap.add_argument("--topology", choices=sorted(TOPOLOGIES), default="grid4")
+    ap.add_argument(
+        "--topology",
+        default="grid4",
+        metavar="|".join(sorted(TOPOLOGIES)) + "|FILE",
+        help="a built-in network, or your own topology YAML (with --rules)",
+    )
+    ap.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="the rule file of --topology FILE "
+        "(JSON lines or dump-flows text), installed by the controller app",
+    )
     ap.add_argument("--no-fuzz", action="store_true", help="no fuzz probes")
     ap.add_argument("--no-controller", action="store_true",
                     help="install the rules with ovs-ofctl, pazzd loads them from the file "
                     "(no controller, no proxy)")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
+    args.network = None
+    if args.topology not in TOPOLOGIES:
+        if not args.rules:
+            ap.error("--rules FILE is needed with a topology file")
+        try:
+            args.network = load_network(args.topology, args.rules)
+        except LabError as e:
+            print(f"demo: error: {e}", file=sys.stderr)
+            return 2
     if os.geteuid() != 0:
         print("demo: run as root (network namespaces, OVS)", file=sys.stderr)
         return 2
@@ -552,10 +725,14 @@ def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, p
 
 
 def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
-    kind, size, rules, acls, pps = TOPOLOGIES[args.topology]
     say = view.event
     say(f"topology {args.topology}: building the network (patched OVS at {prefix})")
-    lab = Lab(prefix, workdir, kind=kind, size=size, rules=rules, acls=acls, sampling=1)
+    if args.network is None:
+        kind, size, rules, acls, pps = TOPOLOGIES[args.topology]
+        lab = Lab(prefix, workdir, kind=kind, size=size, rules=rules, acls=acls, sampling=1)
+    else:  # the operator's own network
+        lab, pps = Lab(prefix, workdir, network=args.network, sampling=1), 50
+        lab.sources = (Path(args.topology), Path(args.rules))
     _LAB.append(lab)
     lab.start(say=say)
     run = bring_up(lab, workdir, procs, controller=not args.no_controller, pps=pps,
@@ -571,6 +748,11 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
+    missing = sorted(set(EXPECT) - {f.key for f in faults})
+    if missing:
+        say(f"this network has no place for a fault of class {', '.join(missing)}: left out")
+    if not faults:
+        raise RuntimeError("no fault can be injected in this network")
     per_fault = max(12.0, (args.duration - warm - 10) / len(faults))
     summary_rows = [
         ("fault", "expected class", "detected", "switch", "entry", "latency", "localize")

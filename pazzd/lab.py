@@ -31,8 +31,10 @@ The single-bridge OVS tests use the lower-level OvsInstance, Netns and VethPair 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import re
@@ -42,17 +44,20 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
-from cpc import workloads
-from cpc.ofctl import format_flow, split_top
+from cpc import workloads, yamlpos
+from cpc.ofctl import format_action, format_flow, read_rules, split_top
+from cpc.rules import FlowEntry, ModelError
+from cpc.topology import TopologyError, load_topology
 
 __all__ = [
-    "Cleanup", "Lab", "Netns", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
+    "Cleanup", "HostAddr", "Lab", "LabError", "Netns", "load_network", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
     "ofctl_flow", "ofctl_group", "run", "start_controller", "stop_processes", "unique_name",
     "wire_links",
     "wait_for_datapath_free",
@@ -512,7 +517,7 @@ def ofctl_flow(e) -> str:
 
 
 def ofctl_group(g) -> str:
-    buckets = ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
+    buckets = ",".join("bucket=" + ",".join(map(format_action, b)) for b in g.buckets)
     return f"group_id={g.group_id},type={g.type},{buckets}"
 
 
@@ -531,16 +536,145 @@ def _fresh_tag() -> str:
             return tag
 
 
+class LabError(ValueError):
+    """A topology or rule file the lab cannot build; the message names file, line, field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostAddr:
+    ip: str  # 10.0.1.2
+    prefixlen: int
+    mac: str
+
+    @property
+    def cidr(self) -> str:
+        return f"{self.ip}/{self.prefixlen}"
+
+
+def default_addr(k: int) -> HostAddr:
+    """Host k (1, 2, ...) of a lab: 10.0.(k-1).1/8, MAC 02:00:00:00:HH:LL."""
+    ip = f"10.{(k - 1) >> 8 & 0xFF}.{(k - 1) & 0xFF}.1"
+    return HostAddr(ip, 8, f"02:00:00:00:{k >> 8 & 0xFF:02x}:{k & 0xFF:02x}")
+
+
+def load_network(topology, rules) -> tuple[workloads.Workload, dict[str, HostAddr]]:
+    """A lab network from the daemon's files: the topology YAML (cpc.topology) and a rule
+    file (JSON lines or dump-flows text, cpc.ofctl.read_rules). Every edge port gets a host,
+    named after the edge's `name` (else h<k>), with the address of its optional `host:`
+    key, `{ip: 10.0.1.2/24, mac: 02:..}`; without one, host k (edge ports in order of dpid
+    and port) gets default_addr(k). Errors name the file, the line and the field."""
+    try:
+        topo = load_topology(topology)
+        doc = yamlpos.load(topology)
+    except (TopologyError, yamlpos.YamlError) as e:
+        raise LabError(str(e)) from None
+    items = {}  # edge port -> its item in the file (for `host:` and line numbers)
+    edge_list = doc.get("edge") or []
+    for i, item in enumerate(edge_list):
+        port = item.get("port") if isinstance(item, dict) else item
+        items[topo.resolve_port(port)] = (edge_list, i, item)
+    hosts: dict[str, tuple[int, int]] = {}
+    addrs: dict[str, HostAddr] = {}
+    seen_ip: dict[str, str] = {}
+    seen_mac: dict[str, str] = {}
+    for k, port in enumerate(topo.edge_ports(), 1):
+        lst, i, item = items[port]
+        where = f"{topology}:{yamlpos.line_of(lst, i)}"
+        name = topo.edges[port]
+        if name == topo.port_name(port):
+            name = f"h{k}"
+        if name in hosts:
+            raise LabError(f"{where}: edge.name: host name {name!r} is used twice")
+        addr = default_addr(k)
+        spec = item.get("host") if isinstance(item, dict) else None
+        if isinstance(item, dict) and "host" in item:
+            where = f"{topology}:{yamlpos.line_of(item, 'host')}"
+            if not isinstance(spec, dict) or not set(spec) <= {"ip", "mac"} or "ip" not in spec:
+                raise LabError(f"{where}: edge.host: a mapping {{ip: A.B.C.D/LEN, mac: "
+                               f"XX:XX:XX:XX:XX:XX}} (mac optional), not {spec!r}")  # fmt: skip
+            try:
+                iface = ipaddress.IPv4Interface(str(spec["ip"]))
+            except ValueError:
+                raise LabError(f"{where}: edge.host.ip: {spec['ip']!r} is not an IPv4 "
+                               "address with a prefix length (A.B.C.D/LEN)") from None  # fmt: skip
+            net = iface.network
+            edge_addr = iface.ip in (net.network_address, net.broadcast_address)
+            if "/" not in str(spec["ip"]) or edge_addr and net.prefixlen < 31:
+                raise LabError(f"{where}: edge.host.ip: {spec['ip']!r} is not a host "
+                               "address with a prefix length (A.B.C.D/LEN)")  # fmt: skip
+            mac = str(spec.get("mac", addr.mac)).lower()
+            if not re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", mac) or int(mac[:2], 16) & 1:
+                raise LabError(f"{where}: edge.host.mac: {spec['mac']!r} is not a unicast "
+                               "MAC address (XX:XX:XX:XX:XX:XX)")  # fmt: skip
+            addr = HostAddr(str(iface.ip), iface.network.prefixlen, mac)
+        for val, seen, what in ((addr.ip, seen_ip, "ip"), (addr.mac, seen_mac, "mac")):
+            if val in seen:
+                raise LabError(f"{where}: edge.host.{what}: {val} is also host "
+                               f"{seen[val]}'s")  # fmt: skip
+            seen[val] = name
+        hosts[name] = port
+        addrs[name] = addr
+    wl = workloads.Workload(topo, hosts)
+    try:
+        for item in read_rules(rules):
+            (wl.entries if isinstance(item, FlowEntry) else wl.groups).append(item)
+    except ModelError as e:
+        raise LabError(str(e)) from None
+    _check_rules(wl, topology)
+    return wl, addrs
+
+
+def _check_rules(wl: workloads.Workload, topology) -> None:
+    """Every rule on a switch of the topology, outputs to its ports, groups defined."""
+    topo = wl.topo
+    groups = {(g.dpid, g.group_id) for g in wl.groups}
+    for item in [*wl.groups, *wl.entries]:
+        sw = topo.switches.get(item.dpid)
+        if sw is None:
+            raise LabError(f"{item.source}: dpid: switch {item.dpid} is not in {topology}")
+        if isinstance(item, FlowEntry):
+            ins = item.instructions
+            acts = [*ins.apply, *ins.write]
+            if item.match.in_port is not None and item.match.in_port not in sw.ports:
+                raise LabError(f"{item.source}: in_port: {sw.name} has no port "
+                               f"{item.match.in_port} in {topology}")  # fmt: skip
+        else:
+            acts = [a for b in item.buckets for a in b]
+        for a in acts:
+            if a[0] == "output" and a[1] < 0xFFFFFF00 and a[1] not in sw.ports:
+                raise LabError(f"{item.source}: output: {sw.name} has no port {a[1]} "
+                               f"in {topology}")  # fmt: skip
+            if a[0] == "group" and (item.dpid, a[1]) not in groups:
+                raise LabError(f"{item.source}: group: {sw.name} has no group {a[1]} "
+                               "in the rule file")  # fmt: skip
+
+
 class Lab:
     def __init__(
         self, prefix, workdir, *, kind: str = "grid", size: int = 2, rules: int = 100,
         acls: int = 2, sampling: int = 1, polling: int = 1, seed: int = 1,
+        network: tuple[workloads.Workload, dict[str, HostAddr]] | None = None,
     ) -> None:  # fmt: skip
         self.prefix = str(prefix)
         self.workdir = Path(workdir)
         self.kind, self.size = kind, size
-        self.wl = workloads.generate(kind, size, rules, seed=seed, rule_ids=True, acls=acls)
+        self.sources: tuple[Path, Path] | None = None  # (topology, rules) of from_files()
+        if network is None:
+            self.wl = workloads.generate(kind, size, rules, seed=seed, rule_ids=True, acls=acls)
+            self.addrs = {h: default_addr(int(h[1:])) for h in self.wl.hosts}
+        else:
+            self.wl, self.addrs = network
+            self.kind = "file"
         self.topo = self.wl.topo
+        # Host k's namespace and Mininet node is pz<tag>h<k>, k in the order of edge ports.
+        order = sorted(self.wl.hosts, key=lambda h: self.wl.hosts[h])
+        self._host_no = ({h: int(h[1:]) for h in order} if network is None
+                         else {h: k for k, h in enumerate(order, 1)})  # fmt: skip
+        # Switch numbers in interface names: the dpid when short (the generated networks),
+        # else the switch's position in dpid order (real dpids are 64-bit numbers).
+        dpids = sorted(self.topo.switches)
+        small = dpids[-1] < 1000
+        self._sw_no = {d: d if small else i for i, d in enumerate(dpids, 1)}
         self.sampling, self.polling = sampling, polling
         self.cleanup = Cleanup()
         self.tag = _fresh_tag()
@@ -555,29 +689,39 @@ class Lab:
         self.topology_file = self.workdir / "topology.yaml"
         self.rules_file = self.workdir / "rules.jsonl"
 
+    @classmethod
+    def from_files(cls, prefix, workdir, topology, rules, **kw) -> Lab:
+        """A lab of any network: the daemon's topology YAML and rule file (load_network)."""
+        lab = cls(prefix, workdir, network=load_network(topology, rules), **kw)
+        lab.sources = (Path(topology), Path(rules))
+        return lab
+
     # --- naming -------------------------------------------------------------------------------
     def br(self, dpid: int) -> str:
         """Bridge names are unique per lab: the netdev datapath makes a tap device per
         bridge in the root namespace, where another lab's `br1` may already exist."""
-        return f"pz{self.tag}s{dpid}"
+        return f"pz{self.tag}s{self._sw_no[dpid]}"
 
     def port_ifname(self, dpid: int, port: int) -> str:
-        """The root-namespace interface on (dpid, port): pz<tag>s<dpid>-<port>."""
-        return f"{self.br(dpid)}-{port}"
+        """The root-namespace interface on (dpid, port): pz<tag>s<dpid>-<port>, or
+        pz<tag>s<dpid>i<index> when the port number is too long for 15 characters."""
+        name = f"{self.br(dpid)}-{port}"
+        return (
+            name if len(name) <= 15 else f"{self.br(dpid)}i{self.topo.ports_of(dpid).index(port)}"
+        )
 
     def host_node(self, name: str) -> str:
         """The Mininet host, and the name of its network namespace: pz<tag>h<k>."""
-        return f"pz{self.tag}{name}"
+        return f"pz{self.tag}h{self._host_no[name]}"
 
     def host_index(self, name: str) -> int:
-        return int(name[1:])
+        return self._host_no[name]
 
     def host_ip(self, name: str) -> str:
-        return f"10.0.{self.host_index(name) - 1}.1"
+        return self.addrs[name].ip
 
     def host_mac(self, name: str) -> str:
-        k = self.host_index(name)
-        return f"02:00:00:00:{k >> 8:02x}:{k & 0xFF:02x}"
+        return self.addrs[name].mac
 
     def mgmt(self, dpid: int) -> str:
         return f"unix:{self.ovs.rundir / (self.br(dpid) + '.mgmt')}"
@@ -596,7 +740,11 @@ class Lab:
         c = self.cleanup
         self.workdir.mkdir(parents=True, exist_ok=True)
         wait_for_datapath_free(say=say)
-        self.wl.write(self.topology_file, self.rules_file)
+        if self.sources is None:
+            self.wl.write(self.topology_file, self.rules_file)
+        else:  # the operator's own files, as they are (comments, `host:` keys)
+            shutil.copyfile(self.sources[0], self.topology_file)
+            shutil.copyfile(self.sources[1], self.rules_file)
         c.push(self._remove_leftovers)  # runs last
         self.ovs = OvsInstance(self.prefix, self.workdir / "ovs")
         c.push(self.ovs.stop)
@@ -617,7 +765,7 @@ class Lab:
         hosts = sorted(self.wl.hosts.items(), key=lambda h: self.host_index(h[0]))
         for name, (dpid, port) in hosts:
             node = self.host_node(name)
-            mn.addHost(node, ip=f"{self.host_ip(name)}/8", mac=self.host_mac(name))
+            mn.addHost(node, ip=self.addrs[name].cidr, mac=self.host_mac(name))
             mn.addLink(node, self.br(dpid), 0, port, intfName1="eth0",
                        intfName2=self.port_ifname(dpid, port), addr1=self.host_mac(name))  # fmt: skip
         self.net = net = LabNet(mn)
@@ -633,6 +781,7 @@ class Lab:
         self.ports = {(d, p): self.port_ifname(d, p)
                       for d, p in [*topo.links, *self.wl.hosts.values()]}  # fmt: skip
         self._check_ports()
+        self._static_arp()
         say(f"Mininet: {len(topo.switches)} patched OVS bridges (netdev, verify-tagging), "
             f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts")  # fmt: skip
         self.sflow_port = free_udp_port()
@@ -666,6 +815,21 @@ class Lab:
         if bad:
             raise RuntimeError("bridge ports not as intended: " + "; ".join(bad))
 
+    def _static_arp(self) -> None:
+        """Every host reaches every other host's address on eth0 (a /32 route, so hosts in
+        different subnets need no gateway) with a permanent ARP entry: ping works without
+        ARP requests, which the flow tables (IP rules) would drop or flood."""
+        for name, h in self.hosts.items():
+            lines = []
+            for other, o in sorted(self.hosts.items()):
+                if other != name:
+                    lines += [f"route replace {o['ip']}/32 dev eth0",
+                              f"neigh replace {o['ip']} lladdr {o['mac']} dev eth0 nud permanent"]  # fmt: skip
+            if lines:
+                path = self.workdir / f"arp-{self.host_index(name)}.batch"
+                path.write_text("\n".join(lines) + "\n")
+                h["ns"].run("ip", "-batch", str(path))
+
     def _delete_host_names(self) -> None:
         """The hosts' namespace names, and whatever still runs in them."""
         while self._host_ns:
@@ -691,13 +855,31 @@ class Lab:
     def install_rules(self) -> int:
         """The intended rules onto the bridges with ovs-ofctl (same entries as rules.jsonl)."""
         for g in self.wl.groups:
-            self.ovs.ofctl("add-group", self.br(g.dpid), ofctl_group(g))
+            self._ofctl_named(g, "add-group", self.br(g.dpid), ofctl_group(g))
         for d in sorted(self.topo.switches):
+            entries = [e for e in self.wl.entries if e.dpid == d]
             path = self.workdir / f"flows-{d}.txt"
-            path.write_text("".join(ofctl_flow(e) + "\n" for e in self.wl.entries if e.dpid == d))
+            path.write_text("".join(ofctl_flow(e) + "\n" for e in entries))
             self.flow_files[d] = path
-            self.ovs.ofctl("add-flows", self.br(d), str(path))
+            try:
+                self.ovs.ofctl("add-flows", self.br(d), str(path))
+            except subprocess.CalledProcessError as err:
+                m = re.search(rf"{re.escape(path.name)}:(\d+)", err.stderr or "")
+                e = entries[int(m.group(1)) - 1] if m and int(m.group(1)) <= len(entries) else None
+                if e is not None:  # the entry alone, for its line in the rule file
+                    self._ofctl_named(e, "add-flow", self.br(d), ofctl_flow(e))
+                raise LabError(f"ovs-ofctl add-flows on {self.topo.switches[d].name}: "
+                               f"{(err.stderr or '').strip()}") from None  # fmt: skip
         return len(self.wl.entries)
+
+    def _ofctl_named(self, item, *args) -> None:
+        """ovs-ofctl; a rejected entry or group is reported with its rule file line."""
+        try:
+            self.ovs.ofctl(*args)
+        except subprocess.CalledProcessError as err:
+            where = item.source or self.topo.switches[item.dpid].name
+            raise LabError(f"{where}: ovs-ofctl rejects {args[-1]!r}: "
+                           f"{(err.stderr or '').strip()}") from None  # fmt: skip
 
     def set_controller(self, target: str) -> None:
         """Point every bridge at an OpenFlow controller (pazzd's proxy), out of band: no
@@ -831,3 +1013,166 @@ class Lab:
 
 def dump_json(obj) -> str:
     return json.dumps(obj, indent=2, default=str)
+
+
+# --- python -m pazzd.lab ----------------------------------------------------------------------
+BUILTIN = {  # name -> kind, size, rules, acls (as in the demo)
+    "grid4": ("grid", 2, 100, 2),
+    "grid16": ("grid", 4, 400, 1),
+    "fattree": ("fattree", 4, 400, 1),
+}
+
+
+def ovs_prefix(prog: str = "lab") -> str:
+    """The patched OVS: $PAZZ_OVS_PREFIX, else the .ovs-prefix that `make ovs` writes."""
+    p = os.environ.get("PAZZ_OVS_PREFIX")
+    if p:
+        return p
+    for cand in (
+        Path.cwd() / ".ovs-prefix",
+        Path(__file__).resolve().parent.parent / ".ovs-prefix",
+    ):
+        if cand.exists():
+            return cand.read_text().strip()
+    raise SystemExit(f"{prog}: no patched OVS: run `make ovs` or set PAZZ_OVS_PREFIX")
+
+
+class _Stop(Exception):
+    pass
+
+
+def lab_info(lab: Lab, config: Path | None = None) -> dict:
+    """What an operator (or a test) needs to reach the lab: bridges, hosts, sockets."""
+    return {
+        "tag": lab.tag, "run_dir": str(lab.workdir), "ovs_rundir": str(lab.ovs.rundir),
+        "ovs_bin": str(Path(lab.ovs.bin["ovs-ofctl"]).parent),
+        "sflow": f"{AGENT}:{lab.sflow_port}", "config": str(config) if config else None,
+        "rules": len(lab.wl.entries), "groups": len(lab.wl.groups),
+        "switches": {lab.topo.switches[d].name: {"dpid": d, "bridge": lab.br(d),
+                                                 "mgmt": lab.mgmt(d)}
+                     for d in sorted(lab.topo.switches)},
+        "hosts": {name: {"netns": h["ns"].name, "port": lab.topo.port_name(h["port"]),
+                         "ip": h["ip"], "cidr": lab.addrs[name].cidr, "mac": h["mac"]}
+                  for name, h in lab.hosts.items()},
+    }  # fmt: skip
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m pazzd.lab",
+        description="Build an emulated network of patched OVS bridges and hosts (as root) "
+        "from the daemon's topology and rule files, or a built-in one, and keep it up "
+        "until Ctrl-C or SIGTERM; then remove everything it made. docs/operations.md.",
+    )
+    ap.add_argument(
+        "--topology",
+        required=True,
+        metavar="FILE|" + "|".join(BUILTIN),
+        help="topology YAML (pazzd's format, optional `host:` per edge port)",
+    )
+    ap.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="rule file (JSON lines or dump-flows text), installed with ovs-ofctl",
+    )
+    ap.add_argument(
+        "--controller",
+        metavar="TARGET",
+        help="point the bridges at this OpenFlow controller (e.g. "
+        "tcp:127.0.0.1:6653, pazzd's proxy) instead of installing --rules",
+    )
+    ap.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="where the run directory is made (default: "
+        "the system's temporary directory); removed on exit",
+    )
+    ap.add_argument("--sampling", type=int, default=1, help="sFlow sampling rate (1/N)")
+    ap.add_argument("--keep", action="store_true", help="keep the run directory on exit")
+    args = ap.parse_args(argv)
+
+    def say(msg: str) -> None:
+        print(f"lab: {msg}", flush=True)
+
+    try:
+        if args.topology in BUILTIN:
+            network, sources = None, None
+        else:
+            if not args.rules:
+                ap.error("--rules FILE is needed with a topology file")
+            network, sources = load_network(args.topology, args.rules), (args.topology, args.rules)
+    except LabError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("lab: run as root (network namespaces, OVS)", file=sys.stderr)
+        return 2
+    prefix = ovs_prefix()
+
+    def on_signal(signum, frame):
+        raise _Stop(signal.Signals(signum).name)
+
+    sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    before = {sig: signal.getsignal(sig) for sig in sigs}
+    for sig in sigs:
+        signal.signal(sig, on_signal)
+    run_dir = Path(tempfile.mkdtemp(prefix="pazz-lab-", dir=args.dir))
+    lab = None
+    rc = 1
+    try:
+        if network is None:
+            kind, size, n, acls = BUILTIN[args.topology]
+            lab = Lab(prefix, run_dir, kind=kind, size=size, rules=n, acls=acls,
+                      sampling=args.sampling)  # fmt: skip
+        else:
+            lab = Lab(prefix, run_dir, network=network, sampling=args.sampling)
+            lab.sources = tuple(map(Path, sources))
+        say(f"run directory {run_dir}" + (" (kept)" if args.keep else " (removed on exit)"))
+        lab.start(say=say)
+        if args.controller:
+            lab.set_controller(args.controller)
+            say(f"bridges use the controller {args.controller} (out of band, fail_mode=secure)")
+        else:
+            n = lab.install_rules()
+            say(f"{n} flow entries and {len(lab.wl.groups)} groups installed with ovs-ofctl")
+        config = lab.write_config(run_dir / "pazzd.yaml", api_socket=str(run_dir / "pazzd.sock"),
+                                  database=str(run_dir / "faults.db"))  # fmt: skip
+        info = lab_info(lab, config)
+        (run_dir / "lab.json").write_text(json.dumps(info, indent=2))
+        ofctl = f"{info['ovs_bin']}/ovs-ofctl -O OpenFlow13"
+        for name, sw in info["switches"].items():
+            say(f"switch {name} (dpid {sw['dpid']}): bridge {sw['bridge']}; "
+                f"{ofctl} dump-flows {sw['mgmt']}")  # fmt: skip
+        for name, h in info["hosts"].items():
+            say(f"host {name} at {h['port']}: {h['cidr']} {h['mac']}; "
+                f"ip netns exec {h['netns']} ...")  # fmt: skip
+        say(f"ofproto/trace: {info['ovs_bin']}/ovs-appctl -t {lab.ovs.rundir}/ovs-vswitchd.ctl "
+            f"ofproto/trace BRIDGE FLOW")  # fmt: skip
+        say(f"sFlow to {info['sflow']}; pazzd for this lab: {sys.executable} -m pazzd "
+            f"--config {config}")  # fmt: skip
+        say("ready; Ctrl-C or SIGTERM removes the lab")
+        while True:
+            signal.pause()
+    except _Stop as e:
+        say(f"{e}: removing the lab")
+        rc = 0
+    except (LabError, RuntimeError, OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", None)
+        print(f"lab: failed: {e}" + (f"\n{detail.strip()}" if detail else ""), file=sys.stderr)
+        rc = 1
+    finally:
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_IGN)  # no second interruption mid-cleanup
+        if lab is not None:
+            lab.stop()
+        if not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        for sig in sigs:
+            signal.signal(sig, before[sig])
+    say("removed: bridges, links, host namespaces, OVS processes" +
+        ("" if args.keep else ", run directory"))  # fmt: skip
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
