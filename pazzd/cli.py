@@ -57,6 +57,20 @@ def _port(topo: Topology, text: str, what: str) -> tuple[int, int]:
         raise CliError(f"{what}: {e}") from None
 
 
+def _fuzz_line(fz: dict | None) -> str:
+    """The status line of the fuzzer: areas probed lately and the detection bound."""
+    if not fz:
+        return "off"
+    if fz.get("error"):
+        return f"error: {fz['error']}"
+    line = (f"{fz.get('probes_sent_total') or 0} probes; {fz.get('areas_recent') or 0} of "
+            f"{fz.get('areas') or 0} areas probed in the last {fz.get('window_s') or 0:g} s")  # fmt: skip
+    bound = fz.get("expected_detect_s_1_256")
+    if bound is not None:
+        line += f"; a hidden rule in 1/256 of an area: first probe in {bound:.0f} s expected"
+    return line
+
+
 def _port_text(p: int | None) -> str:
     return "-" if p is None else PORT_NAMES.get(p, str(p))
 
@@ -225,9 +239,7 @@ def cmd_status(args) -> int:
         ("reports", f"{t.get('reports', 0)} judged: {t.get('consistent', 0)} consistent, "
                     f"{t.get('fault_samples', 0)} faulty, {t.get('held_transient', 0)} held"),
         ("faults open", ", ".join(f"{k}={v}" for k, v in st["faults_open"].items())),
-        ("fuzz", "off" if not st["fuzz"] else
-         f"{st['fuzz']['probes_sent_total']} probes, {st['fuzz']['pairs']} pairs, "
-         f"mean coverage {st['fuzz']['mean_coverage']:.2%}"),
+        ("fuzz", _fuzz_line(st["fuzz"])),
         ("metrics", st["metrics"]),
     ]  # fmt: skip
     workers = st.get("tester_workers")
@@ -243,10 +255,24 @@ def cmd_status(args) -> int:
 
 
 def _loc_text(f: dict) -> str:
-    p = f.get("polled") or {}
+    p = f.get("polled") or (f.get("audit") if f["kind"] == "audit" else None) or {}
     if p.get("switch"):
         return f"{p['switch']} ({p['finding']})"
     return f["location"]
+
+
+def _print_audit(f: dict) -> None:
+    """What the proxy's audit sees: an audit fault's finding, or one merged into a fault."""
+    a = f.get("audit")
+    if not a:
+        return
+    print(f"{'audit':12} {a['finding']} entry on {a['switch']}, last seen {_when(a['last_seen'])}")
+    if a.get("entry"):
+        print(f"{'  entry':12} {a['entry']}")
+    if a.get("intended"):
+        print(f"{'  intended':12} {a['intended']}")
+    if a.get("merged_into"):
+        print(f"{'  merged':12} into fault {a['merged_into']}")
 
 
 def cmd_faults(args) -> int:
@@ -257,8 +283,17 @@ def cmd_faults(args) -> int:
         if args.json:
             print(json.dumps(f, indent=2))
             return 0
+        if f["kind"] == "audit":  # no header, tags or paths: the finding says it all
+            for k in ("id", "kind", "state", "location", "count", "reopened"):
+                print(f"{k:12} {f[k]}")
+            print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
+            _print_audit(f)
+            return 0
         for k in ("id", "kind", "state", "location", "header", "egress", "count", "reopened"):
-            print(f"{k:12} {f[k]}")
+            v = f[k]
+            if k == "header" and not v:  # a critical flow configured without a header
+                v = "(none)"
+            print(f"{k:12} {v}")
         print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
         print(f"{'actual':12} {json.dumps(f['actual'])}")
         for e in f["expected"] or []:
@@ -267,11 +302,15 @@ def cmd_faults(args) -> int:
         print(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
         if f["polled"]:
             p = f["polled"]
-            print(f"{'localized':12} {p.get('switch', '-')} {p.get('finding', 'no difference')}")
+            print(f"{'localized':12} {p.get('switch', '-')} {p.get('finding', 'no difference')}"
+                  + (f" {p['cause']}" if p.get("cause") else ""))  # fmt: skip
+            if p.get("header") and p["header"] != f["header"]:
+                print(f"{'  header':12} {p['header']}")
             if p.get("entry"):
                 print(f"{'  entry':12} {p['entry']}")
             if p.get("intended"):
                 print(f"{'  intended':12} {p['intended']}")
+        _print_audit(f)
         return 0
     if args.action is not None:
         raise CliError(f"unknown faults action {args.action!r} (use: faults show ID)")

@@ -8,6 +8,7 @@ every key; deploy/pazzd.yaml is the commented default.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ class CriticalFlowCfg:
     header: dict
     match: dict
     timeout: float
+    grace: float | None = None  # None: tester.blackhole_grace
+    expect_traffic: bool = False
 
 
 @dataclass
@@ -52,6 +55,8 @@ class Config:
     controller_port: int = 6633
     listen_host: str = "0.0.0.0"
     listen_port: int = 6653
+    audit_interval: float = 30.0
+    audit_delay: float = 2.0
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
     sflow_host: str = "0.0.0.0"
     sflow_port: int = 6343
@@ -61,12 +66,14 @@ class Config:
     ovs_bin_dir: str = "/usr/bin"
     fuzz_enabled: bool = False
     fuzz_rate: float = 1000.0
+    fuzz_window: float = 10.0  # an area counts as covered while probed within this many seconds
     fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
     critical_flows: list[CriticalFlowCfg] = field(default_factory=list)
     resolve_after: float = 60.0
     settle: float = 2.0
     blackhole_k: float = 10.0
+    blackhole_grace: float = 0.0
     tester_workers: int = 1
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
@@ -98,11 +105,11 @@ KNOWN = {
         "topology", "rules", "controller", "edge_ports", "sflow", "switches", "ovs", "fuzz",
         "critical_flows", "tester", "metrics", "api", "database", "log_level",
     },
-    "controller": {"enabled", "address", "listen"},
+    "controller": {"enabled", "address", "listen", "audit_interval", "audit_delay"},
     "sflow": {"listen", "sampling_rate", "interfaces"},
     "ovs": {"bin_dir"},
-    "fuzz": {"enabled", "rate", "pairs", "inject"},
-    "tester": {"resolve_after", "settle", "blackhole_k", "workers"},
+    "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
+    "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
     "metrics": {"listen"},
     "api": {"socket"},
 }  # fmt: skip
@@ -146,6 +153,8 @@ class _Reader:
             self.fail(d, key, dotted, f"must be true or false, not {v!r}")
         if kind is not bool and (isinstance(v, bool) or not isinstance(v, kind)):
             self.fail(d, key, dotted, f"must be a {kind.__name__}, not {v!r}")
+        if kind is float and not math.isfinite(v):  # NaN passes every range check
+            self.fail(d, key, dotted, f"must be a finite number, not {v!r}")
         if lo is not None and v < lo:
             self.fail(d, key, dotted, f"must be at least {lo}")
         if hi is not None and v > hi:
@@ -236,6 +245,16 @@ def load_config(path: str | Path) -> Config:
     cfg.listen_host, cfg.listen_port = r.address(
         c, "listen", "controller.listen", ("0.0.0.0", 6653)
     )
+    # The proxy's audit: 0 = no periodic audit; at most a day, so that it still detects.
+    cfg.audit_interval = r.typed(
+        c, "audit_interval", "controller.audit_interval", float, 30.0, lo=0.0, hi=86400.0
+    )
+    if 0 < cfg.audit_interval < 0.1:
+        r.fail(c, "audit_interval", "controller.audit_interval",
+               "must be 0 (no periodic audit) or at least 0.1")  # fmt: skip
+    cfg.audit_delay = r.typed(
+        c, "audit_delay", "controller.audit_delay", float, 2.0, lo=0.0, hi=3600.0
+    )
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]
@@ -300,6 +319,7 @@ def load_config(path: str | Path) -> Config:
     f = r.section(doc, "fuzz", "fuzz")
     cfg.fuzz_enabled = r.typed(f, "enabled", "fuzz.enabled", bool, False)
     cfg.fuzz_rate = r.typed(f, "rate", "fuzz.rate", float, 1000.0, lo=0.0)
+    cfg.fuzz_window = r.typed(f, "window", "fuzz.window", float, 10.0, lo=0.1)
     pairs = f.get("pairs", "all")
     if pairs != "all" and pairs is not None:
         if not isinstance(pairs, list):
@@ -332,7 +352,10 @@ def load_config(path: str | Path) -> Config:
             if k not in e:
                 r.fail(cfs, i, f"{d}.{k}", "required key missing")
         bad = sorted(
-            str(k) for k in e if k not in {"name", "from", "to", "header", "timeout", "match"}
+            str(k)
+            for k in e
+            if k
+            not in {"name", "from", "to", "header", "timeout", "match", "grace", "expect_traffic"}
         )
         if bad:
             r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
@@ -350,14 +373,19 @@ def load_config(path: str | Path) -> Config:
         if not isinstance(keys, list) or any(k not in hdr for k in keys):
             r.fail(e, "match", f"{d}.match", "must list fields set in header")
         timeout = r.typed(e, "timeout", f"{d}.timeout", float, 30.0, lo=0.1)
+        grace = r.typed(e, "grace", f"{d}.grace", float, None, lo=0.0)
+        expect = r.typed(e, "expect_traffic", f"{d}.expect_traffic", bool, False)
         cfg.critical_flows.append(
-            CriticalFlowCfg(name, src, dst, hdr, {k: hdr[k] for k in keys}, timeout)
+            CriticalFlowCfg(name, src, dst, hdr, {k: hdr[k] for k in keys}, timeout, grace, expect)
         )
 
     t = r.section(doc, "tester", "tester")
     cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)
     cfg.settle = r.typed(t, "settle", "tester.settle", float, 2.0, lo=0.0)
     cfg.blackhole_k = r.typed(t, "blackhole_k", "tester.blackhole_k", float, 10.0, lo=1.0)
+    cfg.blackhole_grace = r.typed(
+        t, "blackhole_grace", "tester.blackhole_grace", float, 0.0, lo=0.0
+    )
     cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
 
     m = r.section(doc, "metrics", "metrics")

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from cpc.fields import parse_header
+from cpc.fields import format_header, parse_header
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.results import RuleRef
@@ -38,8 +38,9 @@ from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
 from .api import ApiError, ApiServer
+from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
-from .localize import Localizer, ofctl_path
+from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics
 from .notify import Notifier
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
@@ -64,14 +65,24 @@ def fault_json(row) -> dict:
         "last_seen": row.last_seen,
         "count": row.count,
         "reopened": row.reopened,
-        "header": (row.header or {}).get("text") if isinstance(row.header, dict) else row.header,
+        "header": _header_text(row.header),
         "egress": list(row.egress) if row.egress else None,
         "expected": row.expected,
         "actual": row.actual,
         "localization": row.localization,
         "polled": row.polled,
+        "audit": row.audit,
         "resolved_at": row.resolved_at,
     }
+
+
+def _header_text(header):
+    """The fault's header as text; a blackhole's row has the critical flow's header (or
+    its match fields) without a "text" field. None when there is none."""
+    if not isinstance(header, dict):
+        return header
+    fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
+    return header.get("text") or format_header(fields) or None
 
 
 def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
@@ -109,9 +120,11 @@ class Daemon:
         self.collector: SflowCollector | None = None
         self.api: ApiServer | None = None
         self.proxy = None
+        self.audit_faults: AuditFaults | None = None
         self.fuzzer = None
         self.injector = None
         self.localizer: Localizer | None = None
+        self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
         self.metrics_port = 0
         self.last_config_error: str | None = None
@@ -184,10 +197,14 @@ class Daemon:
         if not cfg.critical_flows:
             return None
         flows = [
-            CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
+            CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace,
+                         c.expect_traffic)
             for c in cfg.critical_flows
-        ]
-        return BlackholeMonitor(flows, k=cfg.blackhole_k, now=time.time())
+        ]  # fmt: skip
+        # The model derives each flow's header at its egress (rewrites applied).
+        return BlackholeMonitor(
+            flows, k=cfg.blackhole_k, now=time.time(), grace=cfg.blackhole_grace, model=self.model
+        )
 
     def _rules_at(self):
         cache: dict = {"v": -1, "by": {}}
@@ -237,7 +254,7 @@ class Daemon:
         self.localizer = Localizer(
             self.model.entries, {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
             ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
-            names={d: s.name for d, s in cfg.topology.switches.items()},
+            names={d: s.name for d, s in cfg.topology.switches.items()}, changes=self.changes,
         )  # fmt: skip
         if cfg.fuzz_enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
@@ -290,6 +307,7 @@ class Daemon:
         pc = ProxyConfig(
             listen_host=cfg.listen_host, listen_port=cfg.listen_port,
             controller_host=cfg.controller_host, controller_port=cfg.controller_port,
+            audit_interval=cfg.audit_interval, audit_delay=cfg.audit_delay,
             db_path=str(Path(cfg.database).with_suffix(".rules.db")) if cfg.database != ":memory:" else None,
         )  # fmt: skip
 
@@ -297,11 +315,39 @@ class Daemon:
             self._switch_up[dpid] = up
             log.info("switch %#x %s", dpid, "connected" if up else "disconnected")
 
-        def on_finding(f) -> None:
-            log.warning("audit: %s", f)
-
-        self.proxy = Proxy(pc, self.model, on_finding=on_finding, on_switch=on_switch)
+        names = {d: s.name for d, s in cfg.topology.switches.items()}
+        self.audit_faults = AuditFaults(self.store, names)
+        self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+        self.proxy.on_commit = self._note_commit
         await self.proxy.start()
+
+    def _on_audit(self, dpid: int, findings) -> None:
+        """One completed audit of a switch: store its findings as faults, then report."""
+        for ev in self.audit_faults.round(dpid, findings, time.time()):
+            f = ev.finding
+            if ev.what == "new":
+                self.metrics.faults_detected.labels(AUDIT).inc()
+                log.warning("fault #%d audit at dpid:%d: %s", ev.fault_id, dpid, f)
+            elif ev.what == "merged":
+                log.warning("fault #%d: the audit sees its entry too: %s", ev.fault_id, f)
+            elif ev.what == "merged_away":
+                log.info("fault #%d resolved: audit, merged into fault #%d", ev.fault_id, ev.into)
+            else:
+                log.info("fault #%d resolved: audit at dpid:%d", ev.fault_id, dpid)
+
+    def _note_commit(self, dpid: int, changes) -> None:
+        """Log the entries a committed batch of the proxy changed (for localization)."""
+        from pazzd import openflow as of
+
+        for kind, new, old in changes:
+            if kind == "group":
+                continue
+            for e in (new, old):
+                if e is None:
+                    continue
+                # A match the model cannot represent is in no intended table: never a finding.
+                with contextlib.suppress(ModelError):
+                    self.changes.note(dpid, e.table, e.priority, of.cpc_match(e.mkey))
 
     def _start_fuzzer(self, cfg: Config) -> None:
         try:
@@ -327,7 +373,9 @@ class Daemon:
                 log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
-            self.fuzzer = Fuzzer(self.model, pairs, rate=cfg.fuzz_rate, seed=1)
+            self.fuzzer = Fuzzer(
+                self.model, pairs, rate=cfg.fuzz_rate, window_s=cfg.fuzz_window, seed=1
+            )
         except Exception as e:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
@@ -379,7 +427,7 @@ class Daemon:
             ans = await self.localize(fid)
             if ans.get("switch"):
                 log.warning("fault #%d localized: %s %s entry %s", fid, ans["switch"],
-                            ans["finding"], ans["entry"] or ans["intended"])  # fmt: skip
+                            ans["finding"], ans["cause"])  # fmt: skip
         except Exception as e:
             log.warning("fault #%d: localization failed: %s", fid, e)
 
@@ -387,6 +435,8 @@ class Daemon:
         row = self.store.get(fid)
         if row is None:
             raise ApiError(f"no fault with id {fid}")
+        if row.kind == AUDIT:  # the audit compared the whole table: nothing to poll
+            return audit_answer(row)
         t0 = time.monotonic()
         ans = await self.localizer.localize(row)
         self.metrics.localize.observe(time.monotonic() - t0)
@@ -440,7 +490,7 @@ class Daemon:
         t.resolve_after = cfg.resolve_after
         self.guard.settle = cfg.settle
         if [c for c in cfg.critical_flows] != [c for c in old.critical_flows] or (
-            cfg.blackhole_k != old.blackhole_k
+            (cfg.blackhole_k, cfg.blackhole_grace) != (old.blackhole_k, old.blackhole_grace)
         ):
             t.blackholes = self._blackholes(cfg)
         t.ifmap = self._ifmap(cfg)
@@ -448,6 +498,9 @@ class Daemon:
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
+        audit = (cfg.audit_interval, cfg.audit_delay)
+        if self.proxy is not None and audit != (old.audit_interval, old.audit_delay):
+            self.proxy.set_audit(*audit)  # the new period starts now
         if self.workers is not None:
             self.workers.recycle()
         # Keep the start-up-only settings of the running instance.
@@ -532,13 +585,15 @@ class Daemon:
             "fuzz": None
             if st["fuzz"] is None
             else {
-                "probes_sent_total": st["fuzz"].get("probes_sent_total"),
-                "pairs": len(st["fuzz"].get("pairs", [])),
-                "mean_coverage": (
-                    sum(r["coverage_ratio"] for r in st["fuzz"]["pairs"]) / len(st["fuzz"]["pairs"])
-                    if st["fuzz"].get("pairs")
-                    else 0.0
-                ),
+                k: st["fuzz"].get(k)
+                for k in (
+                    "probes_sent_total",
+                    "window_s",
+                    "areas",
+                    "areas_recent",
+                    "expected_detect_s_1_256",
+                    "error",
+                )
             },  # fmt: skip
             "controller": "proxy" if self.proxy is not None else "off (rules from file)",
             "switches_connected": sorted(d for d, up in st["switches"].items() if up),
@@ -597,9 +652,11 @@ class Daemon:
         command = req.get("command", "add")
         t0 = time.perf_counter()
         try:
-            upd = self.model.apply(parse_flow(req["flow"], dpid, command))
+            fm = parse_flow(req["flow"], dpid, command)
+            upd = self.model.apply(fm)
         except ModelError as e:
             raise ApiError(str(e)) from None
+        self.changes.note(dpid, fm.table, fm.priority, fm.match)
         dt = time.perf_counter() - t0
         self.metrics.model_update.observe(dt)
         return {"version": upd.version, "classes_changed": len(upd.classes), "seconds": dt}

@@ -6,15 +6,17 @@ histograms and event counters are updated by the daemon as things happen.
 
 | metric | type | labels |
 |---|---|---|
-| pazz_faults_open | gauge | class |
-| pazz_faults_detected_total | counter | class |
+| pazz_faults_open | gauge | class (the tester's four, and audit) |
+| pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
 | pazz_sflow_datagrams_total | counter | result: received, malformed, lost, reordered |
 | pazz_model_rules, pazz_model_classes | gauge | |
 | pazz_model_update_seconds | histogram | |
 | pazz_fuzz_probes_sent_total | counter | |
-| pazz_fuzz_coverage_ratio | gauge | ingress, egress |
+| pazz_fuzz_areas, pazz_fuzz_areas_recent | gauge | ingress |
+| pazz_fuzz_revisit_seconds | gauge | ingress, group (sweep, boundary, class, random) |
+| pazz_fuzz_expected_detect_seconds | gauge | ingress, fraction (1, 1/256, 1/65536) |
 | pazz_switch_connected | gauge | dpid |
 | pazz_controller_connected | gauge | |
 | pazz_config_load_error | gauge | |
@@ -30,12 +32,13 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from pazzd.audit import AUDIT
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
 
 __all__ = ["FAULT_CLASSES", "Metrics"]
 
 log = logging.getLogger("pazzd.metrics")
-FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE)
+FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE, AUDIT)  # audit: pazzd/audit.py
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 UPDATE_BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)
 
@@ -93,14 +96,33 @@ class _StateCollector:
         yield CounterMetricFamily(
             "pazz_fuzz_probes_sent", "fuzz probes sent", value=fz.get("probes_sent_total", 0)
         )
-        g = GaugeMetricFamily(
-            "pazz_fuzz_coverage_ratio",
-            "share of a pair's uncovered header space probed in this model version",
-            labels=["ingress", "egress"],
+        rows = fz.get("ingresses", [])
+        areas = GaugeMetricFamily(
+            "pazz_fuzz_areas", "probe areas of an ingress", labels=["ingress"]
         )
-        for row in fz.get("pairs", []):
-            g.add_metric([row["ingress"], row["egress"]], row["coverage_ratio"])
-        yield g
+        recent = GaugeMetricFamily(
+            "pazz_fuzz_areas_recent",
+            "probe areas of an ingress probed within the fuzzer's window (fuzz.window)",
+            labels=["ingress"],
+        )
+        revisit = GaugeMetricFamily(
+            "pazz_fuzz_revisit_seconds",
+            "bound on the time between two probes of one area, per area group",
+            labels=["ingress", "group"],
+        )
+        detect = GaugeMetricFamily(
+            "pazz_fuzz_expected_detect_seconds",
+            "expected wait for the first probe of a hidden rule that takes a fraction of an area",
+            labels=["ingress", "fraction"],
+        )
+        for row in rows:
+            areas.add_metric([row["ingress"]], row["areas"])
+            recent.add_metric([row["ingress"]], row["areas_recent"])
+            for grp, v in row["revisit_s"].items():
+                revisit.add_metric([row["ingress"], grp], v)
+            for frac, v in row["expected_detect_s"].items():
+                detect.add_metric([row["ingress"], frac], v)
+        yield from (areas, recent, revisit, detect)
         g = GaugeMetricFamily(
             "pazz_switch_connected", "1 if the switch is connected to the proxy", labels=["dpid"]
         )

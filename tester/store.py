@@ -1,8 +1,10 @@
 """The fault store: one SQLite file in WAL mode, one row per distinct fault.
 
 A fault is keyed by (kind, location, header class). Each new sample of it bumps
-`count` and `last_seen` and replaces the evidence. Rows are written and
-committed before anything is reported (callers report after `record()` returns).
+`count` and `last_seen` and replaces the evidence; its header joins the few distinct
+headers kept for localization (`headers`: the first and the latest, HEADERS_MAX in all).
+Rows are written and committed before anything is reported (callers report after
+`record()` returns).
 Schema changes are migrations keyed on PRAGMA user_version.
 """
 
@@ -47,7 +49,16 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE faults ADD COLUMN polled TEXT;
     ALTER TABLE faults ADD COLUMN reopened INTEGER NOT NULL DEFAULT 0;
     """,
+    # 3: what the proxy's audit sees of the fault's entry (pazzd/audit.py)
+    """
+    ALTER TABLE faults ADD COLUMN audit TEXT;
+    """,
+    # 4: a few distinct headers of the fault, for localization (NULL: only `header`)
+    """
+    ALTER TABLE faults ADD COLUMN headers TEXT;
+    """,
 ]
+HEADERS_MAX = 8  # distinct headers kept per fault: the first one and the latest others
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +80,36 @@ class FaultRow:
     resolved_at: float | None
     polled: Any
     reopened: int
+    audit: Any = None
+    headers: list | None = None  # distinct headers seen, oldest first (None: before v4)
 
 
 _COLS = (
     "id, kind, location, header_class, first_seen, last_seen, count, evidence, header, egress, "
-    "expected, actual, localization, state, resolved_at, polled, reopened"
+    "expected, actual, localization, state, resolved_at, polled, reopened, audit, headers"
 )
 
 
 def _row(r: tuple) -> FaultRow:
-    (fid, kind, loc, hc, fs, ls, cnt, ev, hdr, eg, exp, act, locz, st, ra, polled, reo) = r
+    (fid, kind, loc, hc, fs, ls, cnt, ev, hdr, eg, exp, act, locz, st, ra, polled, reo, aud, hs) = r
     return FaultRow(
         fid, kind, loc, hc, fs, ls, cnt, ev, json.loads(hdr),
         tuple(json.loads(eg)) if json.loads(eg) is not None else None,
         json.loads(exp), json.loads(act), json.loads(locz), st, ra,
-        json.loads(polled) if polled else None, reo,
+        json.loads(polled) if polled else None, reo, json.loads(aud) if aud else None,
+        json.loads(hs) if hs else None,
     )  # fmt: skip
+
+
+def _with_header(headers_json: str | None, header: dict) -> str:
+    """The kept headers plus this one if new: distinct, at most HEADERS_MAX, in the order
+    first seen. The first header stays (the fault as it opened), the rest are the latest."""
+    hs = json.loads(headers_json) if headers_json else []
+    if header not in hs:
+        hs.append(header)
+        if len(hs) > HEADERS_MAX:
+            del hs[1]
+    return json.dumps(hs, sort_keys=True)
 
 
 class FaultStore:
@@ -148,31 +173,81 @@ class FaultStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(
-                    "SELECT id, state FROM faults WHERE kind=? AND location=? AND header_class=?",
+                    "SELECT id, state, headers FROM faults"
+                    " WHERE kind=? AND location=? AND header_class=?",
                     (kind, location, header_class),
                 ).fetchone()
                 if row is None:
                     cur = db.execute(
                         "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
-                        " evidence, header, egress, expected, actual, localization, state)"
-                        " VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?)",
-                        (kind, location, header_class, now, now, evidence.hex(), *args_json, OPEN),
+                        " evidence, header, egress, expected, actual, localization, state, headers)"
+                        " VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?,?)",
+                        (kind, location, header_class, now, now, evidence.hex(), *args_json, OPEN,
+                         _with_header(None, header)),
+                    )  # fmt: skip
+                    fid, fresh = cur.lastrowid, True
+                else:
+                    fid, state, hs = row
+                    fresh = state != OPEN
+                    db.execute(
+                        "UPDATE faults SET last_seen=?, count=count+1, evidence=?, header=?, egress=?,"
+                        " expected=?, actual=?, localization=?, state=?, resolved_at=NULL,"
+                        " reopened=reopened+?, headers=? WHERE id=?",
+                        (now, evidence.hex(), *args_json, OPEN, int(fresh), _with_header(hs, header),
+                         fid),
+                    )  # fmt: skip
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+        return fid, fresh
+
+    def record_audit(
+        self,
+        location: str,
+        header_class: str,
+        now: float,
+        header: dict,
+        localization: Any,
+        audit: Any,
+    ) -> tuple[int, bool]:
+        """record() for a fault of kind "audit" (no evidence, egress, expected or actual) and
+        its `audit` column, in one transaction; returns (id, is_new_or_reopened)."""
+        args_json = (json.dumps(header, sort_keys=True), json.dumps(localization))
+        aud = json.dumps(audit)
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT id, state FROM faults WHERE kind='audit' AND location=? AND header_class=?",
+                    (location, header_class),
+                ).fetchone()
+                if row is None:
+                    cur = db.execute(
+                        "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
+                        " evidence, header, egress, expected, actual, localization, state, audit)"
+                        " VALUES ('audit',?,?,?,?,1,'',?,'null','[]','null',?,?,?)",
+                        (location, header_class, now, now, *args_json, OPEN, aud),
                     )
                     fid, fresh = cur.lastrowid, True
                 else:
                     fid, state = row
                     fresh = state != OPEN
                     db.execute(
-                        "UPDATE faults SET last_seen=?, count=count+1, evidence=?, header=?, egress=?,"
-                        " expected=?, actual=?, localization=?, state=?, resolved_at=NULL,"
-                        " reopened=reopened+? WHERE id=?",
-                        (now, evidence.hex(), *args_json, OPEN, int(fresh), fid),
+                        "UPDATE faults SET last_seen=?, count=count+1, header=?, localization=?,"
+                        " state=?, resolved_at=NULL, reopened=reopened+?, audit=? WHERE id=?",
+                        (now, *args_json, OPEN, int(fresh), aud, fid),
                     )
                 db.execute("COMMIT")
             except Exception:
                 db.execute("ROLLBACK")
                 raise
         return fid, fresh
+
+    def set_audit(self, fault_id: int, audit: Any) -> None:
+        with self._lock:
+            self._db.execute("UPDATE faults SET audit=? WHERE id=?", (json.dumps(audit), fault_id))
 
     def resolve(self, fault_id: int, now: float) -> bool:
         with self._lock:
