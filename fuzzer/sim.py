@@ -29,7 +29,7 @@ from cpc.workloads import ROUTE_PRIORITY, Workload, _next_hops
 from .engine import Fuzzer
 from .hspace import Sampler, valid_headers
 
-__all__ = ["Fault", "make_faults", "fuzzer_stream", "uniform_stream", "first_detections"]
+__all__ = ["Fault", "detects", "make_faults", "fuzzer_stream", "uniform_stream", "first_detections"]
 
 
 @dataclass
@@ -106,7 +106,7 @@ def uniform_stream(model, seed: int) -> Iterator[tuple]:
         yield edges[i], smp.uniform(rng)
 
 
-def _detects(model, ref: RefDataPlane, ingress, header) -> bool:
+def detects(model, ref: RefDataPlane, ingress, header) -> bool:
     for d, h in ref.send_with_headers(ingress, header):
         if d.kind != "egress":
             continue
@@ -126,7 +126,7 @@ def first_detections(model, wl: Workload, faults: list[Fault], stream, budget: i
         if n > budget or not pending:
             break
         for j in list(pending):
-            if faults[j].match.contains(h, ingress[1]) and _detects(model, refs[j], ingress, h):
+            if faults[j].match.contains(h, ingress[1]) and detects(model, refs[j], ingress, h):
                 first[j] = n
                 pending.discard(j)
     return first

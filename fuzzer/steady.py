@@ -32,6 +32,7 @@ from cpc.rules import FlowEntry, FlowMod, Instructions, Match
 from cpc.topology import Topology
 
 from .engine import Fuzzer
+from .sim import detects
 
 __all__ = ["Net", "random_network", "make_fault", "run_case", "FAULT_KINDS"]
 
@@ -219,16 +220,6 @@ def _churn(net: Net, model: Model, rng: random.Random, live: list[FlowEntry]) ->
     live.append(e)
 
 
-def _detects(model: Model, ref: RefDataPlane, ingress, header) -> bool:
-    for d, h in ref.send_with_headers(ingress, header):
-        if d.kind != "egress":
-            continue
-        exp = model.expected(d.egress, h)
-        if not any(e.verify_port == d.verify_port and e.verify_rule == d.verify_rule for e in exp):
-            return True
-    return False
-
-
 def run_case(seed: int, kind: str, *, rate: float = 1000.0, t_min: float = 20.0,
              t_max: float = 40.0, horizon: float = 60.0, churn_s: float = 2.0,
              batch: int = 50, network: dict | None = None) -> dict:  # fmt: skip
@@ -261,7 +252,7 @@ def run_case(seed: int, kind: str, *, rate: float = 1000.0, t_min: float = 20.0,
             ref = RefDataPlane(net.topo, fault + net.entries)
         for pr in probes:
             sent += 1
-            if any(e.match.contains(pr.header, pr.ingress[1]) for e in fault) and _detects(
+            if any(e.match.contains(pr.header, pr.ingress[1]) for e in fault) and detects(
                 model, ref, pr.ingress, pr.header
             ):
                 return {"detected": True, "seconds": clock.t - t_fault, "probes": sent,

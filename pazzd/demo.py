@@ -47,6 +47,7 @@ from .lab import (
     free_tcp_port,
     load_network,
     ofctl_flow,
+    ovs_prefix,
     start_controller,
     stop_processes,
 )
@@ -479,19 +480,6 @@ def write_pcaps(lab: Lab, extra: dict, outdir: Path) -> dict[str, Path]:
     return files
 
 
-def ovs_prefix() -> str:
-    p = os.environ.get("PAZZ_OVS_PREFIX")
-    if p:
-        return p
-    for cand in (
-        Path.cwd() / ".ovs-prefix",
-        Path(__file__).resolve().parent.parent / ".ovs-prefix",
-    ):
-        if cand.exists():
-            return cand.read_text().strip()
-    raise SystemExit("demo: no patched OVS: run `make ovs` or set PAZZ_OVS_PREFIX")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="pazzd.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=75.0, help="total seconds (about)")
@@ -529,7 +517,7 @@ def main(argv=None) -> int:
         if shutil.which(tool) is None:
             print(f"demo: {tool} is missing (make deps)", file=sys.stderr)
             return 2
-    prefix = ovs_prefix()
+    prefix = ovs_prefix("demo")
 
     def on_signal(signum, frame):
         raise Interrupted(signal.Signals(signum).name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from tester_helpers import HDR
+from tester_helpers import HDR, line_model
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
@@ -26,15 +26,8 @@ INSIDE = 0x0A090902  # 10.9.9.2: s1 rewrites the destination to it (NAT)
 
 def nat_line() -> tuple[Topology, Model]:
     """s1 - s2 - s3; s1 rewrites nw_dst (table 0) and its MAC in table 1, then on."""
-    topo = Topology()
-    for d in (1, 2, 3):
-        topo.add_switch(d, f"s{d}", [1, 2])
-    topo.add_link((1, 2), (2, 1))
-    topo.add_link((2, 2), (3, 1))
-    topo.add_edge(INGRESS)
-    topo.add_edge(EGRESS)
-    m = Model(topo)
-    m.build()
+    m = line_model(INGRESS, EGRESS)
+    topo = m.topo
     m.add_flow(1, "table=0,priority=10,ip,nw_dst=10.0.0.2,actions=mod_nw_dst:10.9.9.2,goto_table:1")
     m.add_flow(1, "table=1,priority=10,ip,actions=mod_dl_dst:02:00:00:00:09:02,output:2")
     m.add_flow(2, "priority=10,ip,nw_dst=10.9.9.0/24,actions=output:2")

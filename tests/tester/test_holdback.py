@@ -3,11 +3,9 @@ whose header it touched, not every report of the (large) classes it names."""
 
 from __future__ import annotations
 
-from tester_helpers import HDR
+from tester_helpers import HDR, line_model
 
-from cpc.model import Model
 from cpc.refdp import RefDataPlane
-from cpc.topology import Topology
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester
 from tester.store import FaultStore
@@ -19,15 +17,8 @@ OTHERS = [dict(HDR, ipv4_dst=0x0A000200 + i, tp_src=1000 + i) for i in (1, 9, 77
 
 
 def line():
-    topo = Topology()
-    for d in (1, 2, 3):
-        topo.add_switch(d, f"s{d}", [1, 2])
-    topo.add_link((1, 2), (2, 1))
-    topo.add_link((2, 2), (3, 1))
-    topo.add_edge(INGRESS)
-    topo.add_edge(EGRESS)
-    m = Model(topo)
-    m.build()
+    m = line_model(INGRESS, EGRESS)
+    topo = m.topo
     for d in (1, 2, 3):
         m.add_flow(d, "priority=24,cookie=0x10,ip,nw_dst=10.0.2.0/24,actions=output:2")
     return topo, m

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cpc.model import Model
 from cpc.results import Expected, Hop, RuleRef
 from cpc.tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT, set_verify_port, set_verify_rule
 
@@ -60,3 +61,20 @@ class FakeModel:
             (e.verify_port, e.verify_rule) == (verify_port, verify_rule)
             for e in self.expected(egress, header)
         )
+
+
+def line_model(ingress: tuple[int, int], egress: tuple[int, int]) -> Model:
+    """s1 - s2 - s3 (ports 1 and 2 each; s1:2-s2:1, s2:2-s3:1) with the two edge ports,
+    built and without entries."""
+    from cpc.topology import Topology
+
+    topo = Topology()
+    for d in (1, 2, 3):
+        topo.add_switch(d, f"s{d}", [1, 2])
+    topo.add_link((1, 2), (2, 1))
+    topo.add_link((2, 2), (3, 1))
+    topo.add_edge(ingress)
+    topo.add_edge(egress)
+    m = Model(topo)
+    m.build()
+    return m
