@@ -215,7 +215,7 @@ class Fuzzer:
         st.plan = IngressPlan(
             self.space, ingress, corpora, others, rng=self.rng, seen=self._seen,
             version=version, random_share=self.random_share, shares=self.shares,
-            classes=dict(self.model.part.bdd_of), cache=self.counts,
+            classes=self.model.part.bdd_of, cache=self.counts,
         )  # fmt: skip
         st.built_version = version
         st.built_at = now

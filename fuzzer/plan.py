@@ -63,9 +63,7 @@ class PairArea:
     s_e: object
     uncovered: object  # V ∧ ¬S_i: the coverage denominator
     sweep: object  # V ∧ S_e ∧ ¬S_i
-    sweep_sampler: Sampler | None = None
     sweep_iter: Iterator | None = None
-    sweep_sent: int = 0
     probes: int = 0
     version: int = 0
     extra: dict = field(default_factory=dict)
@@ -155,13 +153,12 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
 
 
 class _Area:
-    """One area of a plan: its group, how to draw its next header, and when it was probed."""
+    """One area of a plan: how to draw its next header, and when it was probed."""
 
-    __slots__ = ("name", "group", "draw", "pair", "weight", "stride", "sent", "last")
+    __slots__ = ("name", "draw", "pair", "weight", "stride", "sent", "last")
 
-    def __init__(self, name: str, group: str, draw, pair=None, weight: float = 1.0) -> None:
+    def __init__(self, name: str, draw, pair=None, weight: float = 1.0) -> None:
         self.name = name
-        self.group = group
         self.pair = pair  # (ingress, egress) of a sweep area
         self.weight = weight  # its share of the group's weighted turns
         self.stride = 0.0  # pass value of the weighted turns
@@ -205,7 +202,7 @@ class IngressPlan:
         theirs to the others); random_share overrides shares["random"]."""
         self.space = space
         self.cache = cache or CountCache(space)
-        self.warmup = warmup  # boundary turns before the (slower) bit-flip sets are built
+        self.warmup = warmup  # probes before the (slower) bit-flip sets are built
         self.ingress = ingress
         self.version = version
         self.rng = rng
@@ -224,22 +221,19 @@ class IngressPlan:
         self.covered = covered
         self.pairs: dict[Port, PairArea] = {}
         self.areas: dict[str, list[_Area]] = {g: [] for g in GROUPS}
-        sweeps = space.false
         for egress, (s_i, s_e) in corpora.items():
             ns = ~s_i
             sweep = v & s_e & ns
             p = PairArea(ingress, egress, s_i, s_e, v & ns, sweep, version=version)
             self.pairs[egress] = p
-            sweeps = sweeps | sweep
             if sweep != space.false:
                 name = f"sweep {egress[0]}:{egress[1]}"
                 self._add("sweep", name, self._sweep_draw(p), (ingress, egress))
-        self.sweeps = sweeps
         self._residual = v & ~covered
         if self._residual != space.false:
             self._add("random", "random", self._random_draw)
             for c in sorted(classes or {}):
-                self._add("class", f"class {c}", self._class_draw(c, classes[c]))
+                self._add("class", f"class {c}", self._class_draw(classes[c]))
         self._random: Sampler | None = None
         self._edges = self._edge_iter()
         self._edges_done = False
@@ -250,17 +244,13 @@ class IngressPlan:
             f for f in FIELD_NAMES if f not in _EDGE_FIRST
         ]
         self._btick = 0
-        self._boundary_area = space.false
         self._pass = dict.fromkeys(GROUPS, 0.0)
         self._rr = dict.fromkeys(GROUPS, 0)
 
     def _add(self, group: str, name: str, draw, pair=None, weight: float = 1.0) -> None:
-        self.areas[group].append(_Area(name, group, draw, pair, weight))
+        self.areas[group].append(_Area(name, draw, pair, weight))
 
     # --- areas -----------------------------------------------------------------------------
-    def random_area(self):
-        return self._residual
-
     def _shared_index(self, key, n: int) -> int:
         """The next index of a golden-ratio walk over [0, n) whose start and position are
         shared by every ingress in this model version (kept in `seen`): ingresses probing
@@ -274,9 +264,7 @@ class IngressPlan:
     def _sweep_draw(self, p: PairArea):
         def draw():
             if p.sweep_iter is None:
-                p.sweep_sampler = Sampler(self.space, cache=self.cache, u=p.sweep)
-                p.sweep_iter = p.sweep_sampler.spread(self.rng)
-            p.sweep_sent += 1
+                p.sweep_iter = Sampler(self.space, cache=self.cache, u=p.sweep).spread(self.rng)
             return next(p.sweep_iter)
 
         return draw
@@ -287,7 +275,7 @@ class IngressPlan:
         smp = self._random
         return smp.header(self._shared_index(("random",), smp.total))
 
-    def _class_draw(self, class_id: int, bdd):
+    def _class_draw(self, bdd):
         it = None
 
         def draw():
@@ -365,8 +353,8 @@ class IngressPlan:
         return draw
 
     def _grow_boundary(self) -> None:
-        """After the warm-up, build one bit-flip set per boundary turn (small fields first):
-        the first batch after a new corpus needs only the area BDDs and one sampler."""
+        """After the first `warmup` probes, build one bit-flip set per probe (small fields
+        first): the first batch after a new corpus needs only the area BDDs and one sampler."""
         self._btick += 1
         if self._flip_todo and self._btick > self.warmup:
             f = self._flip_todo.pop(0)
@@ -376,7 +364,6 @@ class IngressPlan:
                 # Weighted turns by the set's number of disjoint cubes: the ipv4_dst set
                 # holds a fat-finger region for every bit of every covered prefix.
                 self._add("boundary", f"flip {f}", self._flip_draw(f, smp), weight=smp.paths())
-                self._boundary_area = self._boundary_area | u
 
     # --- the schedule -----------------------------------------------------------------------
     def _pick(self, group: str) -> int:
@@ -413,10 +400,10 @@ class IngressPlan:
             return Probe(self.ingress, h, group, a.pair)
         return None
 
-    def next_probe(self, probed=None, now: float | None = None) -> Probe | None:
+    def next_probe(self, now: float | None = None) -> Probe | None:
         """The next probe: the group with the least pass value (stride scheduling by
-        `shares`) that has an area giving a probe now. `probed` is accepted for
-        compatibility and ignored: areas are never done."""
+        `shares`) that has an area giving a probe now; `now` is noted as the area's last
+        probe time."""
         self._grow_boundary()
         order = sorted(
             (g for g in GROUPS if self.areas[g] and self.shares[g] > 0),
