@@ -30,6 +30,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, FlowMod, Instructions, Match
 from cpc.topology import Topology
+from cpc.workloads import _next_hops
 
 from .engine import Fuzzer
 from .sim import detects
@@ -44,33 +45,22 @@ _IP = {"eth_type": (0x0800, 0xFFFF)}
 @dataclass
 class Net:
     topo: Topology
-    hosts: dict[tuple[int, int], int] = field(default_factory=dict)  # edge port -> its prefix
     entries: list[FlowEntry] = field(default_factory=list)
     routes: list[tuple[int, int, tuple[int, int]]] = field(default_factory=list)  # net, len, port
     acls: list[FlowEntry] = field(default_factory=list)
-    next_hop: dict[int, dict[int, int]] = field(default_factory=dict)  # dst dpid -> dpid -> port
+    next_hop: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # dst -> dpid -> ports
     cookie: int = 0x100
+
+    def port_towards(self, dpid: int, owner: tuple[int, int]) -> int | None:
+        """The port dpid sends traffic for the edge port owner out of (None: no path)."""
+        if dpid == owner[0]:
+            return owner[1]
+        ports = self.next_hop[owner[0]].get(dpid)
+        return ports[0] if ports else None
 
 
 def _mask(n: int) -> int:
     return (0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF
-
-
-def _next_hops(topo: Topology, links, dst: int) -> dict[int, int]:
-    """Breadth-first from dst: each switch's port towards dst."""
-    out, frontier = {}, [dst]
-    seen = {dst}
-    while frontier:
-        nxt = []
-        for d in frontier:
-            for (a, pa), (b, pb) in links:
-                for (x, px), (y, _py) in (((a, pa), (b, pb)), ((b, pb), (a, pa))):
-                    if y == d and x not in seen:
-                        seen.add(x)
-                        out[x] = px
-                        nxt.append(x)
-        frontier = nxt
-    return out
 
 
 def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int = 24) -> Net:
@@ -96,7 +86,7 @@ def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int =
         p = (d, free[d].pop(0))
         topo.add_edge(p, f"h{d}-{p[1]}")
     edges = topo.edge_ports()
-    net.next_hop = {d: _next_hops(topo, links, d) for d in topo.switches}
+    net.next_hop = {d: _next_hops(topo, d) for d in topo.switches}
     ident = 0
     # Overlapping prefixes inside 10.0.0.0/8 (and the /8 itself): /8 to /26.
     nets: list[tuple[int, int]] = [(0x0A000000, 8)]
@@ -109,7 +99,7 @@ def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int =
         owner = rng.choice(edges)
         net.routes.append((v, n, owner))
         for dpid in topo.switches:
-            port = owner[1] if dpid == owner[0] else net.next_hop[owner[0]].get(dpid)
+            port = net.port_towards(dpid, owner)
             if port is None:
                 continue
             ident += 1
@@ -135,14 +125,13 @@ def _route_port(net: Net, dpid: int, dst: int) -> int | None:
     best = None
     for v, n, owner in net.routes:
         if dst & _mask(n) == v and (best is None or n > best[0]):
-            port = owner[1] if dpid == owner[0] else net.next_hop[owner[0]].get(dpid)
-            best = (n, port)
+            best = (n, net.port_towards(dpid, owner))
     return None if best is None else best[1]
 
 
-def v2_in(q: int, n: int, w: int, k: int) -> bool:
-    """Whether the prefix w/k lies inside q/n."""
-    return k >= n and w & _mask(n) == q
+def _overlap(q: int, n: int, w: int, k: int) -> bool:
+    """Whether the prefixes q/n and w/k share an address (one holds the other)."""
+    return (q ^ w) & _mask(min(n, k)) == 0
 
 
 def _hidden(dpid: int, fields: dict, port: int, priority: int = 2000) -> FlowEntry:
@@ -154,7 +143,7 @@ def _route_everywhere(net: Net, v: int, n: int, owner) -> list[FlowEntry]:
     """A hidden route for v/n towards the edge port owner, on every switch on the way."""
     out = []
     for dpid in net.topo.switches:
-        port = owner[1] if dpid == owner[0] else net.next_hop[owner[0]].get(dpid)
+        port = net.port_towards(dpid, owner)
         if port is not None:
             out.append(_hidden(dpid, {**_IP, "ipv4_dst": (v, _mask(n))}, port, 100 + n))
     return out
@@ -182,7 +171,7 @@ def make_fault(net: Net, kind: str, rng: random.Random) -> list[FlowEntry]:
                 continue
             q = v ^ (1 << rng.randrange(32 - n, 32))
             # Outside every intended prefix: what production traffic never reaches.
-            if not any(q & _mask(k) == w or v2_in(q, n, w, k) for w, k, _ in net.routes):
+            if not any(_overlap(q, n, w, k) for w, k, _ in net.routes):
                 break
         return _route_everywhere(net, q, n, owner)
     if kind == "wide":
