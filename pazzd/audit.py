@@ -115,9 +115,11 @@ class AuditFaults:
                     events.append(AuditEvent("merged_away", old.id, f, owner.id))
                 continue
             header = {"text": f.text}
-            fid, fresh = self.store.record_audit(
-                location, hc, now, header, {"candidates": [dpid]}, info
-            )
+            # An audit fault has no sample: no evidence, egress, expected or actual tags.
+            fid, fresh = self.store.record(
+                AUDIT, location, hc, now, evidence=b"", header=header, egress=None,
+                expected=[], actual=None, localization={"candidates": [dpid]}, audit=info,
+            )  # fmt: skip
             if fresh:
                 events.append(AuditEvent("new", fid, f))
         for hc, r in mine.items():

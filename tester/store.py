@@ -159,8 +159,11 @@ class FaultStore:
         expected: Any,
         actual: Any,
         localization: Any,
+        audit: Any = None,
     ) -> tuple[int, bool]:
-        """Insert or bump a fault; returns (id, is_new_or_reopened). Committed on return."""
+        """Insert or bump a fault; returns (id, is_new_or_reopened). Committed on return.
+        audit: what the proxy's audit sees of the fault's entry (None: leave as it is)."""
+        aud = json.dumps(audit) if audit is not None else None
         args_json = (
             json.dumps(header, sort_keys=True),
             json.dumps(list(egress) if egress is not None else None),
@@ -180,10 +183,10 @@ class FaultStore:
                 if row is None:
                     cur = db.execute(
                         "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
-                        " evidence, header, egress, expected, actual, localization, state, headers)"
-                        " VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?,?)",
+                        " evidence, header, egress, expected, actual, localization, state, headers,"
+                        " audit) VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?,?,?)",
                         (kind, location, header_class, now, now, evidence.hex(), *args_json, OPEN,
-                         _with_header(None, header)),
+                         _with_header(None, header), aud),
                     )  # fmt: skip
                     fid, fresh = cur.lastrowid, True
                 else:
@@ -192,53 +195,10 @@ class FaultStore:
                     db.execute(
                         "UPDATE faults SET last_seen=?, count=count+1, evidence=?, header=?, egress=?,"
                         " expected=?, actual=?, localization=?, state=?, resolved_at=NULL,"
-                        " reopened=reopened+?, headers=? WHERE id=?",
+                        " reopened=reopened+?, headers=?, audit=COALESCE(?, audit) WHERE id=?",
                         (now, evidence.hex(), *args_json, OPEN, int(fresh), _with_header(hs, header),
-                         fid),
+                         aud, fid),
                     )  # fmt: skip
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
-        return fid, fresh
-
-    def record_audit(
-        self,
-        location: str,
-        header_class: str,
-        now: float,
-        header: dict,
-        localization: Any,
-        audit: Any,
-    ) -> tuple[int, bool]:
-        """record() for a fault of kind "audit" (no evidence, egress, expected or actual) and
-        its `audit` column, in one transaction; returns (id, is_new_or_reopened)."""
-        args_json = (json.dumps(header, sort_keys=True), json.dumps(localization))
-        aud = json.dumps(audit)
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute(
-                    "SELECT id, state FROM faults WHERE kind='audit' AND location=? AND header_class=?",
-                    (location, header_class),
-                ).fetchone()
-                if row is None:
-                    cur = db.execute(
-                        "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
-                        " evidence, header, egress, expected, actual, localization, state, audit)"
-                        " VALUES ('audit',?,?,?,?,1,'',?,'null','[]','null',?,?,?)",
-                        (location, header_class, now, now, *args_json, OPEN, aud),
-                    )
-                    fid, fresh = cur.lastrowid, True
-                else:
-                    fid, state = row
-                    fresh = state != OPEN
-                    db.execute(
-                        "UPDATE faults SET last_seen=?, count=count+1, header=?, localization=?,"
-                        " state=?, resolved_at=NULL, reopened=reopened+?, audit=? WHERE id=?",
-                        (now, *args_json, OPEN, int(fresh), aud, fid),
-                    )
                 db.execute("COMMIT")
             except Exception:
                 db.execute("ROLLBACK")
