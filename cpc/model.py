@@ -904,23 +904,23 @@ class Model:
             and space.contains(o.final_hdr, header)
         ]
 
-    def trace(self, ingress: Port, header) -> list[Delivery]:
-        """What happens to one concrete header sent in at ingress."""
+    def _trace_outcomes(self, ingress: Port, header) -> list:
+        """The walk outcomes of one concrete header sent in at ingress."""
         if ingress[0] not in self.topo.switches:
             raise ModelError(f"unknown switch dpid {ingress[0]}")
         ap = self.part.classify(header)
         res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
-        return [o.delivery() for o in res.outcomes]
+        return res.outcomes
+
+    def trace(self, ingress: Port, header) -> list[Delivery]:
+        """What happens to one concrete header sent in at ingress."""
+        return [o.delivery() for o in self._trace_outcomes(ingress, header)]
 
     def trace_headers(self, ingress: Port, header) -> list[tuple[Delivery, dict]]:
         """trace(), each outcome with the header as it leaves the last switch: set_field
         rewrites applied (what a report at the egress carries)."""
-        if ingress[0] not in self.topo.switches:
-            raise ModelError(f"unknown switch dpid {ingress[0]}")
-        ap = self.part.classify(header)
-        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
         out = []
-        for o in res.outcomes:
+        for o in self._trace_outcomes(ingress, header):
             final = dict(header)
             if o.rewritten and o.final_hdr is not None:
                 # One concrete header in, deterministic rewrites: final_hdr is one header.
