@@ -229,14 +229,14 @@ class Localizer:
         for dpid, dump in zip(cands, dumps, strict=True):
             if isinstance(dump, BaseException):
                 errors[str(dpid)] = str(dump) or type(dump).__name__
-            else:
-                polled.append((dpid, dump))
+            else:  # the intended table once per switch, whatever the number of headers
+                polled.append((dpid, dump, self.intended(dpid)))
         findings, ignored, tried = [], [], 0
         opened = getattr(row, "first_seen", None)
         for header in headers:  # the first header with a real finding is the answer
             tried += 1
-            for dpid, dump in polled:
-                found = self._diff(dpid, dump, header, in_ports.get(dpid))
+            for dpid, dump, intended in polled:
+                found = self._diff(dpid, dump, intended, header, in_ports.get(dpid))
                 if found is None:
                     continue
                 finding, cause = found
@@ -270,11 +270,10 @@ class Localizer:
             return False
         return self.changes.changed_since(dpid, cause, opened)
 
-    def _diff(self, dpid: int, dump, header: dict, in_port: int | None):
+    def _diff(self, dpid: int, dump, intended: list, header: dict, in_port: int | None):
         """The first difference of the winning entries: (finding, the entry it names)."""
         actual = [e for e, _ in dump if e is not None]
         text = {id(e): t for e, t in dump if e is not None}
-        intended = self.intended(dpid)
         want = winning_entries(intended, header, in_port)
         got = winning_entries(actual, header, in_port)
         for i in range(max(len(want), len(got))):
