@@ -98,3 +98,24 @@ def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedPr
     if check and p.returncode != 0:
         raise AssertionError(f"pazzctl {args}: {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
+
+
+def lab_leftovers(tag: str, run_dir: Path | None = None) -> list[str]:
+    """Interfaces, namespaces and Mininet shells of the lab with this tag that still exist,
+    and, given its run directory, the processes started from it and the directory itself."""
+    stem = f"pz{tag}"
+    out = [n for n in os.listdir("/sys/class/net") if n.startswith(stem)]
+    if Path("/run/netns").exists():
+        out += [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(stem)]
+    shell = f"mininet:{stem}".encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(shell) or (run_dir and str(run_dir).encode() in a) for a in argv):
+                out.append(f"pid {d.name}: {b' '.join(argv)[:100]!r}")
+    if run_dir is not None and run_dir.exists():
+        out.append(f"run dir {run_dir}")
+    return out

@@ -17,6 +17,8 @@ from scapy.layers.l2 import Ether
 from pazzd.daemon import netns_packet_socket
 from pazzd.lab import LINK_MTU, Lab
 
+from .helpers import lab_leftovers
+
 pytestmark = pytest.mark.ovs
 
 
@@ -28,22 +30,6 @@ def prefix():
     if os.geteuid() != 0 or shutil.which("mnexec") is None:
         pytest.skip("needs root and Mininet (mnexec)")
     return p
-
-
-def _left(lab: Lab) -> list[str]:
-    """Interfaces, namespace names and Mininet shells of this lab that still exist."""
-    stem = f"pz{lab.tag}"
-    out = [n for n in os.listdir("/sys/class/net") if n.startswith(stem)]
-    if Path("/run/netns").exists():
-        out += [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(stem)]
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            out += [f"pid {d.name}" for a in argv if a.startswith(f"mininet:{stem}".encode())]
-    return out
 
 
 def _get(lab: Lab, table: str, record: str, column: str) -> str:
@@ -106,7 +92,7 @@ def test_the_lab_is_a_mininet_network_of_patched_bridges(prefix, tmp_path):
         assert rx() >= before + 5
     finally:
         lab.stop()
-    assert _left(lab) == []
+    assert lab_leftovers(lab.tag) == []
 
 
 def test_stop_after_a_failed_start_removes_what_the_lab_made(prefix, tmp_path, monkeypatch):
@@ -118,7 +104,7 @@ def test_stop_after_a_failed_start_removes_what_the_lab_made(prefix, tmp_path, m
     try:
         with pytest.raises(RuntimeError, match="injected"):
             lab.start()
-        assert _left(lab)  # hosts, links and bridges were up when it failed
+        assert lab_leftovers(lab.tag)  # hosts, links and bridges were up when it failed
     finally:
         lab.stop()
-    assert _left(lab) == []
+    assert lab_leftovers(lab.tag) == []

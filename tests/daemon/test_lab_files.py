@@ -22,6 +22,8 @@ import pytest
 from pazzd import lab as labmod
 from pazzd.lab import Lab, LabError, load_network
 
+from .helpers import lab_leftovers
+
 ROOT = Path(__file__).resolve().parents[2]
 NET = ROOT / "examples" / "rehearsal-net.yaml"
 RULES = ROOT / "examples" / "rehearsal-rules.jsonl"
@@ -35,26 +37,6 @@ def prefix():
     if os.geteuid() != 0 or shutil.which("mnexec") is None or shutil.which("ping") is None:
         pytest.skip("needs root, Mininet (mnexec) and ping (iputils-ping)")
     return p
-
-
-def _left(tag: str, run_dir: Path) -> list[str]:
-    """Interfaces, namespaces, Mininet shells and OVS processes of the lab with this tag."""
-    stem = f"pz{tag}"
-    out = [n for n in os.listdir("/sys/class/net") if n.startswith(stem)]
-    if Path("/run/netns").exists():
-        out += [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(stem)]
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(a.startswith(f"mininet:{stem}".encode()) or str(run_dir).encode() in a
-                   for a in argv):  # fmt: skip
-                out.append(f"pid {d.name}: {b' '.join(argv)[:100]!r}")
-    if run_dir.exists():
-        out.append(f"run dir {run_dir}")
-    return out
 
 
 # --- the files ---------------------------------------------------------------------------------
@@ -227,7 +209,7 @@ def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
     assert p.returncode == 0, text
     assert "SIGTERM: removing the lab" in text and "lab: removed:" in text
     assert info and run_dir is not None
-    assert _left(info["tag"], run_dir) == []
+    assert lab_leftovers(info["tag"], run_dir) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -237,7 +219,7 @@ def test_a_failure_after_start_removes_everything(prefix, tmp_path, monkeypatch,
 
     def fail(self):
         made.append(self)
-        assert _left(self.tag, self.workdir)  # bridges, hosts, OVS are up by now
+        assert lab_leftovers(self.tag, self.workdir)  # bridges, hosts, OVS are up by now
         raise RuntimeError("injected")
 
     monkeypatch.setattr(Lab, "install_rules", fail)
@@ -246,5 +228,5 @@ def test_a_failure_after_start_removes_everything(prefix, tmp_path, monkeypatch,
     assert rc == 1
     assert "lab: failed: injected" in capsys.readouterr().err
     assert len(made) == 1
-    assert _left(made[0].tag, made[0].workdir) == []
+    assert lab_leftovers(made[0].tag, made[0].workdir) == []
     assert list(tmp_path.iterdir()) == []
