@@ -76,7 +76,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--faults", type=int, default=20, help="faults per kind (--effect)")
     ap.add_argument("--budget", type=int, default=50_000, help="probes per trial (--effect)")
     ap.add_argument("--seeds", type=int, default=2, help="probe streams per generator")
-    ap.add_argument("--random-share", type=float, default=0.25)
+    ap.add_argument("--random-share", type=float, default=None,
+                    help="the random group's share (default: the fuzzer's)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -95,13 +96,14 @@ def main(argv=None) -> dict:
     # them). Cold: a fresh count cache. Warm: the fuzzer's cache after a model update (a
     # route deleted and added back), the case of a running fuzzer getting a new corpus.
     plan_cold, plan_warm, corpus_ms = [], [], []
+    classes = model.part.bdd_of  # the class areas, as the Fuzzer builds its plans
     cache = CountCache(space)
     for ingress in edges[: min(len(edges), 8)]:
         t = time.perf_counter()
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         corpus_ms.append((time.perf_counter() - t) * 1e3)
         t = time.perf_counter()
-        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache)
+        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
         batch = [plan.next_probe() for _ in range(args.batch)]
         plan_cold.append((time.perf_counter() - t) * 1e3)
         assert all(b is not None for b in batch)
@@ -112,7 +114,7 @@ def main(argv=None) -> dict:
                             cookie=e.cookie, rule_id=e.rule_id))  # fmt: skip
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         t = time.perf_counter()
-        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache)
+        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
         batch = [plan.next_probe() for _ in range(args.batch)]
         plan_warm.append((time.perf_counter() - t) * 1e3)
         cache = CountCache(space)
