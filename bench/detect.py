@@ -195,6 +195,7 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
                          fuzz_rate=a.fuzz_rate, resolve_after=a.resolve_after,
                          critical_flows=[net.critical_flow()],
                          proxy_listen=f"127.0.0.1:{proxy_port}", controller=f"127.0.0.1:{ctl_port}")  # fmt: skip
+        cfg["fuzz"]["delivered_share"] = a.delivered_share
         cfg_path = workdir / "pazzd.yaml"
         import yaml
 
@@ -375,6 +376,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sampling", type=int, default=1, help="sFlow: one in N packets")
     ap.add_argument("--fuzz-rate", type=float, default=1000.0, help="probes per second")
     ap.add_argument("--pps", type=int, default=20, help="production packets/s per host")
+    ap.add_argument("--delivered-share", type=float, default=0.0,
+                    help="fuzz.delivered_share: probes into the space the rules deliver")  # fmt: skip
     ap.add_argument("--churn-rate", type=float, default=2.0, help="benign FlowMods per second")
     ap.add_argument("--horizon", type=float, default=60.0, help="seconds to wait per fault")
     ap.add_argument("--gap", type=float, nargs=2, default=(10.0, 30.0), metavar=("MIN", "MAX"),
@@ -410,6 +413,7 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     doc = {"sampling": a.sampling, "fuzz_rate": a.fuzz_rate, "pps_per_host": a.pps,
+           "delivered_share": a.delivered_share,
            "churn_flowmods_per_s": a.churn_rate, "horizon_s": a.horizon, "gap_s": list(a.gap),
            "warm_s": a.warm, "quiet_s": a.quiet, "runs": []}  # fmt: skip
     t0 = time.time()

@@ -116,6 +116,8 @@ class Fuzzer:
         self._seen_version = -1
         self._followed = None  # the model version the last Update told about (None: none yet)
         self.counts = CountCache(self.space)
+        self._matches: dict = {}  # match fields -> BDD, for the delivered group
+        self._matches_version = -1
         self._changed = self.space.false  # region changed since the last coverage trim
         self.set_pairs(pairs)
         if subscribe:
@@ -215,12 +217,24 @@ class Fuzzer:
         st.plan = IngressPlan(
             self.space, ingress, corpora, others, rng=self.rng, seen=self._seen,
             version=version, random_share=self.random_share, shares=self.shares,
-            classes=self.model.part.bdd_of, cache=self.counts,
+            classes=self.model.part.bdd_of, cache=self.counts, matches=self._match_bdds(),
         )  # fmt: skip
         st.built_version = version
         st.built_at = now
         st.stale = False
         return st.plan
+
+    def _match_bdds(self) -> dict | None:
+        """{match fields: BDD} of every distinct match among the model's entries, when the
+        delivered group is on (BDDs kept across versions; None when it is off)."""
+        if not self.shares or self.shares.get("delivered", 0.0) <= 0:
+            return None
+        if self._matches_version != self.model.version:
+            old = self._matches
+            fields = {e.match.fields for e in self.model.entries()}
+            self._matches = {f: old[f] if f in old else self.space.match_bdd(f) for f in fields}
+            self._matches_version = self.model.version
+        return self._matches
 
     # --- probes -------------------------------------------------------------------------------
     def next_probes(self, n: int) -> list[Probe]:

@@ -14,16 +14,22 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 behaviour of the uncovered space (an ACL's dropped headers towards one route,
                 the table-miss headers of one switch, ...), however small.
   random      = V ∧ ¬covered(i), uniform.
+  delivered   = V ∧ covered(i) ∧ M for every distinct match M of the model's entries that
+                meets it, only with a positive `shares["delivered"]` (default 0): what the
+                model delivers from i that production traffic may still never exercise (a
+                route nobody uses, the rewrite of an idle prefix), one area per entry's
+                match so that a /24 gets as many turns as the /8 around it. These probes
+                reach hosts, as any delivered packet.
 
 Every area is probed forever, not once: a hidden rule can be installed at any moment
 and can sit in any part of an area. The plan is a stride schedule over the area groups
-(sweep, boundary, class, random; `shares`), round-robin over the areas of a group, and
+(sweep, boundary, class, delivered, random; `shares`), round-robin over the areas of a group, and
 within an area an evenly spread, endless sequence of headers (a golden-ratio walk over the
 area's index order, `Sampler`), so that successive visits of one area land in different
 parts of it: a sub-region that holds a fraction f of an area is reached after about 1/f
 visits of the area. `revisit_s` gives the resulting period per group.
 
-Every probe is a canonical header outside covered(i).
+Every probe is a canonical header, outside covered(i) but for the delivered group's.
 """
 
 from __future__ import annotations
@@ -171,8 +177,15 @@ class _Empty(Exception):
     """An area turned out to be empty (a class cell outside the uncovered space)."""
 
 
-GROUPS = ("sweep", "boundary", "class", "random")
-DEFAULT_SHARES = {"sweep": 0.2, "boundary": 0.5, "class": 0.2, "random": 0.1}
+GROUPS = ("sweep", "boundary", "class", "delivered", "random")
+DEFAULT_SHARES = {"sweep": 0.2, "boundary": 0.5, "class": 0.2, "delivered": 0.0, "random": 0.1}
+
+
+def shares_with_delivered(share: float) -> dict[str, float]:
+    """The default shares with `share` of the probes (0 <= share < 1) going to the
+    delivered group and the rest split as by default."""
+    rest = {g: w * (1.0 - share) for g, w in DEFAULT_SHARES.items()}
+    return {**rest, "delivered": share}
 
 
 class IngressPlan:
@@ -191,6 +204,7 @@ class IngressPlan:
         random_share: float | None = None,
         shares: dict[str, float] | None = None,
         classes: dict[int, object] | None = None,
+        matches: dict[tuple, object] | None = None,
         max_cubes: int = 20000,
         cache: CountCache | None = None,
         warmup: int = 24,
@@ -198,6 +212,7 @@ class IngressPlan:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
         {egress: S_i} for the exits that are not selected (they still count as covered);
         classes: {class id: BDD} of the model, for the class areas (None: no class areas);
+        matches: {match fields: BDD} of the model's entries, for the delivered areas;
         shares: each group's share of the ingress's probes (groups without areas give
         theirs to the others); random_share overrides shares["random"]."""
         self.space = space
@@ -233,7 +248,11 @@ class IngressPlan:
         if self._residual != space.false:
             self._add("random", "random", self._random_draw)
             for c in sorted(classes or {}):
-                self._add("class", f"class {c}", self._class_draw(classes[c]))
+                self._add("class", f"class {c}", self._cell_draw(classes[c], self._residual))
+        if self.shares["delivered"] > 0:
+            delivered = v & covered
+            for k, m in sorted((matches or {}).items()):
+                self._add("delivered", f"delivered {k}", self._cell_draw(m, delivered))
         self._random: Sampler | None = None
         self._edges = self._edge_iter()
         self._edges_done = False
@@ -275,13 +294,14 @@ class IngressPlan:
         smp = self._random
         return smp.header(self._shared_index(("random",), smp.total))
 
-    def _class_draw(self, bdd):
+    def _cell_draw(self, bdd, region):
+        """An endless spread walk over bdd inside region (empty: _Empty)."""
         it = None
 
         def draw():
             nonlocal it
             if it is None:
-                cell = bdd & self._residual
+                cell = bdd & region
                 if cell == self.space.false:
                     raise _Empty
                 it = Sampler(self.space, cache=self.cache, u=cell).spread(self.rng)

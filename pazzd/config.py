@@ -67,6 +67,7 @@ class Config:
     fuzz_enabled: bool = False
     fuzz_rate: float = 1000.0
     fuzz_window: float = 10.0  # an area counts as covered while probed within this many seconds
+    fuzz_delivered_share: float = 0.0  # of the probes, into delivered space (they reach hosts)
     fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
     critical_flows: list[CriticalFlowCfg] = field(default_factory=list)
@@ -108,7 +109,7 @@ KNOWN = {
     "controller": {"enabled", "address", "listen", "audit_interval", "audit_delay"},
     "sflow": {"listen", "sampling_rate", "interfaces"},
     "ovs": {"bin_dir"},
-    "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
+    "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
     "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
     "metrics": {"listen"},
     "api": {"socket"},
@@ -320,6 +321,9 @@ def load_config(path: str | Path) -> Config:
     cfg.fuzz_enabled = r.typed(f, "enabled", "fuzz.enabled", bool, False)
     cfg.fuzz_rate = r.typed(f, "rate", "fuzz.rate", float, 1000.0, lo=0.0)
     cfg.fuzz_window = r.typed(f, "window", "fuzz.window", float, 10.0, lo=0.1)
+    cfg.fuzz_delivered_share = r.typed(
+        f, "delivered_share", "fuzz.delivered_share", float, 0.0, lo=0.0, hi=0.9
+    )
     pairs = f.get("pairs", "all")
     if pairs != "all" and pairs is not None:
         if not isinstance(pairs, list):

@@ -353,6 +353,7 @@ class Daemon:
         try:
             from fuzzer.engine import Fuzzer
             from fuzzer.inject import RawSocketInjector
+            from fuzzer.plan import shares_with_delivered
         except Exception as e:
             log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
             return
@@ -374,8 +375,9 @@ class Daemon:
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
             self.fuzzer = Fuzzer(
-                self.model, pairs, rate=cfg.fuzz_rate, window_s=cfg.fuzz_window, seed=1
-            )
+                self.model, pairs, rate=cfg.fuzz_rate, window_s=cfg.fuzz_window, seed=1,
+                shares=shares_with_delivered(cfg.fuzz_delivered_share),
+            )  # fmt: skip
         except Exception as e:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
@@ -498,6 +500,7 @@ class Daemon:
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
+            self.fuzzer.window_s = cfg.fuzz_window
         audit = (cfg.audit_interval, cfg.audit_delay)
         if self.proxy is not None and audit != (old.audit_interval, old.audit_delay):
             self.proxy.set_audit(*audit)  # the new period starts now
@@ -505,7 +508,8 @@ class Daemon:
             self.workers.recycle()
         # Keep the start-up-only settings of the running instance.
         for key in ("topology", "topology_path", "rules", "sflow_host", "sflow_port",
-                    "api_socket", "metrics_host", "metrics_port", "database"):  # fmt: skip
+                    "api_socket", "metrics_host", "metrics_port", "database",
+                    "fuzz_delivered_share"):  # fmt: skip
             setattr(cfg, key, getattr(old, key))
         self.cfg = cfg
         self.last_config_error = None

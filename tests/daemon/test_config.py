@@ -23,6 +23,7 @@ def _text(tmp_path, extra: str) -> str:
     "extra, line_key, msg",
     [
         ("fuzz:\n  rate: fast\n", "fuzz.rate", "must be a float"),
+        ("fuzz:\n  delivered_share: 0.95\n", "fuzz.delivered_share", "0.9"),
         ("tester:\n  workers: 0\n", "tester.workers", "at least 1"),
         ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s9:5\n    header: ipv4_dst=10.0.1.1\n",
          "critical_flows[0].to", "s9"),
@@ -96,6 +97,9 @@ def test_good_config_and_defaults(tmp_path):
                               "header": "ipv4_dst=10.0.1.9,tcp_dst=80", "timeout": 4}]  # fmt: skip
     cfg["fuzz"] = {"enabled": True, "rate": 50, "pairs": [["s1:5", "s2:5"]]}
     c = load_config(write_config(tmp_path / "c.yaml", cfg))
+    assert c.fuzz_delivered_share == 0.0  # probes into delivered space only when asked
+    cfg["fuzz"]["delivered_share"] = 0.1
+    assert load_config(write_config(tmp_path / "c.yaml", cfg)).fuzz_delivered_share == 0.1
     assert c.edge_ports == [(1, 5), (2, 5), (3, 5), (4, 5)]
     assert c.fuzz_pairs == [((1, 5), (2, 5))] and c.fuzz_rate == 50.0
     (cf,) = c.critical_flows
