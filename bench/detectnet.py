@@ -36,6 +36,7 @@ from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Group, Instructions, Match
 from cpc.topology import Topology
 from cpc.workloads import _next_hops
+from fuzzer.steady import random_links
 
 __all__ = ["DetectNet", "FaultSpec", "Churn", "FAULT_KINDS", "random_network", "make_faults"]
 
@@ -159,14 +160,7 @@ class DetectNet:
 def random_network(seed: int) -> DetectNet:
     rng = random.Random(seed)
     n_sw = rng.randint(4, 7)
-    free = {d: list(range(1, 9)) for d in range(1, n_sw + 1)}
-    links = []
-    for d in range(2, n_sw + 1):
-        peer = rng.randrange(1, d)
-        links.append(((peer, free[peer].pop(0)), (d, free[d].pop(0))))
-    for _ in range(rng.randint(1, n_sw // 2 + 1)):
-        a, b = rng.sample(range(1, n_sw + 1), 2)
-        links.append(((a, free[a].pop(0)), (b, free[b].pop(0))))
+    links, free = random_links(rng, n_sw, (1, n_sw // 2 + 2))
     n_hosts = rng.randint(3, 5)
     # Hosts on at most n_sw - 1 switches: at least one switch is transit only.
     host_sw = [rng.randrange(1, n_sw + 1) for _ in range(n_hosts)]
@@ -352,22 +346,10 @@ def make_faults(net: DetectNet, seed: int, kinds=FAULT_KINDS) -> list[FaultSpec]
     return out
 
 
-def _hidden_subprefix(net: DetectNet, rng) -> FaultSpec | None:
-    r = rng.choice(net.routes)
-    sp = _sub_prefix(net, rng, r)
-    d = rng.choice(sorted(net.topo.switches))
-    e = net.route_entry(d, r)
-    if sp is None or e is None:
-        return None
-    m = Match.build({**_IP, "ipv4_dst": (sp[0], mask(sp[1]))})
-    hid = FlowEntry(d, 0, HIDDEN_PRIORITY, m, e.instructions, cookie=HIDDEN_COOKIE)
-    f = FaultSpec("hidden_subprefix", d, f"s{d} table 0: hidden {dotted(sp[0])}/{sp[1]} with "
-                  f"the actions of the route to {dotted(r.net)}/{r.length}", add=[hid])  # fmt: skip
-    f.witness = _witness(net, f, _inside(rng, *sp), rng)
-    return f
-
-
-def _hidden_table1(net: DetectNet, rng) -> FaultSpec | None:
+def _hidden(net: DetectNet, rng, table: int) -> FaultSpec | None:
+    """A hidden entry for a /24-/30 inside a route's region, on a random switch: in table 0
+    above the ACLs with the route's actions, or in table 1 as a more specific route with
+    the same or (half the time) another output."""
     r = rng.choice(net.routes)
     sp = _sub_prefix(net, rng, r)
     d = rng.choice(sorted(net.topo.switches))
@@ -375,12 +357,17 @@ def _hidden_table1(net: DetectNet, rng) -> FaultSpec | None:
     if sp is None or e is None:
         return None
     acts = e.instructions
-    if rng.random() < 0.5:  # another output of the switch
+    if table == 1 and rng.random() < 0.5:  # another output of the switch
         acts = Instructions((("output", rng.choice(sorted(net.topo.switches[d].ports))),))
     m = Match.build({**_IP, "ipv4_dst": (sp[0], mask(sp[1]))})
-    hid = FlowEntry(d, 1, ROUTE_BASE + sp[1], m, acts, cookie=HIDDEN_COOKIE)
-    f = FaultSpec("hidden_table1", d, f"s{d} table 1: hidden route {dotted(sp[0])}/{sp[1]}",
-                  add=[hid])  # fmt: skip
+    if table == 0:
+        hid = FlowEntry(d, 0, HIDDEN_PRIORITY, m, acts, cookie=HIDDEN_COOKIE)
+        f = FaultSpec("hidden_subprefix", d, f"s{d} table 0: hidden {dotted(sp[0])}/{sp[1]} "
+                      f"with the actions of the route to {dotted(r.net)}/{r.length}", add=[hid])  # fmt: skip
+    else:
+        hid = FlowEntry(d, 1, ROUTE_BASE + sp[1], m, acts, cookie=HIDDEN_COOKIE)
+        f = FaultSpec("hidden_table1", d, f"s{d} table 1: hidden route {dotted(sp[0])}/{sp[1]}",
+                      add=[hid])  # fmt: skip
     f.witness = _witness(net, f, _inside(rng, *sp), rng)
     return f
 
@@ -508,8 +495,8 @@ def _fat_finger_mask(net: DetectNet, rng) -> FaultSpec | None:
 
 
 _FAULTS = {
-    "hidden_subprefix": _hidden_subprefix,
-    "hidden_table1": _hidden_table1,
+    "hidden_subprefix": lambda net, rng: _hidden(net, rng, 0),
+    "hidden_table1": lambda net, rng: _hidden(net, rng, 1),
     "misroute": _misroute,
     "acl_bypass": _acl_bypass,
     "delete_critical": _delete_critical,

@@ -88,7 +88,7 @@ def measure(lab: Lab, run, rounds: int, say) -> list[dict]:
                 res["localized"] = ans.get("switch")
                 res["finding"] = ans.get("finding")
                 res["right"] = ans.get("dpid") == f.dpid and (
-                    not f.expect_entry or f.expect_entry in (ans.get("entry") or "")
+                    not f.expect_entry or f.expect_entry in (ans.get("cause") or "")
                 )
             out.append(res)
             say(json.dumps(res))

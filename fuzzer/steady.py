@@ -35,7 +35,7 @@ from cpc.workloads import _next_hops
 from .engine import Fuzzer
 from .sim import detects
 
-__all__ = ["Net", "random_network", "make_fault", "run_case", "FAULT_KINDS"]
+__all__ = ["Net", "random_links", "random_network", "make_fault", "run_case", "FAULT_KINDS"]
 
 FAULT_KINDS = ("acl_bypass", "acl_bypass_24", "acl_bypass_32", "fat_finger", "wide")
 ACL_PRIORITY = 1000
@@ -63,20 +63,27 @@ def _mask(n: int) -> int:
     return (0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF
 
 
-def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int = 24) -> Net:
-    rng = random.Random(seed)
-    topo = Topology()
-    free = {}
-    for d in range(1, switches + 1):
-        topo.add_switch(d, f"s{d}", list(range(1, 9)))
-        free[d] = list(range(1, 9))
+def random_links(rng: random.Random, switches: int, extra: tuple[int, int], ports: int = 8):
+    """A random connected graph of switches 1..switches: a random tree, then
+    rng.randrange(*extra) more links between random pairs. Returns the links
+    (((dpid, port), (dpid, port)), ...) and each switch's ports still free."""
+    free = {d: list(range(1, ports + 1)) for d in range(1, switches + 1)}
     links = []
     for d in range(2, switches + 1):
         peer = rng.randrange(1, d)
         links.append(((peer, free[peer].pop(0)), (d, free[d].pop(0))))
-    for _ in range(rng.randrange(0, switches // 2 + 1)):
+    for _ in range(rng.randrange(*extra)):
         a, b = rng.sample(range(1, switches + 1), 2)
         links.append(((a, free[a].pop(0)), (b, free[b].pop(0))))
+    return links, free
+
+
+def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int = 24) -> Net:
+    rng = random.Random(seed)
+    topo = Topology()
+    for d in range(1, switches + 1):
+        topo.add_switch(d, f"s{d}", list(range(1, 9)))
+    links, free = random_links(rng, switches, (0, switches // 2 + 1))
     for a, b in links:
         topo.add_link(a, b)
     # Hosts on a random subset of switches: some switches are transit only.

@@ -119,7 +119,7 @@ class View:
             p = f.get("polled") or {}
             rows.append((str(f["id"]), f["state"], f["kind"], f["location"],
                          p.get("switch", "...") if p else "...",
-                         (p.get("entry") or p.get("intended") or "")[:70]))  # fmt: skip
+                         (p.get("cause") or "")[:70]))  # fmt: skip
         out += _rows(rows) if len(rows) > 1 else ["  none"]
         out.append("")
         out.append("\x1b[1minjected\x1b[0m")
@@ -294,7 +294,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     f4 = Fault("delete", f"route on {topo.switches[x1].name} to {dotted(net4)}/24 deleted "
                f"(critical flow {h1}->{h2})", x1,
                [("del-flows", "--strict", f"priority={workloads.ROUTE_PRIORITY},ip,"
-                 f"nw_dst={dotted(net4)}/24")], expect_entry="")  # fmt: skip
+                 f"nw_dst={dotted(net4)}/24")], expect_entry=f"{dotted(net4)}/24")  # fmt: skip
     crit = {
         "name": f"{h1}-{h2}",
         "from": topo.port_name(wl.hosts[h1]),
@@ -804,17 +804,17 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
             f.loc_seconds = time.monotonic() - t0
             p = f.localized or {}
             say(f"  localized: {p.get('switch', '?')} {p.get('finding', 'no difference')} "
-                f"entry {p.get('entry') or p.get('intended')} ({f.loc_seconds:.2f}s)")  # fmt: skip
+                f"entry {p.get('cause')} ({f.loc_seconds:.2f}s)")  # fmt: skip
         else:
             say(f"  NOT detected within {per_fault:.0f}s")
         good = (f.detected is not None and f.localized is not None
                 and f.localized.get("dpid") == f.dpid
-                and (not f.expect_entry or f.expect_entry in (f.localized.get("entry") or "")))  # fmt: skip
+                and (not f.expect_entry or f.expect_entry in (f.localized.get("cause") or "")))  # fmt: skip
         ok_all &= good
         p = f.localized or {}
         summary_rows.append((
             f.key, EXPECT[f.key], f.detected["kind"] if f.detected else "MISSED",
-            p.get("switch", "-"), (p.get("entry") or p.get("intended") or "-")[:90],
+            p.get("switch", "-"), (p.get("cause") or "-")[:90],
             f"{f.latency:.1f}s" if f.latency is not None else "-",
             f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
         ))  # fmt: skip
