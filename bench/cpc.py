@@ -10,6 +10,9 @@ lookup_us_*  model.allows(egress, header, verify_port, verify_rule): the tester'
 expected_us_p50  model.expected(egress, header): every alternative, as a fault's record
              holds them
 corpus_ms    model.corpus(ingress, egress) for one pair (median over random pairs)
+update_us_p50_after_traces  (--traces N) the same updates again after N model.trace calls,
+             as a long-running pazzd makes them (pazzctl trace, localization, critical
+             flows); with update_us_p50_before_traces, measured right before the traces
 """
 
 from __future__ import annotations
@@ -30,6 +33,21 @@ from cpc.rules import FlowMod  # noqa: E402
 from cpc.workloads import generate  # noqa: E402
 
 
+def readd(model: Model, entries) -> list[float]:
+    """Delete each entry, then add it back; the time of each FlowMod in µs."""
+    out = []
+    for e in entries:
+        dm = FlowMod("delete_strict", e.dpid, e.table, e.priority, e.match, cookie=e.cookie,
+                     cookie_mask=(1 << 64) - 1)  # fmt: skip
+        am = FlowMod("add", e.dpid, e.table, e.priority, e.match, e.instructions,
+                     cookie=e.cookie, rule_id=e.rule_id)  # fmt: skip
+        for fm in (dm, am):
+            t = time.perf_counter()
+            model.apply(fm)
+            out.append((time.perf_counter() - t) * 1e6)
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topology", choices=["fattree", "grid"], default="fattree")
@@ -42,6 +60,7 @@ def main(argv=None) -> dict:
         "--no-rule-ids", action="store_true", help="entries without pazzd's unique rule IDs"
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--traces", type=int, default=0, help="traces between two update runs")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -54,31 +73,19 @@ def main(argv=None) -> dict:
     build_s = time.perf_counter() - t0
 
     # Updates: delete a random entry, then add it back; both are timed.
-    upd = []
-    for e in rng.sample(wl.entries, min(len(wl.entries), args.updates // 2)):
-        dm = FlowMod(
-            "delete_strict",
-            e.dpid,
-            e.table,
-            e.priority,
-            e.match,
-            cookie=e.cookie,
-            cookie_mask=(1 << 64) - 1,
-        )
-        am = FlowMod(
-            "add",
-            e.dpid,
-            e.table,
-            e.priority,
-            e.match,
-            e.instructions,
-            cookie=e.cookie,
-            rule_id=e.rule_id,
-        )
-        for fm in (dm, am):
-            t = time.perf_counter()
-            model.apply(fm)
-            upd.append((time.perf_counter() - t) * 1e6)
+    upd = readd(model, rng.sample(wl.entries, min(len(wl.entries), args.updates // 2)))
+    traced = {}
+    if args.traces:
+        again = rng.sample(wl.entries, min(len(wl.entries), args.updates // 2))
+        traced["update_us_p50_before_traces"] = round(pct(readd(model, again), 50), 1)
+        nets, ingresses = sorted(wl.prefixes), wl.topo.edge_ports()
+        t = time.perf_counter()
+        for _ in range(args.traces):
+            h = {"eth_type": 0x0800, "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
+                 "ipv4_src": 7, "ip_proto": 6, "tp_dst": 80, "tp_src": 1234}  # fmt: skip
+            model.trace(rng.choice(ingresses), h)
+        traced["trace_us_avg"] = round((time.perf_counter() - t) / args.traces * 1e6, 1)
+        traced["update_us_p50_after_traces"] = round(pct(readd(model, again), 50), 1)
 
     # Lookups: a header of a random prefix sent in at a random edge port, judged where it
     # leaves the network with the tags its trace says the switch writes (the tester's
@@ -129,6 +136,7 @@ def main(argv=None) -> dict:
         "lookups_answered": answered / len(look),
         "corpus_ms": round(median(corp), 3),
         "loops": len(model.loops()),
+        **traced,
         "rss_mb": rss_mb(),
     }
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))

@@ -195,6 +195,24 @@ class HeaderSpace:
             cube[field] = (value | (bit << shift), mask | (1 << shift))
         return cube
 
+    def one_dst(self, u) -> int | None:
+        """The one ipv4_dst of every header in u (None: u is empty or holds several). The
+        destination's bits are the top of the variable order, so this follows one path of
+        at most 32 nodes."""
+        node, comp, value = u, 0, 0
+        false_id = int(self.false)
+        for level in range(32):
+            if node.level != level:  # the bit is free: two destinations (or u is empty)
+                return None
+            comp2 = comp ^ node.negated
+            high_ok = (int(node.high) ^ comp2) != false_id
+            low_ok = (int(node.low) ^ comp2) != false_id
+            if high_ok == low_ok:  # both: several destinations; neither cannot happen
+                return None
+            node, comp = (node.high, comp2) if high_ok else (node.low, comp2)
+            value = value << 1 | high_ok
+        return value
+
     def union(self, items):
         """OR of many BDDs, pairwise: cheaper than growing one accumulator."""
         items = list(items)

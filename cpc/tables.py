@@ -284,6 +284,10 @@ class Identities(Labels):
 
     def split(self, hdr) -> list[tuple[Behaviour | None, object]]:
         """The header set hdr cut by entry: [(behaviour or None for the miss, part)]."""
+        by_dst = self._split_by_dst(hdr)
+        return by_dst if by_dst is not None else self._split_by_label(hdr)
+
+    def _split_by_label(self, hdr) -> list[tuple[Behaviour | None, object]]:
         out = []
         false = self.space.false
         for ident in self.candidates(hdr):
@@ -291,6 +295,32 @@ class Identities(Labels):
             part = hdr & region
             if part != false:
                 out.append((self.beh.get(ident), part))
+        return out
+
+    def _split_by_dst(self, hdr) -> list[tuple[Behaviour | None, object]] | None:
+        """split() from the prefix index, for a header set with one destination address
+        (a trace's header, a critical flow's): only the entries along that address can
+        meet it. None when hdr spans several destinations or too many entries key on other
+        fields. A trace then never builds the label, which every later update would have
+        to keep up to date (3,000 traces made updates 15 % slower for good on a 100k-rule
+        fat-tree, up to 2x on larger tables)."""
+        if len(self._other) + len(self._prefix.get((0, 0), ())) > _SCAN_MAX:
+            return None
+        dst = self.space.one_dst(hdr)
+        if dst is None:
+            return None
+        false = self.space.false
+        out = []
+        prefix = self._prefix
+        for bucket in [prefix.get((n, dst & _MASKS[n])) for n in self._lengths] + [self._other]:
+            for e in bucket or ():
+                key = _ikey(e)
+                part = hdr & self.eff[key]
+                if part != false:
+                    out.append((self.beh[self._id[key]], part))
+        part = hdr & self.miss
+        if part != false:
+            out.append((None, part))
         return out
 
     def insert(
