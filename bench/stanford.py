@@ -12,6 +12,9 @@ classes_after_delete  header classes after the whole trace (APKeep: 2 and 1)
 loops                 distinct forwarding cycles after the inserts (cpc.stanford.loop_cycles);
                       loop_outcomes counts the (class, ingress) walks that end in one
 build_s               Model.add_entries of every inserted rule at once, from nothing
+--throughput          instead: FlowMods per second through Model.apply_many, the trace's
+                      FlowMods in batches of 1, 10 and 100 (the proxy commits a barrier's
+                      batch at once), each on a fresh model
 complete              false when the replay stopped at --budget-s or --max-classes (the ACL
                       trace does: see docs/stanford.md); then classes_at_stop, no build
 """
@@ -36,6 +39,25 @@ from cpc.stanford import load, loop_cycles  # noqa: E402
 DATASETS = Path("/work/shared/datasets")
 
 
+def throughput(net, sizes=(1, 10, 100)) -> dict:
+    """FlowMods per second through apply_many, the whole trace in batches of each size."""
+    fms = [fm for upd in net.updates for fm in net.flowmods(upd)]
+    out = {}
+    for size in sizes:
+        model = Model(net.topo)
+        model.add_entries([], net.groups)
+        t = time.perf_counter()
+        errors = 0
+        for i in range(0, len(fms), size):
+            errors += len(model.apply_many(fms[i : i + size])[1])
+        dt = time.perf_counter() - t
+        out[str(size)] = {"flowmods": len(fms), "seconds": round(dt, 2),
+                          "flowmods_per_s": round(len(fms) / dt), "errors": errors}  # fmt: skip
+        del model
+        gc.collect()
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--noacl", action="store_true", help="the forwarding-only dataset")
@@ -50,6 +72,8 @@ def main(argv=None) -> dict:
         help="stop the replay (and skip the build) once this much update time is spent",
     )
     ap.add_argument("--max-classes", type=int, default=300_000, help="stop the replay beyond")
+    ap.add_argument("--throughput", action="store_true",
+                    help="FlowMods/s through apply_many in batches of 1, 10 and 100")  # fmt: skip
     ap.add_argument("--profile", metavar="N", type=int, help="print the top N cProfile entries")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
@@ -61,6 +85,11 @@ def main(argv=None) -> dict:
     net = load(ds, rule_ids=not args.no_rule_ids)
 
     entries = net.entries_of(net.inserted())
+    if args.throughput:
+        out = {"dataset": ds.name, "rule_ids": not args.no_rule_ids,
+               "throughput": throughput(net), "rss_mb": rss_mb()}  # fmt: skip
+        print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+        return out
 
     # Replay, incrementally.
     model = Model(net.topo)
