@@ -1,6 +1,6 @@
 """The Verify tag functions: the contract between patched Open vSwitch and the model.
 
-Both functions are specified byte for byte in DESIGN.md ("The Verify shim header").
+Both functions are specified byte for byte in docs/verify-header.md.
 `tests/vectors/verify.json` holds vectors generated from OVS's own C code; the
 tests check this module against it.
 """

@@ -13,7 +13,7 @@ Two modes:
     Verify_Rule is left to the header (cpc.model.Model.expected);
   * identity walks (trace, and rewritten paths) follow a header set entry by entry,
     forking where it meets several entries, and accumulate both Verify tags exactly
-    as the data plane writes them (DESIGN.md, Algorithm 1).
+    as the data plane writes them (docs/verify-header.md, Algorithm 1).
 """
 
 from __future__ import annotations

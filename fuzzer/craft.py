@@ -23,6 +23,7 @@ from scapy.packet import Raw
 
 from cpc.fields import ETH_TYPE_IPV4, OFPVID_PRESENT
 from cpc.tags import VERIFY_ETHERTYPE, VERIFY_PORT_INIT, VERIFY_RULE_INIT
+from cpc.verify_layer import Verify
 
 __all__ = ["Crafter", "PROBE_MAGIC", "probe_seq"]
 
@@ -84,19 +85,13 @@ class Crafter:
         mac = lambda v: ":".join(f"{(v >> s) & 0xFF:02x}" for s in range(40, -8, -8))  # noqa: E731
         et = h.get("eth_type", 0)
         vid = h.get("vlan_vid", 0)
-        if self.pretag:
-            eth = Ether(dst=mac(h.get("eth_dst", 0)), src=mac(h.get("eth_src", 0)),
-                        type=VERIFY_ETHERTYPE)  # fmt: skip
-            inner_type = 0x8100 if vid & OFPVID_PRESENT else et
-            pkt = eth / Raw(struct.pack(">IHH", VERIFY_PORT_INIT, VERIFY_RULE_INIT, inner_type))
-            if vid & OFPVID_PRESENT:
-                pkt = pkt / Raw(_HH.pack(vid & 0x0FFF, et))
-            return self._finish_scapy(pkt, h, et, payload)
         pkt = Ether(dst=mac(h.get("eth_dst", 0)), src=mac(h.get("eth_src", 0)))
+        if self.pretag:  # a fresh header, as an edge port's push_verify writes it
+            pkt = pkt / Verify(port=VERIFY_PORT_INIT, rule=VERIFY_RULE_INIT)
         if vid & OFPVID_PRESENT:
             pkt = pkt / Dot1Q(vlan=vid & 0x0FFF, type=et)
         else:
-            pkt.type = et
+            pkt.lastlayer().type = et  # Ether's, or the Verify header's
         return self._finish_scapy(pkt, h, et, payload)
 
     @staticmethod

@@ -1,5 +1,5 @@
 /*
- * Test vectors for the Verify tag functions (DESIGN.md, "The Verify shim
+ * Test vectors for the Verify tag functions (docs/verify-header.md, "The Verify shim
  * header").  Compiled together with Open vSwitch's own lib/jhash.c (see
  * generate.sh), so "jhash_bytes" here is exactly OVS's implementation.
  *
