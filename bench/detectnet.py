@@ -25,13 +25,12 @@ the route they refine (production traffic then carries other rule tags).
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpc.fields import parse_header
-from cpc.ofctl import format_flow
+from cpc.ofctl import format_flow, write_rules
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Group, Instructions, Match
 from cpc.topology import Topology
@@ -147,14 +146,7 @@ class DetectNet:
         """The daemon's files: topology YAML (edge ports named after the hosts) and a rule
         file of JSON lines, groups first."""
         topology.write_text(self.topo.to_yaml())
-        with open(rules, "w") as f:
-            for g in self.groups:
-                buckets = ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b)
-                                   for b in g.buckets)  # fmt: skip
-                f.write(json.dumps({"dpid": g.dpid, "group":
-                                    f"group_id={g.group_id},type={g.type},{buckets}"}) + "\n")  # fmt: skip
-            for e in self.entries:
-                f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+        write_rules(rules, self.entries, self.groups)
 
 
 def random_network(seed: int) -> DetectNet:

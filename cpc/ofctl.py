@@ -430,6 +430,21 @@ def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
     return ",".join(parts) or "drop"
 
 
+def format_group(g: Group) -> str:
+    """The ovs-ofctl add-group text of a group; parse_group reads it back unchanged."""
+    buckets = ",".join("bucket=" + ",".join(map(format_action, b)) for b in g.buckets)
+    return f"group_id={g.group_id},type={g.type},{buckets}"
+
+
+def write_rules(path: str | Path, entries, groups=()) -> None:
+    """A rule file of JSON lines (read_rules reads it): the groups first, then the entries."""
+    with open(path, "w") as f:
+        for g in groups:
+            f.write(json.dumps({"dpid": g.dpid, "group": format_group(g)}) + "\n")
+        for e in entries:
+            f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+
+
 def format_flow(e: FlowEntry) -> str:
     """The ovs-ofctl add-flow text of an entry; parse_flow reads it back unchanged."""
     head = f"table={e.table},priority={e.priority}"

@@ -196,19 +196,11 @@ class Stanford:
     def write(self, topo_path, rules_path, ports_path=None, rules=None) -> int:
         """Write the topology YAML, the rule JSON lines (default: the rules present after
         the inserts) and optionally the port map JSON. Returns the number of flows."""
-        from .ofctl import format_flow
+        from .ofctl import write_rules
 
         Path(topo_path).write_text(self.topology_yaml())
         entries = self.entries_of(self.inserted() if rules is None else rules)
-        with open(rules_path, "w") as f:
-            for g in self.groups:
-                buckets = ",".join(
-                    "bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets
-                )
-                text = f"group_id={g.group_id},type={g.type},{buckets}"
-                f.write(json.dumps({"dpid": g.dpid, "group": text}) + "\n")
-            for e in entries:
-                f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+        write_rules(rules_path, entries, self.groups)
         if ports_path is not None:
             doc = {
                 dev: {name: port for (d, name), port in sorted(self.port_of.items()) if d == dev}

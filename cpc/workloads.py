@@ -9,13 +9,12 @@ it writes are the topology YAML and rule JSON lines that pazzctl reads.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ofctl import format_flow
+from .ofctl import write_rules
 from .rules import FlowEntry, Group, Instructions, Match
 from .topology import Topology
 
@@ -33,19 +32,7 @@ class Workload:
 
     def write(self, topo_path: str | Path, rules_path: str | Path) -> None:
         Path(topo_path).write_text(self.topo.to_yaml())
-        with open(rules_path, "w") as f:
-            for g in self.groups:
-                buckets = ",".join(
-                    "bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets
-                )
-                f.write(
-                    json.dumps(
-                        {"dpid": g.dpid, "group": f"group_id={g.group_id},type={g.type},{buckets}"}
-                    )
-                    + "\n"
-                )
-            for e in self.entries:
-                f.write(json.dumps({"dpid": e.dpid, "flow": format_flow(e)}) + "\n")
+        write_rules(rules_path, self.entries, self.groups)
 
 
 def grid(n: int) -> tuple[Topology, dict[str, tuple[int, int]]]:

@@ -52,13 +52,13 @@ from pathlib import Path
 import yaml
 
 from cpc import workloads, yamlpos
-from cpc.ofctl import format_action, format_flow, read_rules, split_top
+from cpc.ofctl import format_flow, format_group, read_rules, split_top
 from cpc.rules import FlowEntry, ModelError
 from cpc.topology import TopologyError, load_topology
 
 __all__ = [
     "Cleanup", "HostAddr", "Lab", "LabError", "Netns", "load_network", "OvsInstance", "VethPair", "free_tcp_port", "free_udp_port",
-    "ofctl_flow", "ofctl_group", "run", "start_controller", "stop_processes", "unique_name",
+    "ofctl_flow", "run", "start_controller", "stop_processes", "unique_name",
     "wire_links",
     "wait_for_datapath_free",
 ]  # fmt: skip
@@ -516,11 +516,6 @@ def ofctl_flow(e) -> str:
     return f"{','.join(words)},actions={','.join(items) or 'drop'}"
 
 
-def ofctl_group(g) -> str:
-    buckets = ",".join("bucket=" + ",".join(map(format_action, b)) for b in g.buckets)
-    return f"group_id={g.group_id},type={g.type},{buckets}"
-
-
 def dotted(ip: int) -> str:
     return socket.inet_ntoa(ip.to_bytes(4, "big"))
 
@@ -855,7 +850,7 @@ class Lab:
     def install_rules(self) -> int:
         """The intended rules onto the bridges with ovs-ofctl (same entries as rules.jsonl)."""
         for g in self.wl.groups:
-            self._ofctl_named(g, "add-group", self.br(g.dpid), ofctl_group(g))
+            self._ofctl_named(g, "add-group", self.br(g.dpid), format_group(g))
         for d in sorted(self.topo.switches):
             entries = [e for e in self.wl.entries if e.dpid == d]
             path = self.workdir / f"flows-{d}.txt"

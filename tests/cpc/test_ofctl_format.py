@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from cpc.ofctl import format_flow, parse_flow
+from cpc.ofctl import format_flow, format_group, parse_flow, parse_group
 from cpc.rules import FlowEntry, Instructions, Match
-from tests.cpc.netgen import flowmods, networks
+from tests.cpc.netgen import flowmods, groups_for, networks
 
 
 @settings(max_examples=200, deadline=None)
@@ -65,3 +65,32 @@ def test_patched_ovs_ofctl_parses_every_generated_flow(tmp_path):
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("OFPT_FLOW_MOD") == len(flows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(networks().flatmap(groups_for))
+def test_group_round_trip(groups):
+    """format_group writes what parse_group reads back, and write_rules what read_rules
+    reads (one place for the rule file's syntax)."""
+    for g in groups:
+        back = parse_group(format_group(g), g.dpid)
+        assert _group_fields(back) == _group_fields(g)
+
+
+def _group_fields(g) -> tuple:  # Group compares by identity
+    return (g.dpid, g.group_id, g.type, g.buckets)
+
+
+def test_rule_file_round_trip(tmp_path):
+    from cpc.ofctl import read_rules, write_rules
+    from cpc.workloads import generate
+
+    wl = generate("grid", 2, 200, seed=3, rule_ids=True)
+    assert wl.groups  # the grid's ECMP groups
+    path = tmp_path / "rules.jsonl"
+    write_rules(path, wl.entries, wl.groups)
+    back = list(read_rules(path))
+    groups, entries = back[: len(wl.groups)], back[len(wl.groups) :]
+    assert [_group_fields(g) for g in groups] == [_group_fields(g) for g in wl.groups]
+    fields = lambda e: (e.dpid, e.table, e.priority, e.match, e.instructions, e.cookie, e.rule_id)  # noqa: E731
+    assert [fields(e) for e in entries] == [fields(e) for e in wl.entries]

@@ -30,10 +30,10 @@ from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw
 
 from cpc import workloads
 from cpc.model import Model
-from cpc.ofctl import parse_flow, split_top
+from cpc.ofctl import format_group, parse_flow, split_top
 from cpc.results import RuleRef
 from pazzd.daemon import netns_packet_socket
-from pazzd.lab import ofctl_flow, ofctl_group, wire_links
+from pazzd.lab import ofctl_flow, wire_links
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, hop_bits
 from tester.engine import Tester
@@ -212,7 +212,7 @@ def grid(ovs_prefix):
         for port, name in ports.items():
             g.ifindex[port] = int(Path(f"/sys/class/net/{name}/ifindex").read_text())
         for grp in wl.groups:
-            ovs.ofctl("add-group", Grid.br(grp.dpid), ofctl_group(grp))
+            ovs.ofctl("add-group", Grid.br(grp.dpid), format_group(grp))
         for d in sorted(topo.switches):
             path = Path(rundir) / f"flows-{d}.txt"
             path.write_text("".join(ofctl_flow(e) + "\n" for e in wl.entries if e.dpid == d))
