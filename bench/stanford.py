@@ -9,7 +9,7 @@ update_us_*           one trace line, inserts then deletes in trace order, via M
                       re-walks of the touched classes; a line of several FlowMods is one update
 classes_after_insert  header classes when all inserts are in (APKeep: 515, 494 without ACLs)
 classes_after_delete  header classes after the whole trace (APKeep: 2 and 1)
-loops                 distinct forwarding cycles after the inserts (cpc.stanford.loop_cycles);
+loops                 distinct forwarding cycles after the inserts (Model.loop_cycles);
                       loop_outcomes counts the (class, ingress) walks that end in one
 build_s               Model.add_entries of every inserted rule at once, from nothing
 --throughput          instead: FlowMods per second through Model.apply_many, the trace's
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import pct, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from cpc.stanford import load, loop_cycles  # noqa: E402
+from cpc.stanford import load  # noqa: E402
 
 DATASETS = Path("/work/shared/datasets")
 
@@ -106,7 +106,7 @@ def main(argv=None) -> dict:
         if upd.op == "-" and classes_after_insert is None:
             classes_after_insert = model.class_count()
             loop_outcomes = len(model.loops())
-            loops = len(loop_cycles(model))
+            loops = len(model.loop_cycles())
             insert_times = list(times)
         if prof:
             prof.enable()

@@ -988,12 +988,31 @@ class Model:
         return outs
 
     def loops(self) -> list[Loop]:
+        """Every (class, ingress) walk that ends in a forwarding loop."""
         return [
             Loop(o.ingress, ap, o.delivery())
             for ap, walk in self._walks.items()
             for o in walk.expanded(ap)
             if o.kind == "loop"
         ]
+
+    def loop_cycles(self) -> set[tuple[tuple[int, int], ...]]:
+        """The distinct forwarding loops, each as its cycle of (dpid, in_port).
+
+        A loop outcome of a walk ends at a (switch, in_port) that its path entered before;
+        the cycle is the part of the path from that first entry on, rotated to start at its
+        smallest (dpid, in_port). Walks of many classes and ingresses that run into the same
+        cycle count once.
+        """
+        cycles = set()
+        for lp in self.loops():
+            hops = lp.delivery.hops
+            last = (hops[-1].dpid, hops[-1].in_port)
+            start = next(i for i, h in enumerate(hops) if (h.dpid, h.in_port) == last)
+            cyc = [(h.dpid, h.in_port) for h in hops[start:-1]]
+            k = cyc.index(min(cyc))
+            cycles.add(tuple(cyc[k:] + cyc[:k]))
+        return cycles
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
         els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())

@@ -565,22 +565,3 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def loop_cycles(model) -> set[tuple[tuple[int, int], ...]]:
-    """The distinct forwarding loops of a model, each as its cycle of (dpid, in_port).
-
-    A loop outcome of a walk ends at a (switch, in_port) that its path entered before;
-    the cycle is the part of the path from that first entry on, rotated to start at its
-    smallest (dpid, in_port). Walks of many classes and ingresses that run into the same
-    cycle count once.
-    """
-    cycles = set()
-    for lp in model.loops():
-        hops = lp.delivery.hops
-        last = (hops[-1].dpid, hops[-1].in_port)
-        start = next(i for i, h in enumerate(hops) if (h.dpid, h.in_port) == last)
-        cyc = [(h.dpid, h.in_port) for h in hops[start:-1]]
-        k = cyc.index(min(cyc))
-        cycles.add(tuple(cyc[k:] + cyc[:k]))
-    return cycles

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cpc.model import Model
-from cpc.stanford import StanfordError, acl_matches, load, loop_cycles, parse_acl, range_to_masks
+from cpc.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
 from cpc.topology import load_topology
 
 DATA = Path("/work/shared/datasets")
@@ -418,7 +418,7 @@ def test_trace_after_inserts_equals_oracle_acl(acl_sub, acl_model):
 
 
 def test_loops_are_counted_by_cycle(noacl_model):
-    cycles = loop_cycles(noacl_model)
+    cycles = noacl_model.loop_cycles()
     assert cycles and len(cycles) <= len(noacl_model.loops())
     for cyc in cycles:
         assert cyc[0] == min(cyc) and len(set(cyc)) == len(cyc)
