@@ -337,36 +337,62 @@ def summarize(runs: list[dict]) -> dict:
     }
 
 
+def table(doc: dict) -> str:
+    """The summary of one result file as a markdown table (docs/detection.md)."""
+
+    def s(v):
+        return "–" if v is None else f"{v:.1f}"
+
+    rows = ["| fault class | cases | detected (any) | median s | data plane | median / p90 / max s "
+            "| localized right |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    summ = doc["summary"]
+    for kind, k in summ["per_kind"].items():
+        rows.append(f"| {kind} | {k['cases']} | {k['detected_any']} | {s(k['any_median_s'])} | "
+                    f"{k['detected_dataplane']} | {s(k['dataplane_median_s'])} / "
+                    f"{s(k['dataplane_p90_s'])} / {s(k['dataplane_max_s'])} | "
+                    f"{k['localized_right']} |")  # fmt: skip
+    rows.append(f"| **all** | {summ['cases']} | {summ['detected_any']} | | "
+                f"{summ['detected_dataplane']} | | {summ['localized_right']} |")  # fmt: skip
+    return "\n".join(rows)
+
+
 def plot(paths: list[str], out: str) -> None:
-    """A CDF of data-plane detection time per fault class, one panel per input file."""
+    """CDFs of the time to detect, per fault class: the first fault of any detector (top)
+    and the first data-plane fault (bottom), one column per result file."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     docs = [json.loads(Path(p).read_text()) for p in paths]
-    fig, axes = plt.subplots(1, len(docs), figsize=(6.5 * len(docs), 4.5), squeeze=False)
-    for ax, doc in zip(axes[0], docs, strict=True):
+    fig, axes = plt.subplots(2, len(docs), figsize=(6.5 * len(docs), 8.5), squeeze=False)
+    for col, doc in enumerate(docs):
         faults = [f for r in doc["runs"] for f in r["faults"]]
-        for kind in FAULT_KINDS:
-            rs = [f for f in faults if f["kind"] == kind]
-            if not rs:
-                continue
-            xs = sorted(f["dataplane_s"] for f in rs if f["dataplane_s"] is not None)
-            ys = [(i + 1) / len(rs) for i in range(len(xs))]
-            ax.step([0, *xs, doc["horizon_s"]], [0, *ys, ys[-1] if ys else 0], where="post",
-                    label=f"{kind} ({len(xs)}/{len(rs)})")  # fmt: skip
-        ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlim(0, doc["horizon_s"])
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("seconds from injection to the first data-plane fault")
-        ax.set_ylabel("fraction of faults detected")
-        ax.set_title(f"sFlow 1/{doc['sampling']}, {doc['fuzz_rate']:.0f} probes/s, "
-                     f"{len(doc['runs'])} networks")  # fmt: skip
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        for row, (key, what) in enumerate((("any_s", "any detector"),
+                                           ("dataplane_s", "the data plane"))):  # fmt: skip
+            ax = axes[row][col]
+            for kind in FAULT_KINDS:
+                rs = [f for f in faults if f["kind"] == kind]
+                if not rs:
+                    continue
+                xs = sorted(f[key] for f in rs if f[key] is not None)
+                ys = [(i + 1) / len(rs) for i in range(len(xs))]
+                ax.step([0, *xs, doc["horizon_s"]], [0, *ys, ys[-1] if ys else 0], where="post",
+                        label=f"{kind} ({len(xs)}/{len(rs)})")  # fmt: skip
+            ax.set_xscale("symlog", linthresh=1)
+            ax.set_xlim(0, doc["horizon_s"])
+            ax.set_ylim(0, 1.02)
+            ax.set_xlabel(f"seconds from injection to the first fault of {what}")
+            ax.set_ylabel("fraction of faults detected")
+            extra = (
+                f", delivered share {doc['delivered_share']}" if doc.get("delivered_share") else ""
+            )
+            ax.set_title(f"sFlow 1/{doc['sampling']}, {doc['fuzz_rate']:.0f} probes/s{extra}, "
+                         f"{len(doc['runs'])} networks: {what}", fontsize=9)  # fmt: skip
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
 
 
 def main(argv=None) -> int:
@@ -392,6 +418,7 @@ def main(argv=None) -> int:
                     help="seconds of steady state with churn and no fault after the faults")  # fmt: skip
     ap.add_argument("--out", help="write the JSON here too")
     ap.add_argument("--keep", action="store_true", help="keep the work directories")
+    ap.add_argument("--table", metavar="RESULT", help="print a result file as a markdown table")
     ap.add_argument("--plot", nargs="+", metavar="FILE",
                     help="draw the CDF of these result files into the first argument (PNG)")  # fmt: skip
     a = ap.parse_args(argv)
@@ -400,6 +427,9 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--kinds: unknown fault class {', '.join(sorted(unknown))} "
                  f"(known: {', '.join(FAULT_KINDS)})")  # fmt: skip
+    if a.table:
+        print(table(json.loads(Path(a.table).read_text())))
+        return 0
     if a.plot:
         if len(a.plot) < 2:
             ap.error("--plot OUT.png RESULT.json [RESULT.json ...]")
