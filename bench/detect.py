@@ -395,7 +395,8 @@ def plot(paths: list[str], out: str) -> None:
     fig.savefig(out, dpi=100)
 
 
-def main(argv=None) -> int:
+def options(argv=None) -> argparse.Namespace:
+    """The command line (tests build their runs from it too)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="random networks")
     ap.add_argument("--first-seed", type=int, default=7001)
@@ -427,6 +428,13 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--kinds: unknown fault class {', '.join(sorted(unknown))} "
                  f"(known: {', '.join(FAULT_KINDS)})")  # fmt: skip
+    a.parser = ap
+    return a
+
+
+def main(argv=None) -> int:
+    a = options(argv)
+    ap = a.parser
     if a.table:
         print(table(json.loads(Path(a.table).read_text())))
         return 0
