@@ -41,7 +41,7 @@ from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .localize import ChangeLog, Localizer, ofctl_path
-from .metrics import FAULT_CLASSES, Metrics
+from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
@@ -161,8 +161,11 @@ class Daemon:
                 fz = self.fuzzer.metrics()
             except Exception as e:  # the fuzzer's own bookkeeping must not break status
                 fz = {"error": str(e)}
-        switches = dict(self._switch_up)
+        switches: dict[int, bool] = {}
         if self.proxy is not None:
+            # Every switch of the topology: one that never connected is down too.
+            switches = dict.fromkeys(self.cfg.topology.switches, False)
+            switches.update(self._switch_up)
             for d in self.proxy.switches:
                 switches[d] = True
         return {
@@ -172,6 +175,7 @@ class Daemon:
             "classes": m.class_count() if m else 0,
             "version": m.version if m else 0,
             "fuzz": fz,
+            "proxy": self.proxy is not None,
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
         }
@@ -224,6 +228,7 @@ class Daemon:
     async def start(self) -> None:
         cfg = load_config(self.config_path)  # ConfigError stops the start
         self.cfg = cfg
+        self.metrics.set_config_hash(config_hash(self.config_path))
         logging.getLogger().setLevel(cfg.log_level.upper())
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
@@ -319,6 +324,7 @@ class Daemon:
         self.audit_faults = AuditFaults(self.store, names)
         self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
         self.proxy.on_commit = self._note_commit
+        self.proxy.on_model_update = self.metrics.model_update.observe
         await self.proxy.start()
 
     def _on_audit(self, dpid: int, findings) -> None:
@@ -511,6 +517,7 @@ class Daemon:
         self.last_config_error = None
         self.metrics.config_load_error.set(0)
         self.metrics.config_reloads.labels("ok").inc()
+        self.metrics.set_config_hash(config_hash(self.config_path))
         self.reloads += 1
         log.info("config reloaded from %s", self.config_path)
         self.notifier.ready("config reloaded")

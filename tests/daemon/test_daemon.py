@@ -19,9 +19,10 @@ from .helpers import Pazzd, base_config, pazzctl, write_config
 
 METRIC_NAMES = [
     "pazz_faults_open", "pazz_faults_detected_total", "pazz_detection_latency_seconds_bucket",
-    "pazz_reports_total", "pazz_sflow_datagrams_total", "pazz_model_rules", "pazz_model_classes",
-    "pazz_model_update_seconds_bucket", "pazz_fuzz_probes_sent_total", "pazz_controller_connected",
-    "pazz_config_load_error", "pazz_config_reloads_total",
+    "pazz_reports_total", "pazz_sflow_datagrams_received_total", "pazz_sflow_datagrams_lost_total",
+    "pazz_model_rules", "pazz_model_classes", "pazz_model_update_seconds_bucket",
+    "pazz_fuzz_probes_sent_total", "pazz_config_load_error", "pazz_config_reloads_total",
+    "pazz_build_info", "pazz_config_hash_info", "process_cpu_seconds_total", "python_info",
 ]  # fmt: skip
 
 
@@ -71,7 +72,8 @@ def test_ready_watchdog_socket_mode_and_metrics(daemon):
     assert m["pazz_model_rules"] == st["model"]["rules"]
     assert m['pazz_faults_open{class="type_a"}'] == 0
     assert 'pazz_reports_total{result="consistent"}' in m
-    assert 'pazz_sflow_datagrams_total{result="malformed"}' in m
+    assert 'pazz_sflow_datagrams_received_total{result="malformed"}' in m
+    assert "pazz_controller_connected" not in m  # no proxy: no OpenFlow session to report
 
 
 def test_malformed_datagrams_are_counted(daemon):
@@ -82,8 +84,8 @@ def test_malformed_datagrams_are_counted(daemon):
             s.sendto(b"\x00\x00\x00\x05garbage", (host, int(port)))
     time.sleep(0.5)
     m = scrape(st["metrics"])
-    assert m['pazz_sflow_datagrams_total{result="malformed"}'] == 3
-    assert m['pazz_sflow_datagrams_total{result="received"}'] == 3
+    assert m['pazz_sflow_datagrams_received_total{result="malformed"}'] == 3
+    assert m['pazz_sflow_datagrams_received_total{result="decoded"}'] == 0
 
 
 def test_sighup_keeps_last_good_config(daemon, tmp_path):
