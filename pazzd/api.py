@@ -81,9 +81,10 @@ class ApiServer:
                     msg = {"ok": True, "result": res}
                 except ApiError as e:
                     msg = {"ok": False, "error": str(e)}
-                except Exception as e:  # report, keep serving
+                except Exception as e:  # a bug: report it, keep serving
                     log.exception("API command %s failed", req.get("cmd"))
-                    msg = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                    msg = {"ok": False, "error": f"internal error in {req.get('cmd')}: {e} "
+                           "(the traceback is in pazzd's log)"}  # fmt: skip
                 await self._reply(writer, msg)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

@@ -37,6 +37,7 @@ from tester.ifmap import IfMap
 from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
+from . import version
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
@@ -98,6 +99,13 @@ def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
             if libc.setns(own.fileno(), CLONE_NEWNET) != 0:  # pragma: no cover
                 raise OSError(ctypes.get_errno(), "setns back")
     return s
+
+
+def _int_arg(req: dict, name: str) -> int:
+    try:
+        return int(req[name])
+    except (TypeError, ValueError):
+        raise ApiError(f"{name} must be an integer, not {req[name]!r}") from None
 
 
 class Daemon:
@@ -555,9 +563,16 @@ class Daemon:
         fn = getattr(self, f"api_{cmd.replace('-', '_')}", None)
         if fn is None:
             raise ApiError(f"unknown command {cmd!r}")
-        res = fn(req)
-        if asyncio.iscoroutine(res):
-            res = await res
+        # A request that lacks an argument or gives a bad value is the user's error: an
+        # answer in words, no traceback in the log.
+        try:
+            res = fn(req)
+            if asyncio.iscoroutine(res):
+                res = await res
+        except KeyError as e:
+            raise ApiError(f"the {cmd} request needs the argument {e.args[0]!r}") from None
+        except ValueError as e:  # int("x"), and TopologyError, ModelError, ConfigError
+            raise ApiError(f"{cmd}: {e}") from None
         return res
 
     def api_status(self, req) -> dict:
@@ -613,13 +628,13 @@ class Daemon:
         return [fault_json(r) for r in self.store.faults(state)]
 
     def api_fault(self, req) -> dict:
-        row = self.store.get(int(req["id"]))
+        row = self.store.get(_int_arg(req, "id"))
         if row is None:
             raise ApiError(f"no fault with id {req['id']}")
         return fault_json(row)
 
     async def api_localize(self, req) -> dict:
-        return await self.localize(int(req["id"]))
+        return await self.localize(_int_arg(req, "id"))
 
     def _port(self, text: str, what: str):
         try:
@@ -703,7 +718,9 @@ async def _amain(d: Daemon) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")
-    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml")
+    p.add_argument("--version", action="version", version=f"pazzd {version()}")
+    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml", metavar="FILE",
+                   help="the config file (default /etc/pazz/pazzd.yaml)")  # fmt: skip
     p.add_argument("--check", action="store_true", help="validate the config and exit")
     p.add_argument("--tester-workers", type=int, metavar="N", default=None,
                    help="judge sFlow in N worker processes (default: the config's tester.workers)")  # fmt: skip

@@ -32,7 +32,6 @@ histograms and event counters are updated by the daemon as things happen.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 from collections.abc import Callable
 
@@ -49,6 +48,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from pazzd import version
 from pazzd.audit import AUDIT
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
 
@@ -58,14 +58,6 @@ log = logging.getLogger("pazzd.metrics")
 FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE, AUDIT)  # audit: pazzd/audit.py
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 UPDATE_BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)
-
-
-def version() -> str:
-    """The installed package's version (the source tree's when not installed)."""
-    try:
-        return importlib.metadata.version("pazz")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def config_hash(path: str) -> str:
