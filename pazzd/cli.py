@@ -405,7 +405,7 @@ def cmd_check_config(args) -> int:
     from .config import ConfigError, load_config
 
     try:
-        cfg = load_config(args.file)
+        cfg = load_config(args.file, deep=True)
     except ConfigError as e:
         raise CliError(str(e)) from None
     if args.json:

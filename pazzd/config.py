@@ -9,6 +9,8 @@ every key; deploy/pazzd.yaml is the commented default.
 from __future__ import annotations
 
 import math
+import socket
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,10 +185,27 @@ class _Reader:
         return p
 
     def port_ref(self, topo: Topology, container, key, dotted, text) -> tuple[int, int]:
+        """SWITCH:PORT of a port that the topology has on that switch."""
         try:
-            return topo.resolve_port(str(text))
+            p = topo.resolve_port(str(text))
         except TopologyError as e:
             self.fail(container, key, dotted, str(e))
+        sw = topo.switches[p[0]]
+        if p[1] not in sw.ports:
+            have = ", ".join(str(n) for n in sorted(sw.ports)) or "none"
+            self.fail(container, key, dotted,
+                      f"switch {sw.name} has no port {p[1]} in the topology (ports: {have})")  # fmt: skip
+        return p
+
+    def resolvable(self, d, key, dotted, host: str) -> None:
+        """A listen address that the resolver cannot turn into an address fails now, not at
+        the bind."""
+        try:
+            socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            self.fail(
+                d, key, dotted, f"cannot resolve host {host!r}: {getattr(e, 'strerror', e) or e}"
+            )
 
 
 def _int(v) -> int:
@@ -197,8 +216,12 @@ def _int(v) -> int:
     return int(str(v), 0)
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate the whole file; raises ConfigError naming file, line and key."""
+def load_config(path: str | Path, deep: bool = False) -> Config:
+    """Read and validate the whole file; raises ConfigError naming file, line and key.
+
+    deep: also read the files the start reads (the rules, the database), as
+    `pazzctl check-config` does; pazzd's start reads them itself.
+    """
     path = str(path)
     try:
         doc = yamlpos.load(path)
@@ -245,6 +268,8 @@ def load_config(path: str | Path) -> Config:
     cfg.listen_host, cfg.listen_port = r.address(
         c, "listen", "controller.listen", ("0.0.0.0", 6653)
     )
+    if cfg.controller_enabled:
+        r.resolvable(c, "listen", "controller.listen", cfg.listen_host)
     # The proxy's audit: 0 = no periodic audit; at most a day, so that it still detects.
     cfg.audit_interval = r.typed(
         c, "audit_interval", "controller.audit_interval", float, 30.0, lo=0.0, hi=86400.0
@@ -271,6 +296,7 @@ def load_config(path: str | Path) -> Config:
 
     s = r.section(doc, "sflow", "sflow")
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
+    r.resolvable(s, "listen", "sflow.listen", cfg.sflow_host)
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
     ifs = r.items(s, "interfaces", "sflow.interfaces")
     for i, e in enumerate(ifs):
@@ -365,6 +391,10 @@ def load_config(path: str | Path) -> Config:
         names.add(name)
         src = r.port_ref(topo, e, "from", f"{d}.from", e["from"])
         dst = r.port_ref(topo, e, "to", f"{d}.to", e["to"])
+        if dst not in topo.edges:
+            what = "a link port" if dst in topo.links else "not an edge port of the topology"
+            r.fail(e, "to", f"{d}.to", f"{e['to']} is {what}: sFlow reports a flow only where "
+                   "it leaves the network, at an edge port")  # fmt: skip
         try:
             hdr = parse_header(str(e["header"]))
         except ValueError as ex:
@@ -392,6 +422,7 @@ def load_config(path: str | Path) -> Config:
     cfg.metrics_host, cfg.metrics_port = r.address(
         m, "listen", "metrics.listen", ("127.0.0.1", 9473)
     )
+    r.resolvable(m, "listen", "metrics.listen", cfg.metrics_host)
     a = r.section(doc, "api", "api")
     sock = a.get("socket", cfg.api_socket)
     if not isinstance(sock, str) or not sock:
@@ -413,7 +444,45 @@ def load_config(path: str | Path) -> Config:
             f"{path}:{getattr(doc, 'line', 1)}: rules: required when controller.enabled is "
             "false (the intended rules come from a file)"
         )
+    if deep:
+        _check_rules(r, doc, cfg)
+        _check_database(r, doc, cfg)
     return cfg
+
+
+def _check_rules(r: _Reader, doc, cfg: Config) -> None:
+    """Parse the rule file and check that its switches are the topology's."""
+    if cfg.rules is None:
+        return
+    from cpc.ofctl import read_rules
+    from cpc.rules import ModelError
+
+    try:
+        for it in read_rules(cfg.rules):
+            if it.dpid not in cfg.topology.switches:
+                where = f"{it.source}: " if getattr(it, "source", "") else ""
+                raise ModelError(f"{where}switch dpid {it.dpid} is not in the topology")
+    except ModelError as e:
+        r.fail(doc, "rules", "rules", str(e))
+
+
+def _check_database(r: _Reader, doc, cfg: Config) -> None:
+    """An existing fault database must be one SQLite can read."""
+    db = cfg.database
+    if db == ":memory:" or not Path(db).exists():
+        return
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            ok = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        ok = str(e)
+    if ok != "ok":
+        r.fail(doc, "database", "database",
+               f"{db} is not a readable fault database ({ok}); move it away and pazzd "
+               "starts with an empty one")  # fmt: skip
 
 
 def describe(cfg: Config) -> dict[str, Any]:

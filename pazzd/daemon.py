@@ -730,7 +730,7 @@ def main(argv=None) -> int:
     _setup_logging()
     if args.check:
         try:
-            load_config(args.config)
+            load_config(args.config, deep=True)
         except ConfigError as e:
             print(f"pazzd: {e}", file=sys.stderr)
             return 2
