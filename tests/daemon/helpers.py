@@ -76,7 +76,8 @@ class Pazzd:
         return call(self.sock, cmd, **kw)
 
     def log_text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return (self.config.parent / "pazzd.log").read_text()
 
     def stop(self) -> int:

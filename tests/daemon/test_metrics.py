@@ -86,6 +86,10 @@ def test_switch_connected_has_a_series_for_a_switch_that_never_connected(tmp_pat
 
 
 def test_model_update_seconds_is_observed_on_the_proxy_path():
+    asyncio.run(_proxy_path())  # the session schedules on a running loop
+
+
+async def _proxy_path():
     topo = Topology()
     topo.add_switch(7, "s7", ports=[1, 2])
     topo.add_edge((7, 1))
