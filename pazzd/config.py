@@ -8,6 +8,7 @@ every key; deploy/pazzd.yaml is the commented default.
 
 from __future__ import annotations
 
+import grp
 import math
 import socket
 import sqlite3
@@ -80,6 +81,9 @@ class Config:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
     api_socket: str = "/run/pazz/pazzd.sock"
+    # The API socket's group (mode 0660): its members may use pazzctl. None: the default,
+    # "pazz" if that group exists, else the process's own group.
+    api_group: str | None = None
     database: str = "/var/lib/pazz/faults.db"
     log_level: str = "info"
 
@@ -113,7 +117,7 @@ KNOWN = {
     "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
     "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
     "metrics": {"listen"},
-    "api": {"socket"},
+    "api": {"socket", "group"},
 }  # fmt: skip
 LOG_LEVELS = {"debug", "info", "warning", "error"}
 
@@ -428,6 +432,15 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     if not isinstance(sock, str) or not sock:
         r.fail(a, "socket", "api.socket", "must be a file path")
     cfg.api_socket = sock
+    group = a.get("group")
+    if group is not None:
+        if not isinstance(group, str | int) or isinstance(group, bool) or group == "":
+            r.fail(a, "group", "api.group", "must be a group name or number")
+        try:
+            grp.getgrgid(group) if isinstance(group, int) else grp.getgrnam(group)
+        except KeyError:
+            r.fail(a, "group", "api.group", f"no group {group!r} on this machine")
+        cfg.api_group = str(group)
     db = doc.get("database", cfg.database)
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
+import grp
 import logging
 import os
 import signal
@@ -45,7 +46,7 @@ from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
-from .notify import Notifier
+from .notify import Notifier, setup_logging
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
@@ -138,6 +139,20 @@ def lock_instance(api_socket: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+DEFAULT_API_GROUP = "pazz"
+
+
+def api_group(cfg: Config) -> str | None:
+    """The API socket's group: api.group, else "pazz" where that group exists."""
+    if cfg.api_group is not None:
+        return cfg.api_group
+    try:
+        grp.getgrnam(DEFAULT_API_GROUP)
+    except KeyError:
+        return None
+    return DEFAULT_API_GROUP
 
 
 def _int_arg(req: dict, name: str) -> int:
@@ -333,7 +348,7 @@ class Daemon:
             )
             with _resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
                 await self.collector.start()
-        self.api = ApiServer(cfg.api_socket, self.handle)
+        self.api = ApiServer(cfg.api_socket, self.handle, group=api_group(cfg))
         with _resource(f"api.socket {cfg.api_socket}"):
             await self.api.start()
         with _resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
@@ -765,10 +780,7 @@ class Daemon:
 
 
 def _setup_logging(level: str = "info") -> None:
-    fmt = "%(levelname)s %(name)s: %(message)s"
-    if not os.environ.get("JOURNAL_STREAM"):
-        fmt = "%(asctime)s " + fmt
-    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+    setup_logging(level, "%(levelname)s %(name)s: %(message)s")
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -3,14 +3,18 @@ socket, start-up errors that name the resource, a reload that never blocks the l
 
 from __future__ import annotations
 
+import grp
 import os
+import re
 import signal
 import socket
+import stat
 import time
 
 import pytest
 
 from pazzd.api import call
+from pazzd.config import ConfigError, load_config
 
 from .helpers import Pazzd, base_config, write_config
 
@@ -127,3 +131,57 @@ def test_reload_does_not_block_the_event_loop(tmp_path):
             time.sleep(0.2)
     finally:
         assert d.stop() == 0, d.log_text()
+
+
+def _malformed(st) -> None:
+    host, port = st["sflow"].rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"\x00\x00\x00\x05garbage", (host, int(port)))
+
+
+@pytest.mark.parametrize("journal", [True, False])
+def test_log_lines_carry_syslog_priorities_under_journald(tmp_path, journal):
+    cfg = write_config(tmp_path / "pazzd.yaml", base_config(tmp_path))
+    log = tmp_path / "pazzd.log"
+    log.touch()
+    st = os.stat(log)  # the helper's log file is pazzd's stderr: journald's stream here
+    stream = f"{st.st_dev}:{st.st_ino}" if journal else "1:1"
+    d = Pazzd(cfg, env={"JOURNAL_STREAM": stream})
+    try:
+        _malformed(d.wait_ready())
+        time.sleep(0.5)
+    finally:
+        d.stop()
+    lines = d.log_text().splitlines()
+    (warn,) = [ln for ln in lines if "malformed sFlow datagram dropped" in ln]
+    (ready,) = [ln for ln in lines if "pazzd ready" in ln]
+    if journal:
+        assert warn.startswith("<4>WARNING ") and ready.startswith("<6>INFO ")
+        assert all(re.match(r"<[0-7]>", ln) for ln in lines), lines
+    else:  # not journald's stream (another JOURNAL_STREAM): timestamps, no prefix
+        assert not warn.startswith("<") and re.match(r"\d{4}-\d\d-\d\d ", warn)
+
+
+def test_api_socket_group(tmp_path):
+    group = grp.getgrgid(65534) if _has_gid(65534) else grp.getgrgid(os.getgid())
+    cfg = base_config(tmp_path)
+    cfg["api"]["group"] = group.gr_name
+    d = Pazzd(write_config(tmp_path / "pazzd.yaml", cfg))
+    try:
+        d.wait_ready()
+        st = os.stat(cfg["api"]["socket"])
+        assert st.st_gid == group.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+    finally:
+        d.stop()
+    cfg["api"]["group"] = "no-such-group-pazz"
+    path = write_config(tmp_path / "bad.yaml", cfg)
+    with pytest.raises(ConfigError, match=r"api.group: no group 'no-such-group-pazz'"):
+        load_config(path)
+
+
+def _has_gid(gid: int) -> bool:
+    try:
+        grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return True
