@@ -23,6 +23,9 @@ from cpc.topology import Topology, TopologyError, load_topology
 __all__ = ["Config", "ConfigError", "CriticalFlowCfg", "SwitchCfg", "load_config"]
 
 
+DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
+
+
 class ConfigError(ValueError):
     pass
 
@@ -66,7 +69,9 @@ class Config:
     sampling_rate: int = 64
     sflow_interfaces: list[dict] = field(default_factory=list)
     switches: list[SwitchCfg] = field(default_factory=list)
-    ovs_bin_dir: str = "/usr/bin"
+    # The patched build (docs/operations.md, "Install"); stock ovs-ofctl cannot decode
+    # set_verify_rule.
+    ovs_bin_dir: str = DEFAULT_OVS_BIN_DIR
     fuzz_enabled: bool = False
     fuzz_rate: float = 1000.0
     fuzz_window: float = 10.0  # an area counts as covered while probed within this many seconds

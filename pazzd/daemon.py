@@ -336,6 +336,13 @@ class Daemon:
             ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
             names={d: s.name for d, s in cfg.topology.switches.items()}, changes=self.changes,
         )  # fmt: skip
+        if (
+            any(s.ofctl for s in cfg.switches)
+            and not (Path(cfg.ovs_bin_dir) / "ovs-ofctl").exists()
+        ):
+            log.warning("ovs.bin_dir %s has no ovs-ofctl: polling uses the ovs-ofctl on PATH, "
+                        "which cannot decode set_verify_rule unless it is the patched build",
+                        cfg.ovs_bin_dir)  # fmt: skip
         if cfg.fuzz_enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
