@@ -579,8 +579,9 @@ class Daemon:
 
     async def _reload(self) -> bool:
         self.notifier.reloading()
-        try:
-            cfg = load_config(self.config_path)
+        loop = asyncio.get_running_loop()
+        try:  # in a thread: reading the files and resolving the listen hosts may take time
+            cfg = await loop.run_in_executor(None, load_config, self.config_path)
         except ConfigError as e:
             self.last_config_error = str(e)
             self.metrics.config_load_error.set(1)
@@ -602,7 +603,7 @@ class Daemon:
             (cfg.blackhole_k, cfg.blackhole_grace) != (old.blackhole_k, old.blackhole_grace)
         ):
             t.blackholes = self._blackholes(cfg)
-        t.ifmap = await asyncio.get_running_loop().run_in_executor(None, self._ifmap, cfg)
+        t.ifmap = await loop.run_in_executor(None, self._ifmap, cfg)
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:

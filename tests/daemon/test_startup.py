@@ -185,3 +185,35 @@ def _has_gid(gid: int) -> bool:
     except KeyError:
         return False
     return True
+
+
+def test_reload_reads_the_config_off_the_event_loop(tmp_path, monkeypatch):
+    """Resolving the listen hosts (DNS) during a reload must not stall the loop."""
+    import asyncio
+
+    import pazzd.config
+    from pazzd.daemon import Daemon
+
+    d = Daemon(str(write_config(tmp_path / "pazzd.yaml", base_config(tmp_path))))
+    real = socket.getaddrinfo
+
+    def slow(*a, **kw):
+        time.sleep(1.5)  # a resolver that takes its time
+        return real(*a, **kw)
+
+    async def run():
+        await d.start()
+        try:
+            monkeypatch.setattr(pazzd.config.socket, "getaddrinfo", slow)
+            reload = asyncio.create_task(d.reload())
+            await asyncio.sleep(0.05)
+            t0 = time.monotonic()
+            await asyncio.sleep(0.05)
+            stalled = time.monotonic() - t0
+            assert not reload.done()
+            assert await reload
+            assert stalled < 0.5, stalled
+        finally:
+            await d.stop()
+
+    asyncio.run(run())
