@@ -119,6 +119,11 @@ def test_pazzctl_check_config(tmp_path):
     p = _check_config(str(bad))
     assert p.returncode == 2
     assert f"{bad}:" in p.stderr and "tester.settle: must be at least 0" in p.stderr
+    # With --json the error is JSON on stderr, nothing on stdout, and the same exit status.
+    p = _check_config(str(bad), "--json")
+    assert p.returncode == 2 and p.stdout == ""
+    err = json.loads(p.stderr)
+    assert err["status"] == 2 and "tester.settle: must be at least 0" in err["error"]
 
 
 # --- check-config validates everything the start needs ------------------------------------
