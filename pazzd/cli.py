@@ -546,7 +546,9 @@ def main(argv=None) -> int:
     _Parser.json_errors = "--json" in argv
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return rc
     except (CliError, ModelError, TopologyError) as e:
         return _error(args.json, str(e), 2)
     except ApiError as e:
