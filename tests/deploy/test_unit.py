@@ -83,6 +83,8 @@ def test_unit_settings():
         "AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET"
     }  # fmt: skip
     assert all(p.startswith("-") for p in s["ReadWritePaths"][0].split())
+    # prometheus_client's process collector needs /proc/stat: no ProcSubset=pid.
+    assert s.get("ProcSubset", ["all"]) == ["all"]
     sysusers = (DEPLOY / "pazz.sysusers").read_text()
     assert re.search(r"^u pazz ", sysusers, re.M)
 
