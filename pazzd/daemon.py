@@ -850,7 +850,10 @@ def main(argv=None, early: list[int] | None = None) -> int:
     if args.tester_workers is not None and not 1 <= args.tester_workers <= 64:
         p.error("--tester-workers must be between 1 and 64")
     _setup_logging()
-    if args.check:
+    if args.check:  # no daemon: the signals kill again
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         try:
             load_config(args.config, deep=True)
         except ConfigError as e:
