@@ -23,7 +23,30 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
+def _no_duplicate_keys(loader, node) -> None:
+    """A key given twice is an error (PyYAML keeps the last one silently). Keys that a merge
+    (`<<`) brings in may be overridden, as YAML allows."""
+    first: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            seen = key in first
+        except TypeError:  # an unhashable key: the constructor reports it
+            continue
+        if not seen:
+            first[key] = key_node.start_mark.line + 1
+        else:
+            line = first[key]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{key}: duplicate key (first given on line {line})",
+                key_node.start_mark,
+            )  # fmt: skip
+
+
 def _mapping(loader, node):
+    _no_duplicate_keys(loader, node)
     loader.flatten_mapping(node)
     d = PosDict()
     d.line = node.start_mark.line + 1

@@ -1,7 +1,14 @@
 """`python -m pazzd --config FILE` runs the daemon."""
 
+import signal
 import sys
 
-from pazzd.daemon import main
+# Before the imports, which take a while: SIGHUP or SIGTERM now is remembered and acted
+# on once the daemon runs, not the default death (pazzd.daemon.hold_signals does the same).
+_early: list[int] = []
+for _sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+    signal.signal(_sig, lambda signum, _frame: _early.append(signum))
 
-sys.exit(main())
+from pazzd.daemon import main  # noqa: E402
+
+sys.exit(main(early=_early))

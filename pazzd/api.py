@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import grp
 import json
 import logging
 import os
@@ -30,10 +31,14 @@ Handler = Callable[[dict], Awaitable[object]]
 
 
 class ApiServer:
-    def __init__(self, path: str, handler: Handler, mode: int = 0o660) -> None:
+    def __init__(
+        self, path: str, handler: Handler, mode: int = 0o660, group: str | None = None
+    ) -> None:
+        """group: the socket's group (a name or number), whose members may connect."""
         self.path = path
         self.handler = handler
         self.mode = mode
+        self.group = group
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -49,6 +54,9 @@ class ApiServer:
         finally:
             os.umask(old)
         os.chmod(self.path, self.mode)
+        if self.group is not None:
+            gid = int(self.group) if self.group.isdigit() else grp.getgrnam(self.group).gr_gid
+            os.chown(self.path, -1, gid)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -81,9 +89,10 @@ class ApiServer:
                     msg = {"ok": True, "result": res}
                 except ApiError as e:
                     msg = {"ok": False, "error": str(e)}
-                except Exception as e:  # report, keep serving
+                except Exception as e:  # a bug: report it, keep serving
                     log.exception("API command %s failed", req.get("cmd"))
-                    msg = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                    msg = {"ok": False, "error": f"internal error in {req.get('cmd')}: {e} "
+                           "(the traceback is in pazzd's log)"}  # fmt: skip
                 await self._reply(writer, msg)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

@@ -3,14 +3,17 @@
     pazzctl trace --topology T.yaml --rules R --in DPID:PORT --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
     pazzctl reach --topology T.yaml --rules R --from DPID:PORT --to DPID:PORT
     pazzctl trace --in s1:5 --header ...      # without --topology/--rules: the live model
-    pazzctl status | faults [--open] | faults show ID | localize ID    # talk to pazzd
+    pazzctl status | faults [--open] | faults show ID | localize ID | reload   # talk to pazzd
     pazzctl check-config FILE
 
 pazzctl reaches pazzd over its Unix socket (--socket, $PAZZ_SOCKET, default
-/run/pazz/pazzd.sock).
+/run/pazz/pazzd.sock). The global flags (--socket, --json) go before or after the
+subcommand.
 
-Every subcommand takes --json. Errors go to stderr with the file and line at fault,
-and the exit status is 2.
+Exit status, as ovs-appctl's, the same with and without --json: 0 success; 1 pazzd cannot
+be reached or answered with an error (a reload that failed, a localization that found
+nothing); 2 a usage or input error (flags, files, a bad config). Errors go to stderr: a
+sentence, or with --json one object {"error": ..., "status": ...}.
 """
 
 from __future__ import annotations
@@ -26,13 +29,18 @@ from cpc.model import Model
 from cpc.rules import PORT_NAMES, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
+from . import version
 from .api import ApiError, call
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
 
 
 class CliError(Exception):
-    pass
+    """A usage or input error (exit status 2)."""
+
+
+class Failure(Exception):
+    """pazzd answered, and the answer is a failure (exit status 1); the output is printed."""
 
 
 def _live(args) -> bool:
@@ -300,9 +308,11 @@ def cmd_faults(args) -> int:
             print(f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
                   f"vr=0x{e['verify_rule']:04x} path {e['path']}")  # fmt: skip
         print(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
-        if f["polled"]:
+        if f["polled"] and not f["polled"].get("finding"):
+            print(f"{'localized':12} - {_no_finding(f['polled'])}")
+        elif f["polled"]:
             p = f["polled"]
-            print(f"{'localized':12} {p.get('switch', '-')} {p.get('finding', 'no difference')}"
+            print(f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
                   + (f" {p['cause']}" if p.get("cause") else ""))  # fmt: skip
             if p.get("header") and p["header"] != f["header"]:
                 print(f"{'  header':12} {p['header']}")
@@ -329,19 +339,32 @@ def cmd_faults(args) -> int:
     return 0
 
 
+def _no_finding(a: dict) -> str:
+    """Why a localization names no entry: nothing differs, or the polls failed."""
+    errors = a.get("errors") or {}
+    failed = ", ".join(f"dpid {d} ({e})" for d, e in errors.items())
+    if errors and len(errors) >= len(a.get("polled") or ()):
+        return f"localization could not poll any switch: {failed}"
+    if errors:
+        return (f"no difference on the switches polled, but the poll failed on {failed}: "
+                "the entry may be there")  # fmt: skip
+    return "no flow table differs from the intended entries for this header"
+
+
 def cmd_localize(args) -> int:
     t0 = time.monotonic()
     a = _call(args, "localize", id=args.id)
     took = time.monotonic() - t0
+    found = bool(a.get("findings")) or a.get("kind") == "audit"
     if args.json:
         print(json.dumps({**a, "wall_seconds": round(took, 4)}, indent=2))
-        return 0
+        return 0 if found else 1
     print(f"fault {a['fault']} ({a['kind']}): polled {len(a['polled'])} switches "
           f"{a['polled']} in {took:.2f} s")  # fmt: skip
     for d, err in a["errors"].items():
         print(f"  dpid {d}: poll failed: {err}")
     if not a["findings"]:
-        print("  no flow table differs from the intended entries for this header")
+        print(f"  {_no_finding(a)}")
         return 1
     rows = [("switch", "finding", "entry on the switch", "intended entry")]
     for f in a["findings"]:
@@ -366,17 +389,25 @@ def cmd_flowmod(args) -> int:
     return 0
 
 
+def cmd_reload(args) -> int:
+    """Reload pazzd's config (as SIGHUP) and report its verdict."""
+    res = _call(args, "reload")
+    if args.json:
+        print(json.dumps(res, indent=2))
+    elif res["ok"]:
+        print("config reloaded")
+    else:
+        print(f"reload failed, the last good config stays in force: {res['error']}")
+    return 0 if res["ok"] else 1
+
+
 def cmd_check_config(args) -> int:
     from .config import ConfigError, load_config
 
     try:
-        cfg = load_config(args.file)
+        cfg = load_config(args.file, deep=True)
     except ConfigError as e:
-        if args.json:
-            print(json.dumps({"ok": False, "error": str(e)}))
-        else:
-            print(f"pazzctl: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e)) from None
     if args.json:
         print(json.dumps({"ok": True, **cfg.summary()}, indent=2))
     else:
@@ -386,30 +417,33 @@ def cmd_check_config(args) -> int:
     return 0
 
 
-def add_daemon_commands(sub) -> None:
-    s = sub.add_parser("status", help="pazzd's state: model, sFlow, reports, faults, fuzzer")
-    s.add_argument("--json", action="store_true")
+def add_daemon_commands(sub, common) -> None:
+    s = sub.add_parser("status", parents=[common],
+                       help="pazzd's state: model, sFlow, reports, faults, fuzzer")  # fmt: skip
     s.set_defaults(func=cmd_status)
-    f = sub.add_parser("faults", help="list faults, or `faults show ID`")
+    f = sub.add_parser("faults", parents=[common], help="list faults, or `faults show ID`")
     f.add_argument("action", nargs="?", choices=["show"], help="show one fault")
-    f.add_argument("id", nargs="?", type=int)
+    f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
     f.add_argument("--open", action="store_true", help="only open faults")
-    f.add_argument("--json", action="store_true")
     f.set_defaults(func=cmd_faults)
-    lz = sub.add_parser("localize", help="poll candidate flow tables for a fault's entry")
-    lz.add_argument("id", type=int)
-    lz.add_argument("--json", action="store_true")
+    lz = sub.add_parser("localize", parents=[common],
+                        help="poll candidate flow tables for a fault's entry")  # fmt: skip
+    lz.add_argument("id", type=int, help="the fault's ID")
     lz.set_defaults(func=cmd_localize)
-    fm = sub.add_parser("flowmod", help="apply a FlowMod to the live model (no proxy)")
-    fm.add_argument("switch")
+    fm = sub.add_parser("flowmod", parents=[common],
+                        help="apply a FlowMod to the live model (no proxy)")  # fmt: skip
+    fm.add_argument("switch", help="the switch: name or dpid")
     fm.add_argument("flow", help="ovs-ofctl flow syntax")
     fm.add_argument("--command", dest="command_", default="add",
-                    choices=["add", "modify", "modify_strict", "delete", "delete_strict"])  # fmt: skip
-    fm.add_argument("--json", action="store_true")
+                    choices=["add", "modify", "modify_strict", "delete", "delete_strict"],
+                    help="the FlowMod command (default add)")  # fmt: skip
     fm.set_defaults(func=cmd_flowmod)
-    c = sub.add_parser("check-config", help="validate a pazzd config file without starting")
-    c.add_argument("file")
-    c.add_argument("--json", action="store_true")
+    rl = sub.add_parser("reload", parents=[common],
+                        help="reload pazzd's config and print its verdict (exit 1 if it failed)")  # fmt: skip
+    rl.set_defaults(func=cmd_reload)
+    c = sub.add_parser("check-config", parents=[common],
+                       help="validate a pazzd config file without starting")  # fmt: skip
+    c.add_argument("file", help="the config file (YAML)")
     c.set_defaults(func=cmd_check_config)
 
 
@@ -419,42 +453,111 @@ def _table(rows) -> None:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pazzctl", description="PAZZ operator tool")
-    p.add_argument(
-        "--socket", default=os.environ.get("PAZZ_SOCKET", DEFAULT_SOCKET),
-        help=f"pazzd's API socket (default $PAZZ_SOCKET or {DEFAULT_SOCKET})",
+EXAMPLES = """\
+examples:
+  pazzctl status
+  pazzctl faults --open
+  pazzctl faults show 12
+  pazzctl localize 12 --json
+  pazzctl reload
+  pazzctl check-config /etc/pazz/pazzd.yaml
+  pazzctl trace --in s1:5 --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
+  pazzctl reach --topology net.yaml --rules rules.jsonl --from s1:5 --to s2:5
+  pazzctl --socket /tmp/pazzd.sock --json status
+
+exit status: 0 success; 1 pazzd cannot be reached or answered with an error (a failed
+reload, a localization that found nothing); 2 a usage or input error.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 2, as JSON on stderr under --json."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        if _Parser.json_errors:
+            print(json.dumps({"error": message, "status": 2}), file=sys.stderr)
+            sys.exit(2)
+        super().error(message)
+
+
+def _common(suppress: bool) -> argparse.ArgumentParser:
+    """The global flags; under a subcommand they default to SUPPRESS so that a flag given
+    before the subcommand is not reset after it."""
+    c = argparse.ArgumentParser(add_help=False)
+    default = os.environ.get("PAZZ_SOCKET") or DEFAULT_SOCKET
+    c.add_argument(
+        "--socket", default=argparse.SUPPRESS if suppress else default, metavar="PATH",
+        help=f"pazzd's API socket (default: $PAZZ_SOCKET, or {DEFAULT_SOCKET})",
     )  # fmt: skip
-    sub = p.add_subparsers(dest="command", required=True)
+    c.add_argument("--json", action="store_true",
+                   default=argparse.SUPPRESS if suppress else False,
+                   help="JSON output (errors: a JSON object on stderr)")  # fmt: skip
+    return c
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="pazzctl", description="PAZZ operator tool: query pazzd and its model.",
+        parents=[_common(False)], epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("--version", action="version", version=f"pazzctl {version()}")
+    common = _common(True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser,
+                           help="the subcommand (COMMAND --help for its flags)")  # fmt: skip
 
     def model_args(sp):
         sp.add_argument("--topology", help="topology YAML file (omit both: the live model)")
         sp.add_argument("--rules", help="rules: JSON lines or ovs-ofctl dump-flows text")
-        sp.add_argument("--json", action="store_true", help="JSON output")
 
-    t = sub.add_parser("trace", help="follow one header through the modelled network")
+    t = sub.add_parser("trace", parents=[common],
+                       help="follow one header through the modelled network")  # fmt: skip
     model_args(t)
-    t.add_argument("--in", dest="ingress", required=True, metavar="SWITCH:PORT")
+    t.add_argument("--in", dest="ingress", required=True, metavar="SWITCH:PORT",
+                   help="the edge port where the packet enters")  # fmt: skip
     t.add_argument("--header", required=True, help="e.g. 'ipv4_dst=10.0.1.5,ip_proto=6,tcp_dst=80'")
     t.set_defaults(func=cmd_trace)
 
-    r = sub.add_parser("reach", help="the header space delivered from one edge port to another")
+    r = sub.add_parser("reach", parents=[common],
+                       help="the header space delivered from one edge port to another")  # fmt: skip
     model_args(r)
-    r.add_argument("--from", dest="src", required=True, metavar="SWITCH:PORT")
-    r.add_argument("--to", dest="dst", required=True, metavar="SWITCH:PORT")
+    r.add_argument("--from", dest="src", required=True, metavar="SWITCH:PORT",
+                   help="the edge port where headers enter")  # fmt: skip
+    r.add_argument("--to", dest="dst", required=True, metavar="SWITCH:PORT",
+                   help="the edge port where they leave")  # fmt: skip
     r.add_argument("--limit", type=int, default=20, help="cubes to list (default 20)")
     r.set_defaults(func=cmd_reach)
-    add_daemon_commands(sub)
+    add_daemon_commands(sub, common)
     return p
 
 
+def _error(args_json: bool, message: str, status: int) -> int:
+    if args_json:
+        print(json.dumps({"error": message, "status": status}), file=sys.stderr)
+    else:
+        print(f"pazzctl: {message}", file=sys.stderr)
+    return status
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = "--json" in argv
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (CliError, ModelError, TopologyError, ApiError) as e:
-        print(f"pazzctl: error: {e}", file=sys.stderr)
-        return 2
+        rc = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return rc
+    except (CliError, ModelError, TopologyError) as e:
+        return _error(args.json, str(e), 2)
+    except ApiError as e:
+        return _error(args.json, str(e), 1)
+    except BrokenPipeError:
+        # The reader went away (`pazzctl faults --json | head`): no traceback, no retry.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

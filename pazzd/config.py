@@ -8,7 +8,10 @@ every key; deploy/pazzd.yaml is the commented default.
 
 from __future__ import annotations
 
+import grp
 import math
+import socket
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,9 @@ from cpc.fields import parse_header
 from cpc.topology import Topology, TopologyError, load_topology
 
 __all__ = ["Config", "ConfigError", "CriticalFlowCfg", "SwitchCfg", "load_config"]
+
+
+DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
 
 
 class ConfigError(ValueError):
@@ -63,7 +69,9 @@ class Config:
     sampling_rate: int = 64
     sflow_interfaces: list[dict] = field(default_factory=list)
     switches: list[SwitchCfg] = field(default_factory=list)
-    ovs_bin_dir: str = "/usr/bin"
+    # The patched build (docs/operations.md, "Install"); stock ovs-ofctl cannot decode
+    # set_verify_rule.
+    ovs_bin_dir: str = DEFAULT_OVS_BIN_DIR
     fuzz_enabled: bool = False
     fuzz_rate: float = 1000.0
     fuzz_window: float = 10.0  # an area counts as covered while probed within this many seconds
@@ -79,6 +87,9 @@ class Config:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
     api_socket: str = "/run/pazz/pazzd.sock"
+    # The API socket's group (mode 0660): its members may use pazzctl. None: the default,
+    # "pazz" if that group exists, else the process's own group.
+    api_group: str | None = None
     database: str = "/var/lib/pazz/faults.db"
     log_level: str = "info"
 
@@ -112,7 +123,7 @@ KNOWN = {
     "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
     "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
     "metrics": {"listen"},
-    "api": {"socket"},
+    "api": {"socket", "group"},
 }  # fmt: skip
 LOG_LEVELS = {"debug", "info", "warning", "error"}
 
@@ -184,10 +195,27 @@ class _Reader:
         return p
 
     def port_ref(self, topo: Topology, container, key, dotted, text) -> tuple[int, int]:
+        """SWITCH:PORT of a port that the topology has on that switch."""
         try:
-            return topo.resolve_port(str(text))
+            p = topo.resolve_port(str(text))
         except TopologyError as e:
             self.fail(container, key, dotted, str(e))
+        sw = topo.switches[p[0]]
+        if p[1] not in sw.ports:
+            have = ", ".join(str(n) for n in sorted(sw.ports)) or "none"
+            self.fail(container, key, dotted,
+                      f"switch {sw.name} has no port {p[1]} in the topology (ports: {have})")  # fmt: skip
+        return p
+
+    def resolvable(self, d, key, dotted, host: str) -> None:
+        """A listen address that the resolver cannot turn into an address fails now, not at
+        the bind."""
+        try:
+            socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            self.fail(
+                d, key, dotted, f"cannot resolve host {host!r}: {getattr(e, 'strerror', e) or e}"
+            )
 
 
 def _int(v) -> int:
@@ -198,8 +226,12 @@ def _int(v) -> int:
     return int(str(v), 0)
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate the whole file; raises ConfigError naming file, line and key."""
+def load_config(path: str | Path, deep: bool = False) -> Config:
+    """Read and validate the whole file; raises ConfigError naming file, line and key.
+
+    deep: also read the files the start reads (the rules, the database), as
+    `pazzctl check-config` does; pazzd's start reads them itself.
+    """
     path = str(path)
     try:
         doc = yamlpos.load(path)
@@ -246,6 +278,8 @@ def load_config(path: str | Path) -> Config:
     cfg.listen_host, cfg.listen_port = r.address(
         c, "listen", "controller.listen", ("0.0.0.0", 6653)
     )
+    if cfg.controller_enabled:
+        r.resolvable(c, "listen", "controller.listen", cfg.listen_host)
     # The proxy's audit: 0 = no periodic audit; at most a day, so that it still detects.
     cfg.audit_interval = r.typed(
         c, "audit_interval", "controller.audit_interval", float, 30.0, lo=0.0, hi=86400.0
@@ -272,6 +306,7 @@ def load_config(path: str | Path) -> Config:
 
     s = r.section(doc, "sflow", "sflow")
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
+    r.resolvable(s, "listen", "sflow.listen", cfg.sflow_host)
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
     ifs = r.items(s, "interfaces", "sflow.interfaces")
     for i, e in enumerate(ifs):
@@ -369,6 +404,10 @@ def load_config(path: str | Path) -> Config:
         names.add(name)
         src = r.port_ref(topo, e, "from", f"{d}.from", e["from"])
         dst = r.port_ref(topo, e, "to", f"{d}.to", e["to"])
+        if dst not in topo.edges:
+            what = "a link port" if dst in topo.links else "not an edge port of the topology"
+            r.fail(e, "to", f"{d}.to", f"{e['to']} is {what}: sFlow reports a flow only where "
+                   "it leaves the network, at an edge port")  # fmt: skip
         try:
             hdr = parse_header(str(e["header"]))
         except ValueError as ex:
@@ -396,11 +435,21 @@ def load_config(path: str | Path) -> Config:
     cfg.metrics_host, cfg.metrics_port = r.address(
         m, "listen", "metrics.listen", ("127.0.0.1", 9473)
     )
+    r.resolvable(m, "listen", "metrics.listen", cfg.metrics_host)
     a = r.section(doc, "api", "api")
     sock = a.get("socket", cfg.api_socket)
     if not isinstance(sock, str) or not sock:
         r.fail(a, "socket", "api.socket", "must be a file path")
     cfg.api_socket = sock
+    group = a.get("group")
+    if group is not None:
+        if not isinstance(group, str | int) or isinstance(group, bool) or group == "":
+            r.fail(a, "group", "api.group", "must be a group name or number")
+        try:
+            grp.getgrgid(group) if isinstance(group, int) else grp.getgrnam(group)
+        except KeyError:
+            r.fail(a, "group", "api.group", f"no group {group!r} on this machine")
+        cfg.api_group = str(group)
     db = doc.get("database", cfg.database)
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")
@@ -417,7 +466,45 @@ def load_config(path: str | Path) -> Config:
             f"{path}:{getattr(doc, 'line', 1)}: rules: required when controller.enabled is "
             "false (the intended rules come from a file)"
         )
+    if deep:
+        _check_rules(r, doc, cfg)
+        _check_database(r, doc, cfg)
     return cfg
+
+
+def _check_rules(r: _Reader, doc, cfg: Config) -> None:
+    """Parse the rule file and check that its switches are the topology's."""
+    if cfg.rules is None:
+        return
+    from cpc.ofctl import read_rules
+    from cpc.rules import ModelError
+
+    try:
+        for it in read_rules(cfg.rules):
+            if it.dpid not in cfg.topology.switches:
+                where = f"{it.source}: " if getattr(it, "source", "") else ""
+                raise ModelError(f"{where}switch dpid {it.dpid} is not in the topology")
+    except ModelError as e:
+        r.fail(doc, "rules", "rules", str(e))
+
+
+def _check_database(r: _Reader, doc, cfg: Config) -> None:
+    """An existing fault database must be one SQLite can read."""
+    db = cfg.database
+    if db == ":memory:" or not Path(db).exists():
+        return
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            ok = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        ok = str(e)
+    if ok != "ok":
+        r.fail(doc, "database", "database",
+               f"{db} is not a readable fault database ({ok}); move it away and pazzd "
+               "starts with an empty one")  # fmt: skip
 
 
 def describe(cfg: Config) -> dict[str, Any]:

@@ -16,10 +16,13 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import fcntl
+import grp
 import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,12 +40,13 @@ from tester.ifmap import IfMap
 from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
+from . import version
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .localize import ChangeLog, Localizer, ofctl_path
-from .metrics import FAULT_CLASSES, Metrics
-from .notify import Notifier
+from .metrics import FAULT_CLASSES, Metrics, config_hash
+from .notify import Notifier, setup_logging
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
@@ -100,6 +104,64 @@ def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
     return s
 
 
+class StartError(Exception):
+    """A resource the start needs is unavailable; the message names it."""
+
+
+@contextlib.contextmanager
+def _resource(what: str):
+    """Start-up errors name the resource: which address is in use, which database is bad."""
+    try:
+        yield
+    except OSError as e:
+        raise StartError(f"{what}: {e.strerror or e}") from None
+    except sqlite3.Error as e:
+        raise StartError(f"{what}: {e}") from None
+
+
+def lock_instance(api_socket: str) -> int:
+    """Lock API_SOCKET.lock: one pazzd per API socket. Returns the lock's file descriptor
+    (held until the process exits); raises StartError naming the holder if another pazzd
+    has it."""
+    path = f"{api_socket}.lock"
+    with _resource(f"lock file {path} (next to api.socket)"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StartError(
+            f"another pazzd (pid {holder}) uses api.socket {api_socket}: its lock {path} is "
+            "held; stop it first, or give this one another api.socket"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+DEFAULT_API_GROUP = "pazz"
+
+
+def api_group(cfg: Config) -> str | None:
+    """The API socket's group: api.group, else "pazz" where that group exists."""
+    if cfg.api_group is not None:
+        return cfg.api_group
+    try:
+        grp.getgrnam(DEFAULT_API_GROUP)
+    except KeyError:
+        return None
+    return DEFAULT_API_GROUP
+
+
+def _int_arg(req: dict, name: str) -> int:
+    try:
+        return int(req[name])
+    except (TypeError, ValueError):
+        raise ApiError(f"{name} must be an integer, not {req[name]!r}") from None
+
+
 class Daemon:
     def __init__(
         self, config_path: str, notifier: Notifier | None = None, tester_workers: int | None = None
@@ -132,6 +194,10 @@ class Daemon:
         self._tasks: set[asyncio.Task] = set()
         self._last_datagram = 0.0
         self._switch_up: dict[int, bool] = {}
+        self._lock_fd: int | None = None
+        self._started = False
+        self._reload_pending = False
+        self._reload_lock = asyncio.Lock()
 
     # --- state for metrics and status ----------------------------------------------------------
     def faults_open(self) -> dict[str, int]:
@@ -161,8 +227,11 @@ class Daemon:
                 fz = self.fuzzer.metrics()
             except Exception as e:  # the fuzzer's own bookkeeping must not break status
                 fz = {"error": str(e)}
-        switches = dict(self._switch_up)
+        switches: dict[int, bool] = {}
         if self.proxy is not None:
+            # Every switch of the topology: one that never connected is down too.
+            switches = dict.fromkeys(self.cfg.topology.switches, False)
+            switches.update(self._switch_up)
             for d in self.proxy.switches:
                 switches[d] = True
         return {
@@ -172,14 +241,19 @@ class Daemon:
             "classes": m.class_count() if m else 0,
             "version": m.version if m else 0,
             "fuzz": fz,
+            "proxy": self.proxy is not None,
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
         }
 
     # --- set-up ------------------------------------------------------------------------------------
-    def _ovs_run(self, argv, **kw):
-        tool = Path(self.cfg.ovs_bin_dir) / argv[0]
-        return subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], **kw)
+    @staticmethod
+    def _ovs_runner(bin_dir: str):
+        def run(argv, **kw):
+            tool = Path(bin_dir) / argv[0]
+            return subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], **kw)
+
+        return run
 
     def _ifmap(self, cfg: Config) -> IfMap:
         ifmap = IfMap.from_config(cfg.sflow_interfaces)
@@ -187,7 +261,9 @@ class Daemon:
         for sw in cfg.switches:
             if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
                 done.add((sw.ovsdb, sw.agent))
-                n = ifmap.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=self._ovs_run)
+                n = ifmap.load_ovsdb(
+                    sw.agent or "0.0.0.0", sw.ovsdb, run=self._ovs_runner(cfg.ovs_bin_dir)
+                )
                 log.info(
                     "sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent
                 )
@@ -223,7 +299,9 @@ class Daemon:
 
     async def start(self) -> None:
         cfg = load_config(self.config_path)  # ConfigError stops the start
+        self._lock_fd = lock_instance(cfg.api_socket)  # before anything binds or unlinks
         self.cfg = cfg
+        self.metrics.set_config_hash(config_hash(self.config_path))
         logging.getLogger().setLevel(cfg.log_level.upper())
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
@@ -238,7 +316,8 @@ class Daemon:
         self.model.subscribe(self.guard.on_model_update)
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
-        self.store = FaultStore(cfg.database)
+        with _resource(f"database {cfg.database}"):
+            self.store = FaultStore(cfg.database)
         self.rules_at = self._rules_at()
         self.tester = Tester(
             self.model, self.store, self._ifmap(cfg), ports=None, guard=self.guard,
@@ -250,12 +329,20 @@ class Daemon:
             raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
                               "(the workers share it), not ':memory:'")  # fmt: skip
         if cfg.controller_enabled:
-            await self._start_proxy(cfg)
+            with _resource(f"controller.listen {cfg.listen_host}:{cfg.listen_port}"):
+                await self._start_proxy(cfg)
         self.localizer = Localizer(
             self.model.entries, {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
             ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
             names={d: s.name for d, s in cfg.topology.switches.items()}, changes=self.changes,
         )  # fmt: skip
+        if (
+            any(s.ofctl for s in cfg.switches)
+            and not (Path(cfg.ovs_bin_dir) / "ovs-ofctl").exists()
+        ):
+            log.warning("ovs.bin_dir %s has no ovs-ofctl: polling uses the ovs-ofctl on PATH, "
+                        "which cannot decode set_verify_rule unless it is the patched build",
+                        cfg.ovs_bin_dir)  # fmt: skip
         if cfg.fuzz_enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
@@ -266,10 +353,13 @@ class Daemon:
             self.collector = SflowCollector(
                 self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
             )
-            await self.collector.start()
-        self.api = ApiServer(cfg.api_socket, self.handle)
-        await self.api.start()
-        self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+            with _resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
+                await self.collector.start()
+        self.api = ApiServer(cfg.api_socket, self.handle, group=api_group(cfg))
+        with _resource(f"api.socket {cfg.api_socket}"):
+            await self.api.start()
+        with _resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
+            self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
             # Silence counts from now: before this the datagrams were not being read.
@@ -319,6 +409,7 @@ class Daemon:
         self.audit_faults = AuditFaults(self.store, names)
         self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
         self.proxy.on_commit = self._note_commit
+        self.proxy.on_model_update = self.metrics.model_update.observe
         await self.proxy.start()
 
     def _on_audit(self, dpid: int, findings) -> None:
@@ -469,11 +560,30 @@ class Daemon:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), interval)
 
-    def reload(self) -> bool:
-        """SIGHUP: apply a new config; on error keep the last good one."""
+    def request_reload(self) -> None:
+        """SIGHUP. During the start the config is being read anyway: reload once started."""
+        if not self._started:
+            self._reload_pending = True
+            log.info("SIGHUP during start-up: reloading once started")
+            return
+        self._spawn(self.reload())
+
+    def request_stop(self) -> None:
+        if not self._started:
+            log.info("stop requested during start-up: stopping once started")
+        self.stop_event.set()
+
+    async def reload(self) -> bool:
+        """SIGHUP: apply a new config; on error keep the last good one. Never blocks the
+        event loop: the OVSDB lookups of the ifIndex map run in a thread (with timeouts)."""
+        async with self._reload_lock:
+            return await self._reload()
+
+    async def _reload(self) -> bool:
         self.notifier.reloading()
-        try:
-            cfg = load_config(self.config_path)
+        loop = asyncio.get_running_loop()
+        try:  # in a thread: reading the files and resolving the listen hosts may take time
+            cfg = await loop.run_in_executor(None, load_config, self.config_path)
         except ConfigError as e:
             self.last_config_error = str(e)
             self.metrics.config_load_error.set(1)
@@ -495,7 +605,7 @@ class Daemon:
             (cfg.blackhole_k, cfg.blackhole_grace) != (old.blackhole_k, old.blackhole_grace)
         ):
             t.blackholes = self._blackholes(cfg)
-        t.ifmap = self._ifmap(cfg)
+        t.ifmap = await loop.run_in_executor(None, self._ifmap, cfg)
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:
@@ -515,6 +625,7 @@ class Daemon:
         self.last_config_error = None
         self.metrics.config_load_error.set(0)
         self.metrics.config_reloads.labels("ok").inc()
+        self.metrics.set_config_hash(config_hash(self.config_path))
         self.reloads += 1
         log.info("config reloaded from %s", self.config_path)
         self.notifier.ready("config reloaded")
@@ -545,6 +656,9 @@ class Daemon:
         self.metrics.close()
         if self.store is not None:
             self.store.close()
+        if self._lock_fd is not None:  # the lock file stays: unlinking it would race
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # --- API -----------------------------------------------------------------------------------------
     async def handle(self, req: dict):
@@ -552,9 +666,16 @@ class Daemon:
         fn = getattr(self, f"api_{cmd.replace('-', '_')}", None)
         if fn is None:
             raise ApiError(f"unknown command {cmd!r}")
-        res = fn(req)
-        if asyncio.iscoroutine(res):
-            res = await res
+        # A request that lacks an argument or gives a bad value is the user's error: an
+        # answer in words, no traceback in the log.
+        try:
+            res = fn(req)
+            if asyncio.iscoroutine(res):
+                res = await res
+        except KeyError as e:
+            raise ApiError(f"the {cmd} request needs the argument {e.args[0]!r}") from None
+        except ValueError as e:  # int("x"), and TopologyError, ModelError, ConfigError
+            raise ApiError(f"{cmd}: {e}") from None
         return res
 
     def api_status(self, req) -> dict:
@@ -610,13 +731,13 @@ class Daemon:
         return [fault_json(r) for r in self.store.faults(state)]
 
     def api_fault(self, req) -> dict:
-        row = self.store.get(int(req["id"]))
+        row = self.store.get(_int_arg(req, "id"))
         if row is None:
             raise ApiError(f"no fault with id {req['id']}")
         return fault_json(row)
 
     async def api_localize(self, req) -> dict:
-        return await self.localize(int(req["id"]))
+        return await self.localize(_int_arg(req, "id"))
 
     def _port(self, text: str, what: str):
         try:
@@ -665,42 +786,67 @@ class Daemon:
         self.metrics.model_update.observe(dt)
         return {"version": upd.version, "classes_changed": len(upd.classes), "seconds": dt}
 
-    def api_reload(self, req) -> dict:
-        ok = self.reload()
+    async def api_reload(self, req) -> dict:
+        ok = await self.reload()
         return {"ok": ok, "error": self.last_config_error}
 
 
 def _setup_logging(level: str = "info") -> None:
-    fmt = "%(levelname)s %(name)s: %(message)s"
-    if not os.environ.get("JOURNAL_STREAM"):
-        fmt = "%(asctime)s " + fmt
-    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+    setup_logging(level, "%(levelname)s %(name)s: %(message)s")
 
 
-async def _amain(d: Daemon) -> int:
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def hold_signals() -> list[int]:
+    """Remember SIGHUP, SIGTERM and SIGINT instead of dying of them, until the event loop's
+    handlers take over (the start-up imports and builds for seconds). Returns the list that
+    collects them."""
+    got: list[int] = []
+    for sig in (signal.SIGHUP, *STOP_SIGNALS):
+        signal.signal(sig, lambda signum, _frame: got.append(signum))
+    return got
+
+
+async def _amain(d: Daemon, early: list[int] | None = None) -> int:
     loop = asyncio.get_running_loop()
+    # Handlers first, then the build: a signal during the start is acted on, not fatal.
+    loop.add_signal_handler(signal.SIGHUP, d.request_reload)
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, d.request_stop)
+    for sig in early or ():
+        (d.request_reload if sig == signal.SIGHUP else d.request_stop)()
     try:
         await d.start()
     except ConfigError as e:
         log.error("%s", e)
         await d.stop()
         return 2
+    except StartError as e:
+        log.error("start-up failed: %s", e)
+        await d.stop()
+        return 1
     except (ModelError, TopologyError, OSError) as e:
         log.error("start-up failed: %s", e)
         await d.stop()
         return 1
-    loop.add_signal_handler(signal.SIGHUP, d.reload)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, d.stop_event.set)
+    d._started = True
+    if d._reload_pending:
+        await d.reload()
     await d.stop_event.wait()
     log.info("stopping")
     await d.stop()
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, early: list[int] | None = None) -> int:
+    """early: signals received before main (see hold_signals and pazzd/__main__.py)."""
+    if early is None:
+        early = hold_signals()
     p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")
-    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml")
+    p.add_argument("--version", action="version", version=f"pazzd {version()}")
+    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml", metavar="FILE",
+                   help="the config file (default /etc/pazz/pazzd.yaml)")  # fmt: skip
     p.add_argument("--check", action="store_true", help="validate the config and exit")
     p.add_argument("--tester-workers", type=int, metavar="N", default=None,
                    help="judge sFlow in N worker processes (default: the config's tester.workers)")  # fmt: skip
@@ -708,15 +854,18 @@ def main(argv=None) -> int:
     if args.tester_workers is not None and not 1 <= args.tester_workers <= 64:
         p.error("--tester-workers must be between 1 and 64")
     _setup_logging()
-    if args.check:
+    if args.check:  # no daemon: the signals kill again
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         try:
-            load_config(args.config)
+            load_config(args.config, deep=True)
         except ConfigError as e:
             print(f"pazzd: {e}", file=sys.stderr)
             return 2
         print(f"{args.config}: OK")
         return 0
-    return asyncio.run(_amain(Daemon(args.config, tester_workers=args.tester_workers)))
+    return asyncio.run(_amain(Daemon(args.config, tester_workers=args.tester_workers), early))
 
 
 if __name__ == "__main__":

@@ -186,7 +186,10 @@ class Localizer:
             so, se = await asyncio.wait_for(proc.communicate(), self.timeout)
         except TimeoutError:
             proc.kill()
-            raise
+            await proc.wait()  # reap it: no zombie, no transport left to the loop's end
+            raise TimeoutError(
+                f"ovs-ofctl dump-flows {target} did not answer within {self.timeout:g} s"
+            ) from None
         if proc.returncode != 0:
             raise RuntimeError(f"ovs-ofctl dump-flows {target}: {se.decode().strip()}")
         out = []
@@ -228,7 +231,7 @@ class Localizer:
         polled = []
         for dpid, dump in zip(cands, dumps, strict=True):
             if isinstance(dump, BaseException):
-                errors[str(dpid)] = str(dump) or type(dump).__name__
+                errors[str(dpid)] = str(dump) or f"the poll failed ({type(dump).__name__})"
             else:  # the intended table once per switch, whatever the number of headers
                 polled.append((dpid, dump, self.intended(dpid)))
         findings, ignored, tried = [], [], 0

@@ -10,37 +10,60 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
-| pazz_sflow_datagrams_total | counter | result: received, malformed, lost, reordered |
+| pazz_sflow_datagrams_received_total | counter | result: decoded, malformed (they add up to all received) |
+| pazz_sflow_datagrams_lost_total | counter | (sequence gaps: sent by an agent, never received) |
+| pazz_sflow_datagrams_reordered_total | counter | (decoded datagrams that arrived out of order) |
 | pazz_model_rules, pazz_model_classes | gauge | |
-| pazz_model_update_seconds | histogram | |
+| pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
 | pazz_fuzz_areas, pazz_fuzz_areas_recent | gauge | ingress |
 | pazz_fuzz_revisit_seconds | gauge | ingress, group (sweep, boundary, class, random) |
 | pazz_fuzz_expected_detect_seconds | gauge | ingress, fraction (1, 1/256, 1/65536) |
-| pazz_switch_connected | gauge | dpid |
-| pazz_controller_connected | gauge | |
+| pazz_switch_connected | gauge | dpid (with the proxy only: every switch of the topology) |
+| pazz_controller_connected | gauge | (with the proxy only) |
 | pazz_config_load_error | gauge | |
+| pazz_build_info | gauge (1) | version |
+| pazz_config_hash_info | gauge (1) | hash (sha256 of the config file in force, 16 hex digits) |
+| process_*, python_* | | prometheus_client's process, platform and GC collectors |
 | pazz_config_reloads_total | counter | result: ok, error |
 | pazz_localize_seconds | histogram | |
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from pazzd import version
 from pazzd.audit import AUDIT
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
 
-__all__ = ["FAULT_CLASSES", "Metrics"]
+__all__ = ["FAULT_CLASSES", "Metrics", "config_hash", "version"]
 
 log = logging.getLogger("pazzd.metrics")
 FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE, AUDIT)  # audit: pazzd/audit.py
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 UPDATE_BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5)
+
+
+def config_hash(path: str) -> str:
+    """sha256 of the config file's bytes, 16 hex digits: which config is in force."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 class _StateCollector:
@@ -69,15 +92,27 @@ class _StateCollector:
         ):  # fmt: skip
             c.add_metric([result], st.get(key, 0))
         yield c
+        # Label values that partition one quantity: received = decoded + malformed. Lost
+        # datagrams were never received, and reordered ones are decoded: metrics of their own.
+        received, malformed = st.get("datagrams", 0), st.get("malformed", 0)
         c = CounterMetricFamily(
-            "pazz_sflow_datagrams", "sFlow datagrams, by result", labels=["result"]
+            "pazz_sflow_datagrams_received",
+            "sFlow datagrams received, by result (decoded or malformed)",
+            labels=["result"],
         )
-        for result, key in (
-            ("received", "datagrams"), ("malformed", "malformed"),
-            ("lost", "lost_datagrams"), ("reordered", "reordered_datagrams"),
-        ):  # fmt: skip
-            c.add_metric([result], st.get(key, 0))
+        c.add_metric(["decoded"], max(received - malformed, 0))
+        c.add_metric(["malformed"], malformed)
         yield c
+        yield CounterMetricFamily(
+            "pazz_sflow_datagrams_lost",
+            "sFlow datagrams that agents sent and pazzd never received (sequence gaps)",
+            value=st.get("lost_datagrams", 0),
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_datagrams_reordered",
+            "decoded sFlow datagrams that arrived after a later one of the same agent",
+            value=st.get("reordered_datagrams", 0),
+        )
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})
         for k in FAULT_CLASSES:
@@ -123,17 +158,20 @@ class _StateCollector:
             for frac, v in row["expected_detect_s"].items():
                 detect.add_metric([row["ingress"], frac], v)
         yield from (areas, recent, revisit, detect)
-        g = GaugeMetricFamily(
-            "pazz_switch_connected", "1 if the switch is connected to the proxy", labels=["dpid"]
-        )
-        for dpid, up in sorted(s.get("switches", {}).items()):
-            g.add_metric([str(dpid)], 1 if up else 0)
-        yield g
-        yield GaugeMetricFamily(
-            "pazz_controller_connected",
-            "1 if the proxy has a controller connection (always 0 without the proxy)",
-            value=1 if s.get("controller_connected") else 0,
-        )
+        if s.get("proxy"):  # without the proxy, pazzd has no OpenFlow sessions to report
+            g = GaugeMetricFamily(
+                "pazz_switch_connected",
+                "1 if the switch is connected to the proxy (0 also if it never connected)",
+                labels=["dpid"],
+            )
+            for dpid, up in sorted(s.get("switches", {}).items()):
+                g.add_metric([str(dpid)], 1 if up else 0)
+            yield g
+            yield GaugeMetricFamily(
+                "pazz_controller_connected",
+                "1 if the proxy has a controller connection",
+                value=1 if s.get("controller_connected") else 0,
+            )
 
 
 class Metrics:
@@ -167,8 +205,27 @@ class Metrics:
         )  # fmt: skip
         for k in ("ok", "error"):
             self.config_reloads.labels(k)
+        self.build_info = Gauge(
+            "pazz_build_info", "1, labelled with pazzd's version", ["version"], registry=r
+        )
+        self.build_info.labels(version()).set(1)
+        self.config_hash_info = Gauge(
+            "pazz_config_hash_info",
+            "1, labelled with the sha256 (16 hex digits) of the config file in force",
+            ["hash"],
+            registry=r,
+        )
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        if GC_COLLECTOR is not None:
+            GCCollector(registry=r)
         r.register(_StateCollector(state))
         self._server = None
+
+    def set_config_hash(self, digest: str) -> None:
+        """Label pazz_config_hash_info with the config in force (one series at a time)."""
+        self.config_hash_info.clear()
+        self.config_hash_info.labels(digest).set(1)
 
     def serve(self, host: str, port: int) -> int:
         """Start the HTTP endpoint (a daemon thread); returns the bound port."""

@@ -3,6 +3,9 @@ RELOADING=1, STOPPING=1 and the watchdog (WATCHDOG=1 every half of $WATCHDOG_USE
 
 No library: the protocol is one datagram per message on a Unix socket; a leading '@'
 names an abstract socket. Without NOTIFY_SOCKET every call is a no-op.
+
+`setup_logging` logs to stderr; under journald (JOURNAL_STREAM names stderr) each line
+carries its syslog priority prefix, so `journalctl -p warning` selects by level.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 
-__all__ = ["Notifier"]
+__all__ = ["JournalFormatter", "Notifier", "setup_logging"]
 
 log = logging.getLogger("pazzd.notify")
 
@@ -70,3 +74,37 @@ class Notifier:
 
     def watchdog(self) -> bool:
         return self.send("WATCHDOG=1")
+
+
+class JournalFormatter(logging.Formatter):
+    """Prefixes every line with its syslog priority (<4> for WARNING ...), which journald
+    reads from a service's stream, so that `journalctl -p warning -u pazzd` shows the
+    warnings and the faults. A multi-line record (a traceback) gets it on every line."""
+
+    PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
+                logging.CRITICAL: 2}  # fmt: skip
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        prio = self.PRIORITY.get(record.levelno, 6 if record.levelno < logging.WARNING else 3)
+        return "\n".join(f"<{prio}>{line}" for line in text.split("\n"))
+
+
+def _journal_stream() -> bool:
+    """stderr is connected to the journal: JOURNAL_STREAM names its device and inode."""
+    want = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return False
+    return want == f"{st.st_dev}:{st.st_ino}"
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    """Log to stderr: with syslog priority prefixes under journald, else with timestamps."""
+    handler = logging.StreamHandler(sys.stderr)
+    if _journal_stream():
+        handler.setFormatter(JournalFormatter(fmt))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s " + fmt))
+    logging.basicConfig(level=level.upper(), handlers=[handler])

@@ -47,6 +47,7 @@ from tester.store import FaultStore
 from tester.timers import CriticalFlow
 
 from .config import load_config
+from .notify import setup_logging
 
 __all__ = ["ModelServer", "WorkerPool", "main"]
 
@@ -331,8 +332,7 @@ def main(argv=None) -> int:
     p.add_argument("--database", required=True, help="the fault store (SQLite) pazzd uses")
     p.add_argument("--index", type=int, required=True)
     a = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s pazzd-worker-{a.index}: %(message)s")  # fmt: skip
+    setup_logging("info", f"%(levelname)s pazzd-worker-{a.index}: %(message)s")
     try:
         return run_worker(a.index, a.config, a.model, a.version_file, a.sflow, a.database)
     except (OSError, EOFError, TTransportException) as e:

@@ -581,6 +581,8 @@ class Proxy:
         # on_commit(dpid, changes): the committed changes of a switch's intended table
         # (add/modify/delete/group, see proxy.table), after the model has them.
         self.on_commit: Callable[[int, list], None] | None = None
+        # on_model_update(seconds): the time one batch of changes took to apply to the model.
+        self.on_model_update: Callable[[float], None] | None = None
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
         self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
@@ -742,6 +744,7 @@ class Proxy:
             return
         m = self.model
         batch: list[FlowMod] = []
+        t0 = time.perf_counter()
 
         def flush() -> None:
             if batch:
@@ -780,6 +783,11 @@ class Proxy:
             else:
                 batch.extend(self._delete_mod(dpid, new))
         flush()
+        if self.on_model_update is not None:
+            try:
+                self.on_model_update(time.perf_counter() - t0)
+            except Exception:
+                log.exception("on_model_update callback failed")
 
     @staticmethod
     def _delete_mod(dpid: int, e: Entry) -> list[FlowMod]:

@@ -51,12 +51,13 @@ def write_config(path: Path, cfg: dict) -> Path:
 class Pazzd:
     """pazzd as a subprocess; stopped (and killed if need be) by stop()."""
 
-    def __init__(self, config: Path, env: dict | None = None) -> None:
+    def __init__(self, config: Path, env: dict | None = None, prefix: list[str] = ()) -> None:
+        """prefix: a command that runs pazzd (setpriv ..., say)."""
         self.config = config
         self.sock = yaml.safe_load(config.read_text())["api"]["socket"]
         self.log = open(config.parent / "pazzd.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pazzd", "--config", str(config)],
+            [*prefix, sys.executable, "-m", "pazzd", "--config", str(config)],
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
         )  # fmt: skip
 
@@ -75,7 +76,8 @@ class Pazzd:
         return call(self.sock, cmd, **kw)
 
     def log_text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return (self.config.parent / "pazzd.log").read_text()
 
     def stop(self) -> int:

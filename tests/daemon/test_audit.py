@@ -208,13 +208,13 @@ def test_daemon_wires_audit_faults_reload_localize_and_metrics(tmp_path, caplog)
             # SIGHUP with other audit settings: applied to the running proxy.
             cfg["controller"].update(audit_interval=0.5, audit_delay=0)
             write_config(path, cfg)
-            assert d.reload()
+            assert await d.reload()
             assert (pc.audit_interval, pc.audit_delay) == (0.5, 0.0)
             await asyncio.sleep(0)
             assert task.cancelled() and d.proxy._audit_task is not task
             cfg["controller"]["audit_interval"] = 0  # off: no audit loop left
             write_config(path, cfg)
-            assert d.reload() and d.proxy._audit_task is None
+            assert await d.reload() and d.proxy._audit_task is None
 
             # An audit round through the daemon's handler: stored before it is logged.
             seen_in_store = []

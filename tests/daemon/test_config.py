@@ -123,3 +123,88 @@ def test_pazzctl_check_config(tmp_path):
     p = _check_config(str(bad))
     assert p.returncode == 2
     assert f"{bad}:" in p.stderr and "tester.settle: must be at least 0" in p.stderr
+    # With --json the error is JSON on stderr, nothing on stdout, and the same exit status.
+    p = _check_config(str(bad), "--json")
+    assert p.returncode == 2 and p.stdout == ""
+    err = json.loads(p.stderr)
+    assert err["status"] == 2 and "tester.settle: must be at least 0" in err["error"]
+
+
+# --- check-config validates everything the start needs ------------------------------------
+
+
+def _line_of(text: str, needle: str) -> int:
+    """The 1-based line of the last line that contains needle (found in the text written)."""
+    return [i for i, ln in enumerate(text.splitlines(), 1) if needle in ln][-1]
+
+
+def _expect_error(path, key: str, line: int, *words: str) -> str:
+    p = _check_config(str(path))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    err = p.stderr.strip()
+    assert err.startswith(f"pazzctl: {path}:{line}: {key}: "), err
+    for w in words:
+        assert w in err, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    "extra, key, needle, words",
+    [
+        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s2:99\n    header: ipv4_dst=10.0.1.1\n",
+         "critical_flows[0].to", "to: s2:99", ["switch s2 has no port 99"]),
+        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s1:2\n    header: ipv4_dst=10.0.1.1\n",
+         "critical_flows[0].to", "to: s1:2", ["s1:2 is a link port"]),
+        ("sflow:\n  interfaces:\n    - {agent: 10.0.0.1, ifindex: 7, port: s3:42}\n",
+         "sflow.interfaces[0].port", "port: s3:42", ["switch s3 has no port 42"]),
+        ("fuzz:\n  pairs:\n    - [s1:5, s4:77]\n", "fuzz.pairs[0]", "s4:77", ["no port 77"]),
+        ("fuzz:\n  inject:\n    s1:66: veth0\n", "fuzz.inject.s1:66", "s1:66", ["no port 66"]),
+        ("metrics:\n  listen: no-such-host.invalid:9473\n", "metrics.listen", "no-such-host",
+         ["cannot resolve host 'no-such-host.invalid'"]),
+        ("log_level: info\n", "log_level", "log_level: info", ["duplicate key (first given on line"]),
+    ],
+)  # fmt: skip
+def test_check_config_rejects(tmp_path, extra, key, needle, words):
+    cfg = base_config(tmp_path)
+    section = extra.split(":", 1)[0]
+    if section != "log_level":  # the duplicate-key case appends a second log_level
+        cfg.pop(section, None)
+    cfg["log_level"] = "debug"
+    text = yaml.safe_dump(cfg, sort_keys=False) + extra
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    _expect_error(path, key, _line_of(text, needle), *words)
+
+
+def test_duplicate_key_in_a_section(tmp_path):
+    text = _text(tmp_path, "tester:\n  settle: 1\n  settle: 5\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    _expect_error(path, "settle", _line_of(text, "settle: 5"), "first given on line")
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_config(path)  # at start and reload too, not only in check-config
+
+
+def test_check_config_parses_the_rules(tmp_path):
+    cfg = base_config(tmp_path)
+    rules = tmp_path / "rules.jsonl"
+    good = rules.read_text().splitlines()
+    rules.write_text("\n".join([*good[:3], '{"dpid": 1, "flow": oops', *good[3:]]))
+    text = yaml.safe_dump(cfg, sort_keys=False)
+    path = write_config(tmp_path / "c.yaml", cfg)
+    _expect_error(path, "rules", _line_of(text, "rules:"), f"{rules}:4")
+    rules.write_text("\n".join([*good, good[-1].replace(good[-1][:11], '{"dpid": 9,')]))
+    assert '"dpid": 9' in rules.read_text()
+    _expect_error(path, "rules", _line_of(text, "rules:"), "switch dpid 9 is not in the topology")
+
+
+def test_check_config_rejects_a_corrupt_database(tmp_path):
+    cfg = base_config(tmp_path)
+    text = yaml.safe_dump(cfg, sort_keys=False)
+    path = write_config(tmp_path / "c.yaml", cfg)
+    db = tmp_path / "faults.db"
+    db.write_bytes(b"this is not SQLite" * 300)
+    _expect_error(path, "database", _line_of(text, "database:"), str(db), "not a readable")
+    db.unlink()  # absent: pazzd creates it
+    assert _check_config(str(path)).returncode == 0

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from pazzd.api import ApiError
 from pazzd.demo import metrics_of as scrape
 from tester.sflow import encode_datagram  # noqa: F401  (the tester's encoder is importable)
 
@@ -19,9 +20,10 @@ from .helpers import Pazzd, base_config, pazzctl, write_config
 
 METRIC_NAMES = [
     "pazz_faults_open", "pazz_faults_detected_total", "pazz_detection_latency_seconds_bucket",
-    "pazz_reports_total", "pazz_sflow_datagrams_total", "pazz_model_rules", "pazz_model_classes",
-    "pazz_model_update_seconds_bucket", "pazz_fuzz_probes_sent_total", "pazz_controller_connected",
-    "pazz_config_load_error", "pazz_config_reloads_total",
+    "pazz_reports_total", "pazz_sflow_datagrams_received_total", "pazz_sflow_datagrams_lost_total",
+    "pazz_model_rules", "pazz_model_classes", "pazz_model_update_seconds_bucket",
+    "pazz_fuzz_probes_sent_total", "pazz_config_load_error", "pazz_config_reloads_total",
+    "pazz_build_info", "pazz_config_hash_info", "process_cpu_seconds_total", "python_info",
 ]  # fmt: skip
 
 
@@ -71,7 +73,8 @@ def test_ready_watchdog_socket_mode_and_metrics(daemon):
     assert m["pazz_model_rules"] == st["model"]["rules"]
     assert m['pazz_faults_open{class="type_a"}'] == 0
     assert 'pazz_reports_total{result="consistent"}' in m
-    assert 'pazz_sflow_datagrams_total{result="malformed"}' in m
+    assert 'pazz_sflow_datagrams_received_total{result="malformed"}' in m
+    assert "pazz_controller_connected" not in m  # no proxy: no OpenFlow session to report
 
 
 def test_malformed_datagrams_are_counted(daemon):
@@ -82,8 +85,8 @@ def test_malformed_datagrams_are_counted(daemon):
             s.sendto(b"\x00\x00\x00\x05garbage", (host, int(port)))
     time.sleep(0.5)
     m = scrape(st["metrics"])
-    assert m['pazz_sflow_datagrams_total{result="malformed"}'] == 3
-    assert m['pazz_sflow_datagrams_total{result="received"}'] == 3
+    assert m['pazz_sflow_datagrams_received_total{result="malformed"}'] == 3
+    assert m['pazz_sflow_datagrams_received_total{result="decoded"}'] == 0
 
 
 def test_sighup_keeps_last_good_config(daemon, tmp_path):
@@ -134,10 +137,47 @@ def test_pazzctl_live_and_file_forms(daemon, tmp_path):
     fm = json.loads(pazzctl(d.sock, "flowmod", "s1", "priority=99,ip,nw_dst=10.0.1.9,actions=output:3",
                             "--json").stdout)  # fmt: skip
     assert fm["version"] > st["model"]["version"]
+    # The server's error and a socket nobody listens on: exit 1, as ovs-appctl; the same
+    # status with --json, whose error is a JSON object on stderr.
     p = pazzctl(d.sock, "faults", "show", "42", check=False)
-    assert p.returncode == 2 and "no fault with id 42" in p.stderr
-    p = pazzctl(str(tmp_path / "nope.sock"), "status", check=False)
-    assert p.returncode == 2 and "cannot reach pazzd" in p.stderr
+    assert p.returncode == 1 and "no fault with id 42" in p.stderr
+    p = pazzctl(d.sock, "faults", "show", "42", "--json", check=False)
+    assert p.returncode == 1 and "no fault with id 42" in json.loads(p.stderr)["error"]
+    for extra in ((), ("--json",)):
+        p = pazzctl(str(tmp_path / "nope.sock"), "status", *extra, check=False)
+        assert p.returncode == 1 and "cannot reach pazzd" in p.stderr, p.stderr
+    # Usage errors exit 2.
+    p = pazzctl(d.sock, "faults", "show", "x", check=False)
+    assert p.returncode == 2 and "invalid int value" in p.stderr
+
+
+def test_user_errors_are_sentences_without_a_traceback(daemon):
+    d, _, _ = daemon
+    for args, want in (
+        ({}, "the fault request needs the argument 'id'"),
+        ({"id": "x"}, "id must be an integer, not 'x'"),
+    ):
+        with pytest.raises(ApiError) as e:
+            d.call("fault", **args)
+        assert str(e.value).startswith(want), str(e.value)
+    with pytest.raises(ApiError, match="^the trace request needs the argument 'header'$"):
+        d.call("trace", ingress="s1:5")
+    time.sleep(0.2)
+    assert "Traceback" not in d.log_text() and "KeyError" not in d.log_text()
+
+
+def test_pazzctl_reload_returns_the_verdict(daemon):
+    d, _, _ = daemon
+    p = pazzctl(d.sock, "reload")
+    assert p.returncode == 0 and "config reloaded" in p.stdout
+    good = d.config.read_text()
+    d.config.write_text(good + "tester:\n  resolve_after: soon\n")
+    p = pazzctl(d.sock, "reload", check=False)
+    assert p.returncode == 1 and "tester.resolve_after" in p.stdout, p.stdout + p.stderr
+    p = pazzctl(d.sock, "--json", "reload", check=False)
+    assert p.returncode == 1 and json.loads(p.stdout)["ok"] is False
+    d.config.write_text(good)
+    assert pazzctl(d.sock, "reload").returncode == 0
 
 
 def test_bad_config_at_start_exits_2(tmp_path):

@@ -335,3 +335,17 @@ def test_proxy_commits_reach_the_changelog() -> None:
     route = flow(ROUTE24, 7)
     assert log.changed_since(7, route, 100.0) and not log.changed_since(7, route, 100.5)
     assert not log.changed_since(1, route, 0.0) and not log.changed_since(7, flow(ROUTE8, 7), 0.0)
+
+
+def test_poll_errors_are_sentences(tmp_path) -> None:
+    """A poll that times out or has no target says so in words, not an exception name."""
+    slow = tmp_path / "ovs-ofctl"
+    slow.write_text("#!/bin/sh\nsleep 5\n")
+    slow.chmod(0o755)
+    loc = Localizer(lambda d: [], {1: "unix:/nonexistent.mgmt"}, ofctl=str(slow), timeout=0.3)
+    ans = localize(loc, fault([hdr("ipv4_dst=10.0.1.2")], candidates=(1, 2)))
+    assert ans["findings"] == []
+    assert ans["errors"] == {
+        "1": "ovs-ofctl dump-flows unix:/nonexistent.mgmt did not answer within 0.3 s",
+        "2": "no ovs-ofctl target or proxy connection for dpid 2",
+    }
