@@ -56,6 +56,12 @@ class ProxyConfig:
     reconnect_min: float = 0.1
     reconnect_max: float = 5.0
     request_timeout: float = 10.0
+    # Flow control (docs/reliability.md): reading from one side pauses while the other
+    # side's transport holds more than write_buffer_high bytes; a peer whose transport
+    # holds more than max_write_buffer, or that stays paused for stall_timeout, is dropped.
+    write_buffer_high: int = 1 << 20
+    max_write_buffer: int = 8 << 20
+    stall_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class _SwitchProtocol(asyncio.Protocol):
         self.session: Session | None = None
 
     def connection_made(self, transport) -> None:
+        transport.set_write_buffer_limits(high=self.proxy.config.write_buffer_high)
         self.session = Session(self.proxy, transport)
 
     def data_received(self, data: bytes) -> None:
@@ -116,6 +123,12 @@ class _SwitchProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.session.switch_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.session.peer_paused("switch", True)
+
+    def resume_writing(self) -> None:
+        self.session.peer_paused("switch", False)
 
 
 class _UpstreamProtocol(asyncio.Protocol):
@@ -125,6 +138,7 @@ class _UpstreamProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        transport.set_write_buffer_limits(high=self.session.proxy.config.write_buffer_high)
         self.session.upstream_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -133,6 +147,18 @@ class _UpstreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.session.upstream_lost(self.transport, exc)
+
+    def pause_writing(self) -> None:
+        if self.transport is self.session.up:
+            self.session.peer_paused("controller", True)
+
+    def resume_writing(self) -> None:
+        if self.transport is self.session.up:
+            self.session.peer_paused("controller", False)
+
+
+def _abort(transport) -> None:
+    (getattr(transport, "abort", None) or transport.close)()
 
 
 def split_messages(buf: bytearray, handle) -> int:
@@ -179,6 +205,9 @@ class Session:
         self.mods_committed = 0
         self.reid: set = set()
         self._commit_upto = 0
+        # Flow control: which peer's transport is over its high-water mark, and since when.
+        self.paused: dict[str, float] = {}
+        self._stall_handle = None
         proxy._sessions.add(self)
         self.sw.write(of.hello())
 
@@ -202,7 +231,66 @@ class Session:
                 self.own_fire.popitem(last=False)
         else:
             self.own[xid] = req
+        self._write_sw(data)
+
+    # --- flow control ------------------------------------------------------------------------
+    def _write_sw(self, data: bytes) -> None:
         self.sw.write(data)
+        self._check_buffer("switch")
+
+    def _check_buffer(self, who: str) -> None:
+        t = self.sw if who == "switch" else self.up
+        if t is None:
+            return
+        limit = self.proxy.config.max_write_buffer
+        with contextlib.suppress(AttributeError):  # test transports have no buffer
+            n = t.get_write_buffer_size()
+            if n > limit:
+                self.drop_stuck(who, f"{n} bytes queued for it (limit {limit})")
+
+    def peer_paused(self, who: str, paused: bool) -> None:
+        """who's transport went over (paused) or back under its high-water mark: stop or
+        resume reading from the other side, so that the proxy buffers at most about one
+        high-water mark per direction."""
+        other = self.up if who == "switch" else self.sw
+        if paused:
+            self.paused.setdefault(who, time.monotonic())
+            if other is not None:
+                other.pause_reading()
+            if self._stall_handle is None:
+                loop = asyncio.get_running_loop()
+                self._stall_handle = loop.call_later(self.proxy.config.stall_timeout,
+                                                     self._stall_check)  # fmt: skip
+        else:
+            self.paused.pop(who, None)
+            if other is not None and not self.closed:
+                other.resume_reading()
+            if not self.paused and self._stall_handle is not None:
+                self._stall_handle.cancel()
+                self._stall_handle = None
+
+    def _stall_check(self) -> None:
+        self._stall_handle = None
+        now, limit = time.monotonic(), self.proxy.config.stall_timeout
+        for who, since in list(self.paused.items()):
+            if now - since >= limit:
+                self.drop_stuck(who, f"not reading for {now - since:.1f} s")
+        if self.paused and not self.closed:
+            wait = max(0.0, limit - (now - min(self.paused.values())))
+            self._stall_handle = asyncio.get_running_loop().call_later(wait, self._stall_check)
+
+    def drop_stuck(self, who: str, why: str) -> None:
+        """Abort the connection of a peer that stopped reading (its queued bytes go too)."""
+        self.proxy.stuck_drops += 1
+        if who == "switch":
+            log.warning("disconnecting %r: it stopped reading: %s", self, why)
+            _abort(self.sw)
+            self.switch_lost(None)
+        elif self.up is not None:
+            log.warning("disconnecting controller of %r: it stopped reading: %s", self, why)
+            up = self.up
+            _abort(up)
+            self.upstream_lost(up, None)
 
     def _own_reply(self, t: int, xid: int, msg: bytes) -> bool:
         req = self.own.get(xid)
@@ -268,6 +356,7 @@ class Session:
     def _flush_up(self, out: list[bytes]) -> None:
         if out and self.up_ready:
             self.up.write(b"".join(out))
+            self._check_buffer("controller")
 
     def _switch_msg(self, msg: bytes, out: list[bytes]) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
@@ -291,7 +380,7 @@ class Session:
         if t == of.OFPT_ERROR:
             msg = self._error(msg, xid)
         elif t == of.OFPT_ECHO_REQUEST and not self.up_ready:
-            self.sw.write(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
+            self._write_sw(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
             return
         elif t == of.OFPT_HELLO:
             raise of.ProtocolError("second HELLO")
@@ -363,10 +452,15 @@ class Session:
         self.closed = True
         log.info("%r disconnected%s", self, f": {exc}" if exc else "")
         self.proxy._unregister(self)
+        if self._stall_handle is not None:
+            self._stall_handle.cancel()
+            self._stall_handle = None
+        up_stuck = "controller" in self.paused
+        self.paused.clear()
         if self.upstream_task is not None:
             self.upstream_task.cancel()
         if self.up is not None:
-            self.up.close()
+            _abort(self.up) if up_stuck else self.up.close()
         for req in self.own.values():
             if req.future is not None and not req.future.done():
                 req.future.set_exception(ConnectionError(f"{self!r} disconnected"))
@@ -406,6 +500,8 @@ class Session:
         self.up = transport
         self.up_ready = False
         self.buf_up = bytearray()
+        if "switch" in self.paused:  # the switch is still not reading
+            transport.pause_reading()
         transport.write(self.hello_for_controller)
 
     def upstream_lost(self, transport, exc) -> None:
@@ -413,6 +509,8 @@ class Session:
             return
         self.up = None
         self.up_ready = False
+        if "controller" in self.paused:
+            self.peer_paused("controller", False)  # reading from the switch resumes
         if not self.closed:
             log.info("%r: controller connection lost%s", self, f": {exc}" if exc else "")
         ev = getattr(self, "_up_gone", None)
@@ -452,7 +550,7 @@ class Session:
             out.append(of.message(self.version, BARRIER_REQ[self.version], xid))
         if out and not self.closed:
             self.proxy.store.flush()  # rule IDs are on disk before the switch sees them
-            self.sw.write(b"".join(out))
+            self._write_sw(b"".join(out))
 
     def _controller_msg(self, msg: bytes, out: list[bytes]) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
@@ -596,6 +694,7 @@ class Proxy:
         self._missing_once: dict[int, set] = collections.defaultdict(set)
         self.findings: list[AuditFinding] = []
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
+        self.stuck_drops = 0  # peers dropped because they stopped reading
         self._load()
 
     # --- lifecycle -------------------------------------------------------------------------------
