@@ -57,6 +57,10 @@ class Config:
     listen_port: int = 6653
     audit_interval: float = 30.0
     audit_delay: float = 2.0
+    handshake_timeout: float = 10.0
+    idle_timeout: float = 60.0
+    stall_timeout: float = 30.0
+    max_connections: int = 4096
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
     sflow_host: str = "0.0.0.0"
     sflow_port: int = 6343
@@ -105,7 +109,10 @@ KNOWN = {
         "topology", "rules", "controller", "edge_ports", "sflow", "switches", "ovs", "fuzz",
         "critical_flows", "tester", "metrics", "api", "database", "log_level",
     },
-    "controller": {"enabled", "address", "listen", "audit_interval", "audit_delay"},
+    "controller": {
+        "enabled", "address", "listen", "audit_interval", "audit_delay", "handshake_timeout",
+        "idle_timeout", "stall_timeout", "max_connections",
+    },
     "sflow": {"listen", "sampling_rate", "interfaces"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
@@ -255,6 +262,15 @@ def load_config(path: str | Path) -> Config:
     cfg.audit_delay = r.typed(
         c, "audit_delay", "controller.audit_delay", float, 2.0, lo=0.0, hi=3600.0
     )
+    # Hostile or broken peers (docs/reliability.md): idle_timeout 0 = no idle check.
+    cfg.handshake_timeout = r.typed(c, "handshake_timeout", "controller.handshake_timeout",
+                                    float, 10.0, lo=0.1, hi=3600.0)  # fmt: skip
+    cfg.idle_timeout = r.typed(c, "idle_timeout", "controller.idle_timeout", float, 60.0,
+                               lo=0.0, hi=86400.0)  # fmt: skip
+    cfg.stall_timeout = r.typed(c, "stall_timeout", "controller.stall_timeout", float, 30.0,
+                                lo=0.1, hi=86400.0)  # fmt: skip
+    cfg.max_connections = r.typed(c, "max_connections", "controller.max_connections", int,
+                                  4096, lo=1, hi=1 << 20)  # fmt: skip
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]

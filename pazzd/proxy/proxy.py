@@ -11,6 +11,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import resource
 import ssl
 import struct
 import time
@@ -62,6 +63,14 @@ class ProxyConfig:
     write_buffer_high: int = 1 << 20
     max_write_buffer: int = 8 << 20
     stall_timeout: float = 30.0
+    # A switch has handshake_timeout to say HELLO and answer FEATURES_REQUEST; one silent
+    # for idle_timeout / 2 gets an ECHO_REQUEST, one silent for idle_timeout is dropped.
+    handshake_timeout: float = 10.0
+    idle_timeout: float = 60.0
+    # Switch connections per listener (each also holds an upstream connection). At the
+    # cap, the oldest connection still in its handshake makes room, else the new one is
+    # refused. Clamped to what RLIMIT_NOFILE allows.
+    max_connections: int = 4096
 
 
 @dataclass(frozen=True)
@@ -110,25 +119,33 @@ class _OwnRequest:
 
 
 class _SwitchProtocol(asyncio.Protocol):
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, listener: str = "tcp") -> None:
         self.proxy = proxy
+        self.listener = listener
         self.session: Session | None = None
 
     def connection_made(self, transport) -> None:
+        if not self.proxy._admit(self.listener):
+            _abort(transport)
+            return
         transport.set_write_buffer_limits(high=self.proxy.config.write_buffer_high)
-        self.session = Session(self.proxy, transport)
+        self.session = Session(self.proxy, transport, self.listener)
 
     def data_received(self, data: bytes) -> None:
-        self.session.from_switch(data)
+        if self.session is not None:
+            self.session.from_switch(data)
 
     def connection_lost(self, exc) -> None:
-        self.session.switch_lost(exc)
+        if self.session is not None:
+            self.session.switch_lost(exc)
 
     def pause_writing(self) -> None:
-        self.session.peer_paused("switch", True)
+        if self.session is not None:
+            self.session.peer_paused("switch", True)
 
     def resume_writing(self) -> None:
-        self.session.peer_paused("switch", False)
+        if self.session is not None:
+            self.session.peer_paused("switch", False)
 
 
 class _UpstreamProtocol(asyncio.Protocol):
@@ -182,9 +199,12 @@ def split_messages(buf: bytearray, handle) -> int:
 class Session:
     """One switch connection and its upstream controller connection."""
 
-    def __init__(self, proxy: Proxy, transport) -> None:
+    def __init__(self, proxy: Proxy, transport, listener: str = "tcp") -> None:
         self.proxy = proxy
         self.sw = transport
+        self.listener = listener
+        self.started = time.monotonic()
+        self.last_rx = self.started
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.up = None
@@ -208,7 +228,12 @@ class Session:
         # Flow control: which peer's transport is over its high-water mark, and since when.
         self.paused: dict[str, float] = {}
         self._stall_handle = None
+        self._timer = None
         proxy._sessions.add(self)
+        proxy._listener_sessions[listener].add(self)
+        with contextlib.suppress(RuntimeError):  # no loop: a test drives the session
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(proxy.config.handshake_timeout, self._handshake_check)
         self.sw.write(of.hello())
 
     def __repr__(self) -> str:
@@ -232,6 +257,46 @@ class Session:
         else:
             self.own[xid] = req
         self._write_sw(data)
+
+    # --- timeouts ----------------------------------------------------------------------------
+    def _handshake_check(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        if self.dpid is None:
+            self.proxy.handshake_timeouts += 1
+            log.debug("%r: no handshake within %.1f s", self, self.proxy.config.handshake_timeout)
+            self.proxy._log_limited("handshake", logging.WARNING,
+                                    "dropping switch connections without a handshake within "
+                                    "%.1f s (%r)", self.proxy.config.handshake_timeout, self)  # fmt: skip
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        self._idle_arm()
+
+    def _idle_arm(self) -> None:
+        t = self.proxy.config.idle_timeout
+        if t > 0 and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(t / 2, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        now, t = time.monotonic(), self.proxy.config.idle_timeout
+        if "controller" in self.paused:  # not reading from the switch: its silence is ours
+            self.last_rx = now
+        silent = now - self.last_rx
+        if silent >= t:
+            self.proxy.idle_drops += 1
+            log.warning("disconnecting %r: silent for %.1f s (no echo reply)", self, silent)
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        if silent >= t / 2 - 0.001:
+            self.send_own(of.message(self.version, of.OFPT_ECHO_REQUEST, self.own_xid()), None)
+        self._idle_arm()
 
     # --- flow control ------------------------------------------------------------------------
     def _write_sw(self, data: bytes) -> None:
@@ -333,6 +398,7 @@ class Session:
 
     # --- from the switch -----------------------------------------------------------------------
     def from_switch(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
         buf = self.buf_sw
         buf += data
         out: list[bytes] = []
@@ -452,6 +518,9 @@ class Session:
         self.closed = True
         log.info("%r disconnected%s", self, f": {exc}" if exc else "")
         self.proxy._unregister(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._stall_handle is not None:
             self._stall_handle.cancel()
             self._stall_handle = None
@@ -695,6 +764,11 @@ class Proxy:
         self.findings: list[AuditFinding] = []
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
         self.stuck_drops = 0  # peers dropped because they stopped reading
+        self.handshake_timeouts = 0  # switch connections without a handshake in time
+        self.idle_drops = 0  # switches silent for idle_timeout
+        self.refused = 0  # connections refused at the cap
+        self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
+        self._log_last: dict[str, tuple[float, int]] = {}
         self._load()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -728,13 +802,14 @@ class Proxy:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _SwitchProtocol(self), self.config.listen_host, self.config.listen_port,
-            ssl=self.config.switch_ssl, reuse_address=True,
+            lambda: _SwitchProtocol(self, "tcp"), self.config.listen_host,
+            self.config.listen_port, ssl=self.config.switch_ssl, reuse_address=True,
         )  # fmt: skip
         if self.config.listen_unix:
             self._unix_server = await loop.create_unix_server(
-                lambda: _SwitchProtocol(self), self.config.listen_unix, ssl=self.config.switch_ssl
-            )
+                lambda: _SwitchProtocol(self, "unix"), self.config.listen_unix,
+                ssl=self.config.switch_ssl,
+            )  # fmt: skip
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
         log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
@@ -787,6 +862,45 @@ class Proxy:
     def _next_xid(self) -> int:
         return next(self._xids)
 
+    @property
+    def max_connections(self) -> int:
+        """The per-listener cap: the configured one, within what the descriptor limit
+        allows (each switch connection takes two descriptors)."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        room = (soft - 128) // 2 if soft != resource.RLIM_INFINITY else self.config.max_connections
+        return max(1, min(self.config.max_connections, room))
+
+    def _admit(self, listener: str) -> bool:
+        """Room for one more switch connection on this listener?"""
+        live = self._listener_sessions[listener]
+        if len(live) < self.max_connections:
+            return True
+        waiting = [s for s in live if s.dpid is None]
+        if waiting:  # the oldest connection still in its handshake makes room
+            old = min(waiting, key=lambda s: s.started)
+            self.handshake_timeouts += 1
+            _abort(old.sw)
+            old.switch_lost(None)
+            return True
+        self.refused += 1
+        self._log_limited("cap-" + listener, logging.WARNING,
+                          "refusing switch connections on %s: %d connected (the cap)",
+                          listener, len(live))  # fmt: skip
+        return False
+
+    def _log_limited(self, key: str, level: int, fmt: str, *args, every: float = 60.0) -> None:
+        """Log once per `every` seconds per cause; says how many were not logged."""
+        now = time.monotonic()
+        last, n = self._log_last.get(key, (-1e18, 0))
+        if now - last < every:
+            self._log_last[key] = (last, n + 1)
+            return
+        self._log_last[key] = (now, 0)
+        if n:
+            fmt += " (%d more like it not logged)"
+            args = (*args, n)
+        log.log(level, fmt, *args)
+
     def _register(self, s: Session) -> None:
         old = self.switches.get(s.dpid)
         if old is not None and old is not s:
@@ -801,6 +915,7 @@ class Proxy:
 
     def _unregister(self, s: Session) -> None:
         self._sessions.discard(s)
+        self._listener_sessions[s.listener].discard(s)
         if s.dpid is not None and self.switches.get(s.dpid) is s:
             del self.switches[s.dpid]
             if self.on_switch:
