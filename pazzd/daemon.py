@@ -40,6 +40,7 @@ from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
+from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics
 from .notify import Notifier
@@ -113,6 +114,7 @@ class Daemon:
         self.cfg: Config | None = None
         self.started = time.time()
         self.stop_event = asyncio.Event()
+        self.loop_errors = LoopErrorLimiter()
         self.metrics = Metrics(self.state)
         self.model: Model | None = None
         self.tester: Tester | None = None
@@ -224,6 +226,8 @@ class Daemon:
     async def start(self) -> None:
         cfg = load_config(self.config_path)  # ConfigError stops the start
         self.cfg = cfg
+        # A flood of connections must not turn into one log line (and traceback) per accept.
+        asyncio.get_running_loop().set_exception_handler(self.loop_errors)
         logging.getLogger().setLevel(cfg.log_level.upper())
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
@@ -270,6 +274,8 @@ class Daemon:
         self.api = ApiServer(cfg.api_socket, self.handle)
         await self.api.start()
         self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        if self.metrics._server is not None:
+            limit_http_server(self.metrics._server, max_clients=32, timeout=10.0)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
             # Silence counts from now: before this the datagrams were not being read.
@@ -308,6 +314,8 @@ class Daemon:
             listen_host=cfg.listen_host, listen_port=cfg.listen_port,
             controller_host=cfg.controller_host, controller_port=cfg.controller_port,
             audit_interval=cfg.audit_interval, audit_delay=cfg.audit_delay,
+            handshake_timeout=cfg.handshake_timeout, idle_timeout=cfg.idle_timeout,
+            stall_timeout=cfg.stall_timeout, max_connections=cfg.max_connections,
             db_path=str(Path(cfg.database).with_suffix(".rules.db")) if cfg.database != ":memory:" else None,
         )  # fmt: skip
 
@@ -639,7 +647,9 @@ class Daemon:
 
         topo = self.cfg.topology
         src, dst = self._port(req["src"], "--from"), self._port(req["dst"], "--to")
-        limit = int(req.get("limit", 20))
+        limit = req.get("limit", 20)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100000:
+            raise ApiError(f"limit must be an integer from 0 to 100000, not {limit!r}")
         u = self.model.reach(src, dst)
         cubes = [cube_text(c) for c in self.model.space.cubes(u, limit=limit + 1)]
         return {"from": topo.port_name(src), "to": topo.port_name(dst),
