@@ -71,6 +71,11 @@ class ProxyConfig:
     # cap, the oldest connection still in its handshake makes room, else the new one is
     # refused. Clamped to what RLIMIT_NOFILE allows.
     max_connections: int = 4096
+    # A switch that does not answer the proxy's barrier within barrier_timeout is dropped;
+    # with max_pending FlowMods/GroupMods awaiting a barrier, reading from the controller
+    # pauses until the switch catches up.
+    barrier_timeout: float = 30.0
+    max_pending: int = 10000
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class _OwnRequest:
     parts: list = field(default_factory=list)
     seq: int = 0
     snapshot: dict | None = None
+    sent: float = 0.0  # time.monotonic() when sent
 
 
 class _SwitchProtocol(asyncio.Protocol):
@@ -229,6 +235,8 @@ class Session:
         self.paused: dict[str, float] = {}
         self._stall_handle = None
         self._timer = None
+        self._barrier_handle = None
+        self._full = False  # max_pending reached: not reading from the controller
         proxy._sessions.add(self)
         proxy._listener_sessions[listener].add(self)
         with contextlib.suppress(RuntimeError):  # no loop: a test drives the session
@@ -298,6 +306,46 @@ class Session:
             self.send_own(of.message(self.version, of.OFPT_ECHO_REQUEST, self.own_xid()), None)
         self._idle_arm()
 
+    # --- barriers --------------------------------------------------------------------------
+    def _barrier_sent(self) -> None:
+        if self._barrier_handle is None:
+            with contextlib.suppress(RuntimeError):  # no loop: a test drives the session
+                loop = asyncio.get_running_loop()
+                t = self.proxy.config.barrier_timeout
+                self._barrier_handle = loop.call_later(t, self._barrier_check)
+
+    def _barrier_check(self) -> None:
+        self._barrier_handle = None
+        if self.closed:
+            return
+        sent = [r.sent for r in self.own.values() if r.kind == "barrier"]
+        if not sent:
+            return
+        now, t = time.monotonic(), self.proxy.config.barrier_timeout
+        if now - min(sent) >= t:
+            self.proxy.barrier_drops += 1
+            log.warning("disconnecting %r: no barrier reply within %.1f s (%d changes "
+                        "pending)", self, t, len(self.pending))  # fmt: skip
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        self._barrier_handle = asyncio.get_running_loop().call_later(
+            t - (now - min(sent)), self._barrier_check
+        )
+
+    def _check_pending(self) -> None:
+        """Stop reading from the controller at max_pending unconfirmed changes; go on
+        once the switch has confirmed half of them."""
+        n, limit = len(self.pending), self.proxy.config.max_pending
+        if not self._full and n >= limit:
+            self._full = True
+            if self.up is not None:
+                self.up.pause_reading()
+        elif self._full and n <= limit // 2:
+            self._full = False
+            if self.up is not None and "switch" not in self.paused and not self.closed:
+                self.up.resume_reading()
+
     # --- flow control ------------------------------------------------------------------------
     def _write_sw(self, data: bytes) -> None:
         self.sw.write(data)
@@ -328,7 +376,7 @@ class Session:
                                                      self._stall_check)  # fmt: skip
         else:
             self.paused.pop(who, None)
-            if other is not None and not self.closed:
+            if other is not None and not self.closed and not (who == "switch" and self._full):
                 other.resume_reading()
             if not self.paused and self._stall_handle is not None:
                 self._stall_handle.cancel()
@@ -356,6 +404,13 @@ class Session:
             up = self.up
             _abort(up)
             self.upstream_lost(up, None)
+
+    def forget(self, xid: int) -> None:
+        """Stop waiting for the reply to own request xid; a late one is still swallowed."""
+        if self.own.pop(xid, None) is not None:
+            self.own_fire[xid] = "late"
+            while len(self.own_fire) > 4096:
+                self.own_fire.popitem(last=False)
 
     def _own_reply(self, t: int, xid: int, msg: bytes) -> bool:
         req = self.own.get(xid)
@@ -518,9 +573,10 @@ class Session:
         self.closed = True
         log.info("%r disconnected%s", self, f": {exc}" if exc else "")
         self.proxy._unregister(self)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for h in (self._timer, self._barrier_handle):
+            if h is not None:
+                h.cancel()
+        self._timer = self._barrier_handle = None
         if self._stall_handle is not None:
             self._stall_handle.cancel()
             self._stall_handle = None
@@ -569,7 +625,7 @@ class Session:
         self.up = transport
         self.up_ready = False
         self.buf_up = bytearray()
-        if "switch" in self.paused:  # the switch is still not reading
+        if "switch" in self.paused or self._full:  # the switch is still behind
             transport.pause_reading()
         transport.write(self.hello_for_controller)
 
@@ -610,12 +666,14 @@ class Session:
             return
         del buf[:off]
         self._flush_down(out)
+        self._check_pending()
 
     def _flush_down(self, out: list[bytes]) -> None:
         if self.unbarriered:
             self.unbarriered = False
             xid = self.own_xid()
-            self.own[xid] = _OwnRequest("barrier", seq=self.seq)
+            self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic())
+            self._barrier_sent()
             out.append(of.message(self.version, BARRIER_REQ[self.version], xid))
         if out and not self.closed:
             self.proxy.store.flush()  # rule IDs are on disk before the switch sees them
@@ -714,6 +772,7 @@ class Session:
             changes.extend(ch)
         if self.reid and not self.pending:
             changes.extend(self._reid(table))
+        self._check_pending()
         proxy._flush_soon()
         proxy._feed(self.dpid, changes)
         if proxy.on_commit is not None and changes:
@@ -767,6 +826,7 @@ class Proxy:
         self.handshake_timeouts = 0  # switch connections without a handshake in time
         self.idle_drops = 0  # switches silent for idle_timeout
         self.refused = 0  # connections refused at the cap
+        self.barrier_drops = 0  # switches that did not answer a barrier in time
         self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
         self._log_last: dict[str, tuple[float, int]] = {}
         self._load()
@@ -1070,8 +1130,12 @@ class Proxy:
         if s.version != of.OFP13:
             raise RuntimeError("flow dumps need OpenFlow 1.3")
         fut = asyncio.get_running_loop().create_future()
-        s.send_own(of.flow_stats_request(self._next_xid(), table), _OwnRequest("flows", fut))
-        return await asyncio.wait_for(fut, self.config.request_timeout)
+        xid = self._next_xid()
+        s.send_own(of.flow_stats_request(xid, table), _OwnRequest("flows", fut))
+        try:
+            return await asyncio.wait_for(fut, self.config.request_timeout)
+        finally:
+            s.forget(xid)  # a reply that never came leaves nothing behind
 
     async def barrier(self, dpid: int) -> None:
         """Wait until the switch has processed everything sent to it so far."""
@@ -1079,7 +1143,10 @@ class Proxy:
         fut = asyncio.get_running_loop().create_future()
         xid = self._next_xid()
         s.send_own(of.message(s.version, BARRIER_REQ[s.version], xid), _OwnRequest("x", fut))
-        await asyncio.wait_for(fut, self.config.request_timeout)
+        try:
+            await asyncio.wait_for(fut, self.config.request_timeout)
+        finally:
+            s.forget(xid)
 
     # --- audit ---------------------------------------------------------------------------------------
     async def _audit_later(self, s: Session, delay: float) -> None:

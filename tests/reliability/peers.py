@@ -52,8 +52,9 @@ class RawSwitch:
     """A switch on TCP: HELLO, answers the proxy's FEATURES_REQUEST, then does what the
     test says. With `reading=False` it stops reading once connected."""
 
-    def __init__(self, port: int, dpid: int) -> None:
+    def __init__(self, port: int, dpid: int, barriers: bool = True) -> None:
         self.port, self.dpid = port, dpid
+        self.barriers = barriers  # False: never answers a barrier
         self.reader = self.writer = None
         self._task: asyncio.Task | None = None
         self.received: list[bytes] = []
@@ -78,7 +79,7 @@ class RawSwitch:
                 _, t, _, xid = of.header(m)
                 if t == of.OFPT_ECHO_REQUEST:
                     self.writer.write(of.message(4, of.OFPT_ECHO_REPLY, xid, m[8:]))
-                elif t == of.OFPT_BARRIER_REQUEST:
+                elif t == of.OFPT_BARRIER_REQUEST and self.barriers:
                     self.writer.write(of.message(4, of.OFPT_BARRIER_REPLY, xid))
 
     async def close(self) -> None:
