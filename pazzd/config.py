@@ -8,6 +8,7 @@ every key; deploy/pazzd.yaml is the commented default.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ class Config:
     sflow_port: int = 6343
     sampling_rate: int = 64
     sflow_interfaces: list[dict] = field(default_factory=list)
+    sflow_agents: frozenset[str] | None = None  # None: datagrams of every agent accepted
     switches: list[SwitchCfg] = field(default_factory=list)
     ovs_bin_dir: str = "/usr/bin"
     fuzz_enabled: bool = False
@@ -113,7 +115,7 @@ KNOWN = {
         "enabled", "address", "listen", "audit_interval", "audit_delay", "handshake_timeout",
         "idle_timeout", "stall_timeout", "max_connections",
     },
-    "sflow": {"listen", "sampling_rate", "interfaces"},
+    "sflow": {"listen", "sampling_rate", "interfaces", "agents"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
     "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
@@ -288,6 +290,17 @@ def load_config(path: str | Path) -> Config:
     s = r.section(doc, "sflow", "sflow")
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
+    if s.get("agents") is not None:
+        ags = s["agents"]
+        if not isinstance(ags, list):
+            r.fail(s, "agents", "sflow.agents", "must be a list of IP addresses")
+        norm = set()
+        for i, a in enumerate(ags):
+            try:
+                norm.add(ipaddress.ip_address(str(a)).compressed)
+            except ValueError:
+                r.fail(ags, i, f"sflow.agents[{i}]", f"not an IP address: {a!r}")
+        cfg.sflow_agents = frozenset(norm)
     ifs = r.items(s, "interfaces", "sflow.interfaces")
     for i, e in enumerate(ifs):
         d = f"sflow.interfaces[{i}]"

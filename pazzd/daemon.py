@@ -176,6 +176,7 @@ class Daemon:
             "fuzz": fz,
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
+            "proxy": self.proxy.drops() if self.proxy is not None else {},
         }
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -249,6 +250,7 @@ class Daemon:
             blackholes=self._blackholes(cfg), resolve_after=cfg.resolve_after,
             on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
         )  # fmt: skip
+        self.tester.agents = cfg.sflow_agents
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
@@ -268,7 +270,7 @@ class Daemon:
             await self._start_workers(cfg, n_workers)
         else:
             self.collector = SflowCollector(
-                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
+                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port, pass_source=True
             )
             await self.collector.start()
         self.api = ApiServer(cfg.api_socket, self.handle)
@@ -404,9 +406,9 @@ class Daemon:
         return t
 
     # --- running ------------------------------------------------------------------------------------
-    def _datagram(self, data: bytes) -> None:
+    def _datagram(self, data: bytes, source: str | None = None) -> None:
         self._last_datagram = time.time()
-        self.tester.process_datagram(data)
+        self.tester.process_datagram(data, source=source)
 
     def _on_fault(self, ev: FaultEvent) -> None:
         if ev.resolved:
@@ -502,6 +504,7 @@ class Daemon:
         ):
             t.blackholes = self._blackholes(cfg)
         t.ifmap = self._ifmap(cfg)
+        t.agents = cfg.sflow_agents  # workers get it when recycled below
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:

@@ -22,6 +22,9 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_config_load_error | gauge | |
 | pazz_config_reloads_total | counter | result: ok, error |
 | pazz_localize_seconds | histogram | |
+| pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
+| pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
+| pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier |
 """
 
 from __future__ import annotations
@@ -134,6 +137,25 @@ class _StateCollector:
             "1 if the proxy has a controller connection (always 0 without the proxy)",
             value=1 if s.get("controller_connected") else 0,
         )
+        yield CounterMetricFamily(
+            "pazz_sflow_unknown_agent_datagrams",
+            "sFlow datagrams dropped: agent or UDP source not in sflow.agents",
+            value=st.get("unknown_agent", 0),
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_sequence_resets",
+            "sFlow sequence jumps too large to be loss, counted as agent resets",
+            value=st.get("sequence_resets", 0),
+        )
+        c = CounterMetricFamily(
+            "pazz_proxy_dropped_connections",
+            "proxy connections dropped or refused, by reason",
+            labels=["reason"],
+        )
+        px = s.get("proxy") or {}
+        for reason in ("stalled", "handshake", "idle", "refused", "barrier"):
+            c.add_metric([reason], px.get(reason, 0))
+        yield c
 
 
 class Metrics:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -107,6 +108,8 @@ class TesterStats:
     lost_datagrams: int = 0
     reordered_datagrams: int = 0
     agent_restarts: int = 0
+    sequence_resets: int = 0  # a forward jump too large to be loss: counted as a reset
+    unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
     flow_samples: int = 0
     counter_samples: int = 0
     reports: int = 0
@@ -153,6 +156,13 @@ class Tester:
 
     __test__ = False  # not a pytest test class
     CACHE_MAX = 1 << 18
+    # A datagram sequence number this far ahead of the last one is not loss (a forged or
+    # restarted agent): it counts as a reset, so one datagram adds at most MAX_SEQ_GAP to
+    # lost_datagrams.
+    MAX_SEQ_GAP = 1024
+    # Per-agent state (sequence numbers, interface state) is kept for this many keys,
+    # least recently seen dropped first: forged agent addresses cannot grow it.
+    MAX_AGENT_STATE = 4096
 
     def __init__(
         self,
@@ -185,8 +195,11 @@ class Tester:
         self.rlog = RateLimitedLog(log)
         self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
-        self._seq: dict[tuple[str, int], int] = {}
-        self._ifstate: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._ifstate: OrderedDict[tuple[str, int], tuple[bool, int]] = OrderedDict()
+        # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
+        # unless its agent address and, when known, its UDP source are in the set.
+        self.agents: frozenset[str] | None = None
         # Resolution watch: header-class key -> fault ids; fault id -> consistent-since.
         self._by_class: dict[str, set[int]] = {}
         self._since: dict[int, float | None] = {}
@@ -267,8 +280,11 @@ class Tester:
 
     # ------------------------------------------------------------ input
 
-    def process_datagram(self, data: bytes, now: float | None = None) -> None:
-        """Decode and handle one sFlow datagram; malformed ones are counted and dropped."""
+    def process_datagram(
+        self, data: bytes, now: float | None = None, source: str | None = None
+    ) -> None:
+        """Decode and handle one sFlow datagram; malformed ones are counted and dropped.
+        source: the UDP source address, checked against `agents` when given."""
         self.stats.datagrams += 1
         try:
             dg = decode(data)
@@ -276,21 +292,38 @@ class Tester:
             self.stats.malformed += 1
             self.rlog.warning("malformed", "malformed sFlow datagram dropped: %s", e)
             return
+        if self.agents is not None and not (
+            dg.agent in self.agents and (source is None or source in self.agents)
+        ):
+            self.stats.unknown_agent += 1
+            self.rlog.warning("unknown-agent", "sFlow datagram from an agent not in "
+                              "sflow.agents dropped (agent %s, from %s)", dg.agent, source)  # fmt: skip
+            return
         self.handle_datagram(dg, self.clock() if now is None else now)
+
+    @classmethod
+    def _remember(cls, d: OrderedDict, key, value) -> None:
+        """d[key] = value, most recent last; the least recent goes beyond MAX_AGENT_STATE."""
+        d[key] = value
+        d.move_to_end(key)
+        if len(d) > cls.MAX_AGENT_STATE:
+            d.popitem(last=False)
 
     def _sequence(self, dg: Datagram) -> None:
         key = (dg.agent, dg.sub_agent)
         last = self._seq.get(key)
-        self._seq[key] = dg.seq
+        self._remember(self._seq, key, dg.seq)
         if last is None:
             return
         gap = (dg.seq - last) & 0xFFFFFFFF
         if gap == 0 or gap > 0x7FFFFFFF:
-            if dg.seq <= 1 or last - dg.seq > 1000:
+            if dg.seq <= 1 or (last - dg.seq) & 0xFFFFFFFF > 1000:
                 self.stats.agent_restarts += 1
             else:
                 self.stats.reordered_datagrams += 1
                 self._seq[key] = last
+        elif gap > self.MAX_SEQ_GAP:
+            self.stats.sequence_resets += 1
         elif gap > 1:
             self.stats.lost_datagrams += gap - 1
 
@@ -308,7 +341,7 @@ class Tester:
                 if egress is None:
                     st.unknown_interface += 1
                     self.rlog.warning(
-                        f"if:{agent}", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
+                        "unknown-if", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
                         agent, sub, ifi,
                     )  # fmt: skip
                     continue
@@ -333,11 +366,11 @@ class Tester:
             key = (agent, g.if_index)
             errs = g.in_errors + g.out_errors
             prev = self._ifstate.get(key)
-            self._ifstate[key] = (g.oper_up, errs)
+            self._remember(self._ifstate, key, (g.oper_up, errs))
             if prev is not None:
                 if prev[0] and not g.oper_up:
                     st.interfaces_down += 1
-                    self.rlog.warning(f"down:{key}", "interface down: agent=%s ifIndex=%d", *key)
+                    self.rlog.warning("if-down", "interface down: agent=%s ifIndex=%d", *key)
                 if errs > prev[1]:
                     st.interface_errors += errs - prev[1]
 

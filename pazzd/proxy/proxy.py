@@ -1246,6 +1246,12 @@ class Proxy:
         """True when at least one switch session has its upstream controller connection up."""
         return any(s.up is not None for s in self._sessions)
 
+    def drops(self) -> dict[str, int]:
+        """Connections dropped or refused to stay bounded, by reason."""
+        return {"stalled": self.stuck_drops, "handshake": self.handshake_timeouts,
+                "idle": self.idle_drops, "refused": self.refused,
+                "barrier": self.barrier_drops}  # fmt: skip
+
     def stats(self) -> dict:
         return {
             "switches": len(self.switches),
