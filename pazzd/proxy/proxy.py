@@ -472,7 +472,10 @@ class Session:
         self._flush_up(out)
         if self._commit_upto:
             upto, self._commit_upto = self._commit_upto, 0
-            self._commit(upto)
+            try:
+                self._commit(upto)
+            except Exception:  # a bug of ours must not take the switch session down
+                log.exception("%r: committing accepted changes failed", self)
 
     def _flush_up(self, out: list[bytes]) -> None:
         if out and self.up_ready:
@@ -843,14 +846,14 @@ class Proxy:
         ents, grps = [], []
         for dpid, gs in groups.items():
             for gid, (gtype, buckets) in gs.items():
-                with contextlib.suppress(ModelError):
+                with contextlib.suppress(ModelError, of.ProtocolError, struct.error):
                     if dpid in self.model.topo.switches:
                         grps.append(of.group_to_cpc(dpid, gtype, gid, buckets))
         for dpid, entries in flows.items():
             if dpid not in self.model.topo.switches:
                 continue
             for e in entries.values():
-                with contextlib.suppress(ModelError):
+                with contextlib.suppress(ModelError, of.ProtocolError, struct.error):
                     ents.append(self._cpc_entry(dpid, e))
         try:
             self.model.add_entries(ents, grps)
@@ -988,13 +991,16 @@ class Proxy:
 
     def _cpc_instructions(self, instr: bytes):
         """of.cpc_instructions, memoized: controllers send the same few instruction lists
-        over and over (the model's Instructions are immutable). Raises ModelError."""
+        over and over (the model's Instructions are immutable). Raises ModelError, also
+        for instructions that do not parse (a set_field's OXM, say)."""
         r = self._instr_cache.get(instr)
         if r is None:
             try:
                 r = of.cpc_instructions(instr)
             except ModelError as e:
                 r = str(e)
+            except (of.ProtocolError, struct.error, ValueError, IndexError) as e:
+                r = f"instructions do not parse: {e}"
             if len(self._instr_cache) >= 4096:
                 self._instr_cache.clear()
             self._instr_cache[instr] = r
@@ -1039,7 +1045,7 @@ class Proxy:
                 try:
                     ins, rid = self._cpc_instructions(new.instr)
                     match = of.cpc_match(new.mkey)
-                except ModelError as e:
+                except (ModelError, of.ProtocolError) as e:
                     log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
                                 dpid, e, new.table, new.priority)  # fmt: skip
                     if old is not None:
@@ -1059,7 +1065,7 @@ class Proxy:
     def _delete_mod(dpid: int, e: Entry) -> list[FlowMod]:
         try:
             match = of.cpc_match(e.mkey)
-        except ModelError:
+        except (ModelError, of.ProtocolError):
             return []
         return [
             FlowMod(
@@ -1081,9 +1087,12 @@ class Proxy:
             self.store.put_group(dpid, gm.group_id, gm.type, gm.buckets)
             try:
                 g = of.group_to_cpc(dpid, gm.type, gm.group_id, gm.buckets)
-                self._feed(dpid, [("group", gm.group_id, g)])
-            except ModelError as e:
+            except (ModelError, of.ProtocolError, struct.error) as e:
+                g = None
                 log.warning("dpid %#x: group %d not modelled: %s", dpid, gm.group_id, e)
+            if g is not None:
+                self._feed(dpid, [("group", gm.group_id, g)])
+            else:
                 self._feed(dpid, [("group", gm.group_id, None)])
         elif gm.command == of.GC_DELETE:
             gids = list(groups) if gm.group_id == of.OFPG_ALL else [gm.group_id]
