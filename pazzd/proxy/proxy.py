@@ -701,18 +701,45 @@ class Session:
         if ver == of.OFP13:
             if t == of.OFPT_FLOW_MOD:
                 msg = self._flow_mod(msg, xid)
+                if msg is None:  # refused with an OFPT_ERROR
+                    return
             elif t == of.OFPT_GROUP_MOD:
                 gm = of.parse_group_mod(msg)
+                if gm.command in (of.GC_ADD, of.GC_MODIFY) and of.buckets_have_verify_action(
+                    gm.buckets
+                ):
+                    self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+                    return
                 self.seq += 1
                 self.pending.append(_Pending(self.seq, xid, "group", gm, msg, msg))
                 self.unbarriered = True
         out.append(msg)
 
-    def _flow_mod(self, msg: bytes, xid: int) -> bytes:
+    def _refuse(self, msg: bytes, etype: int, code: int, why: str) -> None:
+        """Answer a controller message with an OFPT_ERROR instead of forwarding it."""
+        self.proxy.refused_mods += 1
+        self.proxy._log_limited(f"refuse-{why}", logging.WARNING,
+                                "%r: refused a controller message (type %d) with %s",
+                                self, msg[1], why)  # fmt: skip
+        if self.up is not None:
+            xid = of.header(msg)[3]
+            self.up.write(of.error_msg(self.version, xid, etype, code, msg))
+
+    def _flow_mod(self, msg: bytes, xid: int) -> bytes | None:
         fm = of.parse_flow_mod(msg)
         rid = 0
         sent = msg
-        if self.ids_on and fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT):
+        adds = fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT)
+        if adds and of.has_verify_action(fm.instr):
+            # The proxy's own set_verify_rule:ID (or the switch's implicit step) already
+            # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
+            self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+            return None
+        if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
+            # No room for the rule-ID action within OpenFlow's 16-bit length.
+            self._refuse(msg, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID")
+            return None
+        if self.ids_on and adds:
             store = self.proxy.store
             rid = 0
             if fm.command == of.FC_MODIFY:
@@ -830,6 +857,7 @@ class Proxy:
         self.idle_drops = 0  # switches silent for idle_timeout
         self.refused = 0  # connections refused at the cap
         self.barrier_drops = 0  # switches that did not answer a barrier in time
+        self.refused_mods = 0  # controller messages answered with an error, not forwarded
         self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
         self._log_last: dict[str, tuple[float, int]] = {}
         self._load()
