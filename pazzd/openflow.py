@@ -718,6 +718,9 @@ class RawFlowRemoved:
     mkey: bytes
 
 
+OFPRR_IDLE_TIMEOUT, OFPRR_HARD_TIMEOUT, OFPRR_DELETE, OFPRR_GROUP_DELETE = 0, 1, 2, 3
+
+
 def parse_flow_removed(data: bytes) -> RawFlowRemoved:
     if len(data) < 56:
         raise ProtocolError("FLOW_REMOVED shorter than 56 bytes")

@@ -558,12 +558,33 @@ class Session:
             self.upstream_task = asyncio.ensure_future(self._upstream_loop())
 
     def _flow_removed(self, fr: of.RawFlowRemoved) -> None:
+        """Only a timeout ends intent here. A delete the controller sent (FlowMod or group
+        delete) ends it when that change commits; any other delete is an entry removed
+        behind the controller's back: it stays intended and the next audit reports it
+        missing at once."""
         key = (fr.table, fr.priority, fr.mkey)
         table = self.proxy.tables.setdefault(self.dpid, IntendedTable())
+        if fr.reason not in (of.OFPRR_IDLE_TIMEOUT, of.OFPRR_HARD_TIMEOUT):
+            if key in table.entries and not self._delete_pending():
+                self.proxy.unexplained_removals += 1
+                self.proxy._missing_once[self.dpid].add(key)
+                log.warning("%r: intended entry table=%d priority=%d removed (reason %d) by "
+                            "something other than the controller", self, fr.table,
+                            fr.priority, fr.reason)  # fmt: skip
+            return
         old = table.remove(key)
         if old is not None:
             self.proxy.store.delete(self.dpid, key)
             self.proxy._feed(self.dpid, [("delete", old, None)])
+
+    def _delete_pending(self) -> bool:
+        """Is a delete of the controller's (FlowMod or GroupMod) awaiting its barrier?"""
+        for p in self.pending:
+            if p.kind == "flow" and p.msg.command in (of.FC_DELETE, of.FC_DELETE_STRICT):
+                return True
+            if p.kind == "group" and p.msg.command == of.GC_DELETE:
+                return True
+        return False
 
     def fail_switch(self, reason: str) -> None:
         log.warning("disconnecting %r: protocol error: %s", self, reason)
@@ -858,6 +879,7 @@ class Proxy:
         self.refused = 0  # connections refused at the cap
         self.barrier_drops = 0  # switches that did not answer a barrier in time
         self.refused_mods = 0  # controller messages answered with an error, not forwarded
+        self.unexplained_removals = 0  # FLOW_REMOVED (delete) the controller did not cause
         self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
         self._log_last: dict[str, tuple[float, int]] = {}
         self._load()
