@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +48,8 @@ from .notify import Notifier
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
+
+STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 
 log = logging.getLogger("pazzd")
 
@@ -534,24 +537,29 @@ class Daemon:
             t.cancel()
         if self.collector is not None:
             self.collector.close()
-        if self.workers is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
-        if self.model_server is not None:
-            await self.model_server.close()
-        if self.version_file is not None:
-            self.version_file.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.version_file.path)
-        if self.api is not None:
-            await self.api.close()
-        if self.proxy is not None:
-            with contextlib.suppress(Exception):
-                await self.proxy.stop()
-        if self.injector is not None:
-            self.injector.close()
-        self.metrics.close()
-        if self.store is not None:
-            self.store.close()
+        try:  # cancelled by the shutdown bound (_amain): the finally part still runs
+            if self.workers is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
+            if self.model_server is not None:
+                await self.model_server.close()
+            if self.version_file is not None:
+                self.version_file.close()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.version_file.path)
+            if self.api is not None:
+                await self.api.close()
+            if self.proxy is not None:
+                with contextlib.suppress(Exception):
+                    await self.proxy.stop()
+        finally:
+            if self.proxy is not None:
+                with contextlib.suppress(Exception):
+                    self.proxy.store.close()
+            if self.injector is not None:
+                self.injector.close()
+            self.metrics.close()
+            if self.store is not None:
+                self.store.close()
 
     # --- API -----------------------------------------------------------------------------------------
     async def handle(self, req: dict):
@@ -703,8 +711,36 @@ async def _amain(d: Daemon) -> int:
         loop.add_signal_handler(sig, d.stop_event.set)
     await d.stop_event.wait()
     log.info("stopping")
-    await d.stop()
+    try:
+        await asyncio.wait_for(d.stop(), STOP_BOUND - 1.0)
+    except TimeoutError:
+        log.error("shutdown did not finish within %.0f s; exiting anyway", STOP_BOUND - 1.0)
     return 0
+
+
+def _run(coro) -> int:
+    """asyncio.run, bounded: tasks left over get a second to end, and threads of the
+    default executor (a blocked localization, say) are not waited for."""
+    loop = asyncio.new_event_loop()
+    try:
+        rc = loop.run_until_complete(coro)
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=1.0))
+    finally:
+        ex = getattr(loop, "_default_executor", None)
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+        loop.close()
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]  # fmt: skip
+    if stuck:  # the interpreter would join them at exit, for ever
+        log.warning("exiting with %d threads still busy", len(stuck))
+        logging.shutdown()
+        os._exit(rc)
+    return rc
 
 
 def main(argv=None) -> int:
@@ -725,7 +761,7 @@ def main(argv=None) -> int:
             return 2
         print(f"{args.config}: OK")
         return 0
-    return asyncio.run(_amain(Daemon(args.config, tester_workers=args.tester_workers)))
+    return _run(_amain(Daemon(args.config, tester_workers=args.tester_workers)))
 
 
 if __name__ == "__main__":

@@ -873,6 +873,7 @@ class Proxy:
         self._missing_once: dict[int, set] = collections.defaultdict(set)
         self.findings: list[AuditFinding] = []
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
+        self._stopping = False
         self.stuck_drops = 0  # peers dropped because they stopped reading
         self.handshake_timeouts = 0  # switch connections without a handshake in time
         self.idle_drops = 0  # switches silent for idle_timeout
@@ -940,14 +941,18 @@ class Proxy:
             self._server.close()
         if self._unix_server is not None:
             self._unix_server.close()
+        # Tasks first, while what they wait for is still pending: Python 3.11's wait_for
+        # drops a cancellation when its future completes at the same time (the session
+        # closing fails a flow dump's future), and an audit loop would then go on.
+        self._stopping = True
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
         for s in list(self._sessions):
             s.sw.close()
             s.switch_lost(None)
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
@@ -1223,10 +1228,10 @@ class Proxy:
         self._audit_task = self._spawn(self._audit_loop()) if interval > 0 else None
 
     async def _audit_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.config.audit_interval)
             for dpid, s in list(self.switches.items()):
-                if s.version != of.OFP13:
+                if s.version != of.OFP13 or self._stopping:
                     continue
                 try:
                     await self.audit(dpid)

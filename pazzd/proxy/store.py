@@ -152,5 +152,9 @@ class Store:
         return flows, groups
 
     def close(self) -> None:
+        """Idempotent: a bounded shutdown may close it twice."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.flush()
         self.db.close()
