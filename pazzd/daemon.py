@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -118,6 +119,7 @@ class Daemon:
         self.started = time.time()
         self.stop_event = asyncio.Event()
         self.loop_errors = LoopErrorLimiter()
+        self.audit_store_errors = 0
         self.metrics = Metrics(self.state)
         self.model: Model | None = None
         self.tester: Tester | None = None
@@ -151,6 +153,7 @@ class Daemon:
         if self.tester is None:
             return {}
         out = self.tester.stats.as_dict()
+        out["fault_store_errors"] = out.get("fault_store_errors", 0) + self.audit_store_errors
         if self.workers is not None:
             for k, v in self.workers.totals().items():
                 out[k] = out.get(k, 0) + v
@@ -335,8 +338,16 @@ class Daemon:
         await self.proxy.start()
 
     def _on_audit(self, dpid: int, findings) -> None:
-        """One completed audit of a switch: store its findings as faults, then report."""
-        for ev in self.audit_faults.round(dpid, findings, time.time()):
+        """One completed audit of a switch: store its findings as faults, then report.
+        When the store fails, the next audit finds them again (nothing is reported now)."""
+        try:
+            events = self.audit_faults.round(dpid, findings, time.time())
+        except (sqlite3.Error, OSError) as e:
+            self.audit_store_errors += 1
+            log.error("audit of dpid:%d not stored (fault store: %s); the next audit retries",
+                      dpid, e)  # fmt: skip
+            return
+        for ev in events:
             f = ev.finding
             if ev.what == "new":
                 self.metrics.faults_detected.labels(AUDIT).inc()

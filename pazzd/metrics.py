@@ -25,6 +25,9 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
 | pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
 | pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier |
+| pazz_fault_store_errors_total | counter | (failed writes of the fault store) |
+| pazz_faults_unrecorded | gauge | (faults waiting in memory for the store) |
+| pazz_faults_dropped_total | counter | (faults lost: store failing, memory queue full) |
 """
 
 from __future__ import annotations
@@ -156,6 +159,21 @@ class _StateCollector:
         for reason in ("stalled", "handshake", "idle", "refused", "barrier"):
             c.add_metric([reason], px.get(reason, 0))
         yield c
+        yield CounterMetricFamily(
+            "pazz_fault_store_errors",
+            "failed writes of the fault store (disk full, read-only, broken file)",
+            value=st.get("fault_store_errors", 0),
+        )
+        yield GaugeMetricFamily(
+            "pazz_faults_unrecorded",
+            "faults waiting in memory for the fault store to take them",
+            value=st.get("faults_unrecorded", 0),
+        )
+        yield CounterMetricFamily(
+            "pazz_faults_dropped",
+            "faults lost because the fault store kept failing and the memory queue was full",
+            value=st.get("faults_dropped", 0),
+        )
 
 
 class Metrics:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -110,6 +111,9 @@ class TesterStats:
     agent_restarts: int = 0
     sequence_resets: int = 0  # a forward jump too large to be loss: counted as a reset
     unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
+    fault_store_errors: int = 0  # failed writes of the fault store
+    faults_unrecorded: int = 0  # faults waiting in memory for the store (a gauge)
+    faults_dropped: int = 0  # faults lost: the store kept failing and the queue was full
     flow_samples: int = 0
     counter_samples: int = 0
     reports: int = 0
@@ -163,6 +167,8 @@ class Tester:
     # Per-agent state (sequence numbers, interface state) is kept for this many keys,
     # least recently seen dropped first: forged agent addresses cannot grow it.
     MAX_AGENT_STATE = 4096
+    # Faults the store failed to record, kept in memory and retried (one per fault).
+    MAX_UNRECORDED = 1024
 
     def __init__(
         self,
@@ -197,6 +203,7 @@ class Tester:
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
         self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
         self._ifstate: OrderedDict[tuple[str, int], tuple[bool, int]] = OrderedDict()
+        self._unrecorded: OrderedDict[tuple, tuple] = OrderedDict()
         # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
         # unless its agent address and, when known, its UDP source are in the set.
         self.agents: frozenset[str] | None = None
@@ -457,18 +464,60 @@ class Tester:
             "filter_location": v.location,
         }
         expected = [_tags(e) for e in self._alts_for_record(egress, hdr)]
-        fid, new = self.store.record(
+
+        def recorded(fid: int, new: bool) -> None:
+            self._note_fault(fid, key, v.kind, now, new)
+            if fid not in self._fault_hdr:
+                self._fault_hdr[fid] = (key, hdr)
+                self._labels_ver = None
+            self._emit(
+                FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
+                LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location)
+                if new else None,
+            )  # fmt: skip
+
+        self._store_record((
             v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
             expected, {"verify_port": vp, "verify_rule": vr}, localization,
-        )  # fmt: skip
-        self._note_fault(fid, key, v.kind, now, new)
-        if fid not in self._fault_hdr:
-            self._fault_hdr[fid] = (key, hdr)
-            self._labels_ver = None
-        self._emit(
-            FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
-            LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location) if new else None,
-        )
+        ), recorded)  # fmt: skip
+
+    def _store_record(self, args: tuple, then: Callable[[int, bool], None]) -> None:
+        """store.record(*args), then then(id, new). When the store fails (disk full, a
+        read-only or broken file) the fault waits in memory, one entry per fault (kind,
+        location, class; the latest sample), and tick() retries it. Beyond
+        MAX_UNRECORDED faults the oldest is dropped, and counted."""
+        try:
+            fid, new = self.store.record(*args)
+        except (sqlite3.Error, OSError) as e:
+            st = self.stats
+            st.fault_store_errors += 1
+            self.rlog.warning("store", "fault store failed (%s): faults kept in memory, "
+                              "retried every tick", e)  # fmt: skip
+            q = self._unrecorded
+            k = args[:3]
+            q.pop(k, None)
+            q[k] = (args, then)
+            if len(q) > self.MAX_UNRECORDED:
+                q.popitem(last=False)
+                st.faults_dropped += 1
+                log.error("a fault was dropped: the fault store keeps failing and %d others "
+                          "wait in memory", len(q))  # fmt: skip
+            st.faults_unrecorded = len(q)
+            return
+        then(fid, new)
+
+    def _retry_unrecorded(self) -> None:
+        q = self._unrecorded
+        while q:
+            k, (args, then) = next(iter(q.items()))
+            try:
+                fid, new = self.store.record(*args)
+            except (sqlite3.Error, OSError):
+                self.stats.fault_store_errors += 1
+                break
+            del q[k]
+            then(fid, new)
+        self.stats.faults_unrecorded = len(q)
 
     def _alts_for_record(self, egress: Port, hdr: dict) -> tuple[Expected, ...]:
         hit = self._cache.get((egress, tuple(hdr.items())))
@@ -529,21 +578,27 @@ class Tester:
             "silent_since": alarm.since,
         }
         hdr = flow.header or dict(flow.match)
-        fid, new = self.store.record(
+        self.stats.blackhole_alarms += 1
+
+        def recorded(fid: int, new: bool) -> None:
+            self._blackhole_fault[key] = fid
+            self._note_fault(fid, key, BLACKHOLE, now, new)
+            self._emit(
+                FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
+                LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location)
+                if new else None,
+            )  # fmt: skip
+
+        self._store_record((
             BLACKHOLE, location, key, now, b"", hdr, flow.egress,
             [_tags(e) for e in exp_list], None, localization,
-        )  # fmt: skip
-        self.stats.blackhole_alarms += 1
-        self._blackhole_fault[key] = fid
-        self._note_fault(fid, key, BLACKHOLE, now, new)
-        self._emit(
-            FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
-            LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location) if new else None,
-        )
+        ), recorded)  # fmt: skip
 
     def tick(self, now: float | None = None) -> None:
         """Timers: blackhole alarms, automatic resolution, transient expiry. Call ~1/s."""
         now = self.clock() if now is None else now
+        if self._unrecorded:
+            self._retry_unrecorded()
         if self.blackholes is not None:
             for alarm in self.blackholes.check(now):
                 self._blackhole(alarm, now)
@@ -557,7 +612,11 @@ class Tester:
                 # resolves when its samples stop (fuzz probes keep probing the class).
                 done.append(fid)
         for fid in done:
-            self._resolve(fid, now)
+            try:
+                self._resolve(fid, now)
+            except (sqlite3.Error, OSError) as e:  # stays open; tried again next tick
+                self.stats.fault_store_errors += 1
+                self.rlog.warning("store-resolve", "fault store failed to resolve: %s", e)
         if self.guard is not None:
             self.guard.expire(now)
 
