@@ -62,6 +62,10 @@ class Config:
     idle_timeout: float = 60.0
     stall_timeout: float = 30.0
     max_connections: int = 4096
+    # TLS: {"cert", "key", "ca"} towards the switches (ca: require switch certificates
+    # signed by it); {"ca", "cert", "key", "server_hostname"} towards the controller.
+    switch_tls: dict | None = None
+    controller_tls: dict | None = None
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
     sflow_host: str = "0.0.0.0"
     sflow_port: int = 6343
@@ -113,8 +117,10 @@ KNOWN = {
     },
     "controller": {
         "enabled", "address", "listen", "audit_interval", "audit_delay", "handshake_timeout",
-        "idle_timeout", "stall_timeout", "max_connections",
+        "idle_timeout", "stall_timeout", "max_connections", "tls", "upstream_tls",
     },
+    "controller.tls": {"cert", "key", "ca"},
+    "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
     "sflow": {"listen", "sampling_rate", "interfaces", "agents"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
@@ -273,6 +279,29 @@ def load_config(path: str | Path) -> Config:
                                 lo=0.1, hi=86400.0)  # fmt: skip
     cfg.max_connections = r.typed(c, "max_connections", "controller.max_connections", int,
                                   4096, lo=1, hi=1 << 20)  # fmt: skip
+    for key, need in (("tls", ("cert", "key")), ("upstream_tls", ("ca",))):
+        if c.get(key) is None:
+            continue
+        t = r.section(c, key, f"controller.{key}")
+        tls = {}
+        for k in ("cert", "key", "ca"):
+            if t.get(k) is None:
+                if k in need:
+                    r.fail(c, key, f"controller.{key}.{k}", "required key missing")
+                continue
+            if not isinstance(t[k], str):
+                r.fail(t, k, f"controller.{key}.{k}", "must be a file path")
+            tls[k] = rel(t[k])
+            if not Path(tls[k]).is_file():
+                r.fail(t, k, f"controller.{key}.{k}", f"{tls[k]}: no such file")
+        if ("cert" in tls) != ("key" in tls):
+            r.fail(c, key, f"controller.{key}", "cert and key go together")
+        if t.get("server_hostname") is not None:
+            tls["server_hostname"] = str(t["server_hostname"])
+        if key == "tls":
+            cfg.switch_tls = tls
+        else:
+            cfg.controller_tls = tls
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]

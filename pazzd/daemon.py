@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -317,8 +318,16 @@ class Daemon:
 
     async def _start_proxy(self, cfg: Config) -> None:
         from pazzd.proxy import Proxy, ProxyConfig
+        from pazzd.proxy.proxy import tls_contexts
 
+        try:
+            switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"{self.config_path}: controller TLS: {e}") from None
         pc = ProxyConfig(
+            switch_ssl=switch_ssl, controller_ssl=controller_ssl,
+            controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
+            or cfg.controller_host,
             listen_host=cfg.listen_host, listen_port=cfg.listen_port,
             controller_host=cfg.controller_host, controller_port=cfg.controller_port,
             audit_interval=cfg.audit_interval, audit_delay=cfg.audit_delay,

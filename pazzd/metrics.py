@@ -24,7 +24,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_localize_seconds | histogram | |
 | pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
 | pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
-| pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier |
+| pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier, takeover |
 | pazz_fault_store_errors_total | counter | (failed writes of the fault store) |
 | pazz_faults_unrecorded | gauge | (faults waiting in memory for the store) |
 | pazz_faults_dropped_total | counter | (faults lost: store failing, memory queue full) |
@@ -156,7 +156,7 @@ class _StateCollector:
             labels=["reason"],
         )
         px = s.get("proxy") or {}
-        for reason in ("stalled", "handshake", "idle", "refused", "barrier"):
+        for reason in ("stalled", "handshake", "idle", "refused", "barrier", "takeover"):
             c.add_metric([reason], px.get(reason, 0))
         yield c
         yield CounterMetricFamily(

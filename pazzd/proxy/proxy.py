@@ -75,6 +75,9 @@ class ProxyConfig:
     # with max_pending FlowMods/GroupMods awaiting a barrier, reading from the controller
     # pauses until the switch catches up.
     barrier_timeout: float = 30.0
+    # A connection claiming a connected dpid waits this long for the first connection to
+    # answer an echo request: answered, the newcomer is refused; silent, it is replaced.
+    takeover_timeout: float = 2.0
     max_pending: int = 10000
 
 
@@ -178,6 +181,25 @@ class _UpstreamProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.transport is self.session.up:
             self.session.peer_paused("controller", False)
+
+
+def tls_contexts(
+    switch_tls: dict | None, controller_tls: dict | None
+) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(server context for switches, client context for the controller) from the config's
+    controller.tls / controller.upstream_tls; raises ssl.SSLError or OSError."""
+    server = client = None
+    if switch_tls:
+        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server.load_cert_chain(switch_tls["cert"], switch_tls["key"])
+        if switch_tls.get("ca"):
+            server.load_verify_locations(switch_tls["ca"])
+            server.verify_mode = ssl.CERT_REQUIRED
+    if controller_tls:
+        client = ssl.create_default_context(cafile=controller_tls["ca"])
+        if controller_tls.get("cert"):
+            client.load_cert_chain(controller_tls["cert"], controller_tls["key"])
+    return server, client
 
 
 def _abort(transport) -> None:
@@ -552,6 +574,14 @@ class Session:
         dpid = of.features_dpid(msg)
         self.dpid = dpid
         self.features = msg
+        old = self.proxy.switches.get(dpid)
+        if old is not None and old is not self and not old.closed:
+            # Any peer can claim a dpid: the live switch is not dropped for it.
+            self.proxy._spawn(self.proxy._contest(old, self))
+            return
+        self._go_live()
+
+    def _go_live(self) -> None:
         self.proxy._register(self)
         log.info("%r connected, OpenFlow 0x%02x", self, self.version)
         if self.upstream_task is None:
@@ -880,6 +910,7 @@ class Proxy:
         self.refused = 0  # connections refused at the cap
         self.barrier_drops = 0  # switches that did not answer a barrier in time
         self.refused_mods = 0  # controller messages answered with an error, not forwarded
+        self.takeovers_refused = 0  # connections that claimed a live switch's dpid
         self.unexplained_removals = 0  # FLOW_REMOVED (delete) the controller did not cause
         self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
         self._log_last: dict[str, tuple[float, int]] = {}
@@ -1019,10 +1050,33 @@ class Proxy:
             args = (*args, n)
         log.log(level, fmt, *args)
 
+    async def _contest(self, old: Session, new: Session) -> None:
+        """A second connection claims a connected dpid. The first one gets an echo
+        request: if it answers within takeover_timeout (or the proxy is not reading from
+        it, flow control), the newcomer is refused; else the newcomer replaces it."""
+        t0 = time.monotonic()
+        with contextlib.suppress(Exception):
+            old.send_own(of.message(old.version, of.OFPT_ECHO_REQUEST, self._next_xid()), None)
+        end = t0 + self.config.takeover_timeout
+        while time.monotonic() < end and not (old.closed or new.closed) and old.last_rx <= t0:
+            await asyncio.sleep(0.02)
+        if new.closed:
+            return
+        if not old.closed and (old.last_rx > t0 or "controller" in old.paused):
+            self.takeovers_refused += 1
+            self._log_limited(f"takeover-{new.dpid}", logging.WARNING,
+                              "refusing %r: dpid %#x is connected and answering at %s",
+                              new, new.dpid, old.peer)  # fmt: skip
+            _abort(new.sw)
+            new.switch_lost(None)
+            return
+        new._go_live()
+
     def _register(self, s: Session) -> None:
         old = self.switches.get(s.dpid)
         if old is not None and old is not s:
-            log.info("%r replaces an older connection of the same dpid", s)
+            log.info("%r replaces an older connection of the same dpid (it did not answer "
+                     "an echo request)", s)  # fmt: skip
             old.sw.close()
             old.switch_lost(None)
         self.switches[s.dpid] = s
@@ -1314,7 +1368,8 @@ class Proxy:
         """Connections dropped or refused to stay bounded, by reason."""
         return {"stalled": self.stuck_drops, "handshake": self.handshake_timeouts,
                 "idle": self.idle_drops, "refused": self.refused,
-                "barrier": self.barrier_drops}  # fmt: skip
+                "barrier": self.barrier_drops,
+                "takeover": self.takeovers_refused}  # fmt: skip
 
     def stats(self) -> dict:
         return {

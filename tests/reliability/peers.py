@@ -59,8 +59,10 @@ class RawSwitch:
         self._task: asyncio.Task | None = None
         self.received: list[bytes] = []
 
-    async def connect(self, reading: bool = True, timeout: float = 5.0) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+    async def connect(self, reading: bool = True, timeout: float = 5.0, ssl=None) -> None:
+        self.reader, self.writer = await asyncio.open_connection(
+            "127.0.0.1", self.port, ssl=ssl, server_hostname="localhost" if ssl else None
+        )
         self.writer.write(of.hello([4]))
         async with asyncio.timeout(timeout):
             while True:
