@@ -454,14 +454,14 @@ def load_config(path: str | Path) -> Config:
     sock = a.get("socket", cfg.api_socket)
     if not isinstance(sock, str) or not sock:
         r.fail(a, "socket", "api.socket", "must be a file path")
-    cfg.api_socket = sock
+    cfg.api_socket = rel(sock)  # relative to the config file, like every other path
     db = doc.get("database", cfg.database)
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")
     if db == ":memory:" and cfg.tester_workers > 1:
         r.fail(doc, "database", "database",
                "tester.workers > 1 needs a database file (the workers share it)")  # fmt: skip
-    cfg.database = db
+    cfg.database = db if db == ":memory:" else rel(db)
     lvl = doc.get("log_level", "info")
     if not isinstance(lvl, str) or lvl.lower() not in LOG_LEVELS:
         r.fail(doc, "log_level", "log_level", f"must be one of {sorted(LOG_LEVELS)}")

@@ -250,7 +250,10 @@ class Daemon:
         self.model.subscribe(self.guard.on_model_update)
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
-        self.store = FaultStore(cfg.database)
+        try:
+            self.store = FaultStore(cfg.database)
+        except sqlite3.Error as e:  # not a database, truncated, a directory, read-only
+            raise OSError(f"database {cfg.database}: {e}") from None
         self.rules_at = self._rules_at()
         self.tester = Tester(
             self.model, self.store, self._ifmap(cfg), ports=None, guard=self.guard,
@@ -342,7 +345,10 @@ class Daemon:
 
         names = {d: s.name for d, s in cfg.topology.switches.items()}
         self.audit_faults = AuditFaults(self.store, names)
-        self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+        try:
+            self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+        except sqlite3.Error as e:
+            raise OSError(f"database {pc.db_path}: {e}") from None
         self.proxy.on_commit = self._note_commit
         await self.proxy.start()
 
