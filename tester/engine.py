@@ -419,9 +419,10 @@ class Tester:
         if labels:
             label = labels[0]
         else:
-            label = f"c{cls}"
-            if label in self._by_class:  # an open fault of another class holds the label
-                label = f"c{cls}@v{self.model.version}"
+            label, n = f"c{cls}", 1
+            while label in self._by_class:  # an open fault of another class holds it
+                n += 1  # labels stay as few as the open faults (not one per model version)
+                label = f"c{cls}.{n}"
         self._record(verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
         return verdict
 

@@ -605,7 +605,18 @@ class Session:
         old = table.remove(key)
         if old is not None:
             self.proxy.store.delete(self.dpid, key)
+            self._free_ids(table, (key,))
             self.proxy._feed(self.dpid, [("delete", old, None)])
+
+    def _free_ids(self, table: IntendedTable, keys) -> None:
+        """Free the rule IDs of keys neither intended nor named by a FlowMod in flight."""
+        if not keys:
+            return
+        busy = {(p.msg.table, p.msg.priority, p.msg.mkey) for p in self.pending
+                if p.kind == "flow"}  # fmt: skip
+        for key in keys:
+            if key not in table.entries and key not in busy:
+                self.proxy.store.free_id(self.dpid, *key)
 
     def _delete_pending(self) -> bool:
         """Is a delete of the controller's (FlowMod or GroupMod) awaiting its barrier?"""
@@ -834,9 +845,12 @@ class Session:
         table = proxy.tables.setdefault(self.dpid, IntendedTable())
         store = proxy.store
         changes = []
+        freeable: set = set()  # keys whose rule ID may have no use left
         while self.pending and self.pending[0].seq <= upto:
             p = self.pending.popleft()
             if p.rejected:
+                if p.kind == "flow" and p.rule_id:
+                    freeable.add((p.msg.table, p.msg.priority, p.msg.mkey))
                 continue
             self.mods_committed += 1
             if p.kind == "flow":
@@ -848,9 +862,11 @@ class Session:
             for kind, new, _old in ch:
                 if kind == "delete":
                     store.delete(self.dpid, new.key)
+                    freeable.add(new.key)
                 else:
                     store.put(self.dpid, new)
             changes.extend(ch)
+        self._free_ids(table, freeable)
         if self.reid and not self.pending:
             changes.extend(self._reid(table))
         self._check_pending()
@@ -901,7 +917,8 @@ class Proxy:
         self._audit_task: asyncio.Task | None = None
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
         self._missing_once: dict[int, set] = collections.defaultdict(set)
-        self.findings: list[AuditFinding] = []
+        # The latest new audit findings (the fault store keeps them all).
+        self.findings: collections.deque[AuditFinding] = collections.deque(maxlen=4096)
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
         self._stopping = False
         self.stuck_drops = 0  # peers dropped because they stopped reading
