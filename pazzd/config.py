@@ -85,6 +85,8 @@ class Config:
     blackhole_k: float = 10.0
     blackhole_grace: float = 0.0
     tester_workers: int = 1
+    corroborate: int = 2  # fault samples (or re-probes) needed before a fault opens
+    corroborate_window: float = 60.0
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
     api_socket: str = "/run/pazz/pazzd.sock"
@@ -124,7 +126,10 @@ KNOWN = {
     "sflow": {"listen", "sampling_rate", "interfaces", "agents"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "pairs", "inject"},
-    "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
+    "tester": {
+        "resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers", "corroborate",
+        "corroborate_window",
+    },
     "metrics": {"listen"},
     "api": {"socket"},
 }  # fmt: skip
@@ -445,6 +450,9 @@ def load_config(path: str | Path) -> Config:
         t, "blackhole_grace", "tester.blackhole_grace", float, 0.0, lo=0.0
     )
     cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
+    cfg.corroborate = r.typed(t, "corroborate", "tester.corroborate", int, 2, lo=1, hi=16)
+    cfg.corroborate_window = r.typed(t, "corroborate_window", "tester.corroborate_window",
+                                     float, 60.0, lo=0.1, hi=86400.0)  # fmt: skip
 
     m = r.section(doc, "metrics", "metrics")
     cfg.metrics_host, cfg.metrics_port = r.address(

@@ -261,6 +261,9 @@ class Daemon:
             on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
         )  # fmt: skip
         self.tester.agents = cfg.sflow_agents
+        self.tester.corroborate = cfg.corroborate
+        self.tester.corroborate_window = cfg.corroborate_window
+        self.tester.on_suspect = self._on_suspect
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
@@ -450,12 +453,23 @@ class Daemon:
         row = self.store.get(ev.fault_id)
         if row is not None:
             since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
-            start = since if since else (self._last_datagram or row.first_seen)
+            # From the fault's first evidence: with corroboration that is its first sample,
+            # earlier than the datagram that completed it.
+            start = since if since else min(self._last_datagram or row.first_seen, row.first_seen)
             latency = max(0.0, time.time() - start)
         self.metrics.detection_latency.observe(latency)
         hdr = ev.header.get("text") if "text" in ev.header else None
         log.warning("fault #%d %s at %s, candidates %s, header %s", ev.fault_id, ev.kind,
                     ev.location, list(ev.candidates), hdr or ev.header_class)  # fmt: skip
+
+    def _on_suspect(self, egress, header: dict, expected) -> None:
+        """A fault's first sample: have the fuzzer probe its header again from the
+        ingresses the model expects it from (corroboration, tester.corroborate)."""
+        if self.fuzzer is None:
+            return
+        hdr = {k: v for k, v in header.items() if k != "text"}
+        for ing in list(dict.fromkeys(e.ingress for e in expected))[:4]:
+            self.fuzzer.reprobe(ing, hdr)
 
     def _on_localize(self, req: LocalizationRequest) -> None:
         self._spawn(self._auto_localize(req.fault_id))
@@ -534,6 +548,7 @@ class Daemon:
             t.blackholes = self._blackholes(cfg)
         t.ifmap = self._ifmap(cfg)
         t.agents = cfg.sflow_agents  # workers get it when recycled below
+        t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:

@@ -291,6 +291,7 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
                      resolve_after=cfg.resolve_after, on_fault=outbox.fault,
                      on_localize=outbox.localize, rules_at=remote.rules_at)  # fmt: skip
     t.agents = cfg.sflow_agents
+    t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)
     sock.settimeout(0.1)
     stopping = []

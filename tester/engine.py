@@ -112,6 +112,7 @@ class TesterStats:
     sequence_resets: int = 0  # a forward jump too large to be loss: counted as a reset
     unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
     fault_store_errors: int = 0  # failed writes of the fault store
+    uncorroborated: int = 0  # fault samples held, waiting for corroboration
     faults_unrecorded: int = 0  # faults waiting in memory for the store (a gauge)
     faults_dropped: int = 0  # faults lost: the store kept failing and the queue was full
     flow_samples: int = 0
@@ -204,6 +205,14 @@ class Tester:
         self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
         self._ifstate: OrderedDict[tuple[str, int], tuple[bool, int]] = OrderedDict()
         self._unrecorded: OrderedDict[tuple, tuple] = OrderedDict()
+        # Corroboration: samples needed before a fault opens (1: the first one opens it),
+        # within this many seconds; samples held meanwhile, per (kind, location, label).
+        self.corroborate = 1
+        self.corroborate_window = 60.0
+        self._suspects: OrderedDict[tuple, list] = OrderedDict()
+        # on_suspect(egress, header, expected): the first sample of a fault not open yet
+        # (pazzd asks the fuzzer to probe that header again).
+        self.on_suspect: Callable[[Port, dict, tuple], None] | None = None
         # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
         # unless its agent address and, when known, its UDP source are in the set.
         self.agents: frozenset[str] | None = None
@@ -423,8 +432,46 @@ class Tester:
             while label in self._by_class:  # an open fault of another class holds it
                 n += 1  # labels stay as few as the open faults (not one per model version)
                 label = f"c{cls}.{n}"
-        self._record(verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        args = (verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        if self.corroborate > 1 and label not in self._by_class:
+            if not self._corroborated(args, egress, hdr, now):
+                return verdict
+        else:
+            self._record(*args)
         return verdict
+
+    def _corroborated(self, args: tuple, egress: Port, hdr: dict, now: float) -> bool:
+        """Hold the sample of a fault that is not open yet until `corroborate` samples of
+        the same fault (kind, location, class label) arrived within `corroborate_window`
+        seconds; then record them all, the first one first (its time is the fault's first
+        evidence). One corrupted sample thus opens nothing. The first sample of a fault
+        asks for a re-probe of its header (on_suspect: the fuzzer)."""
+        v, label = args[0], args[1]
+        location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
+        key = (v.kind, location, label)
+        held = self._suspects.get(key)
+        if held is not None and now - held[0][-1] > self.corroborate_window:
+            held = None  # too old to corroborate anything
+        if held is None:
+            held = [args]
+            self._suspects[key] = held
+            if len(self._suspects) > self.MAX_AGENT_STATE:
+                self._suspects.popitem(last=False)
+            if self.on_suspect is not None:
+                try:
+                    self.on_suspect(egress, hdr, self._alts_for_record(egress, hdr))
+                except Exception:
+                    log.exception("re-probe request failed")
+        else:
+            held.append(args)
+            self._suspects.move_to_end(key)
+        if len(held) < self.corroborate:
+            self.stats.uncorroborated += 1
+            return False
+        del self._suspects[key]
+        for a in held:
+            self._record(*a)
+        return True
 
     def note_report(self, egress: Port, hdr: dict, now: float, sampling_rate: int) -> None:
         """Feed a report to the blackhole timers; a report of an alarmed flow starts its resolution."""
