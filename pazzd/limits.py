@@ -3,7 +3,9 @@ and a cap with timeouts on the metrics endpoint's HTTP server (docs/reliability.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 
@@ -46,24 +48,45 @@ class LoopErrorLimiter:
         loop.default_exception_handler(context)
 
 
-def limit_http_server(server, max_clients: int = 32, timeout: float = 10.0) -> None:
+def limit_http_server(
+    server, max_clients: int = 32, timeout: float = 10.0, evict_after: float = 1.0
+) -> None:
     """Bound a socketserver.ThreadingMixIn server (prometheus_client's): a request must
-    arrive within `timeout` seconds, and at most `max_clients` are served at once (the
-    others are closed at once, counted in `server.refused`)."""
+    arrive within `timeout` seconds, and at most `max_clients` are served at once. At the
+    cap, the oldest connection, when older than `evict_after` seconds (a scrape takes
+    milliseconds: it is idle), is shut down to make room; else the newcomer is closed at
+    once (counted in `server.refused`)."""
     base = server.RequestHandlerClass
     server.RequestHandlerClass = type(base.__name__, (base,), {"timeout": timeout})
     slots = threading.BoundedSemaphore(max_clients)
+    live: dict = {}  # request socket -> time.monotonic() at accept
+    lock = threading.Lock()
     server.refused = 0
+    server.evicted = 0
     start, run = server.process_request, server.process_request_thread
 
+    def make_room() -> bool:
+        with lock:
+            oldest = min(live.items(), key=lambda kv: kv[1], default=None)
+        if oldest is None or time.monotonic() - oldest[1] < evict_after:
+            return False
+        with contextlib.suppress(OSError):
+            oldest[0].shutdown(socket.SHUT_RDWR)  # its handler sees EOF and ends
+        server.evicted += 1
+        return slots.acquire(timeout=0.5)
+
     def process_request(request, client_address):
-        if not slots.acquire(blocking=False):
+        if not slots.acquire(blocking=False) and not make_room():
             server.refused += 1
             server.shutdown_request(request)
             return
+        with lock:
+            live[request] = time.monotonic()
         try:
             start(request, client_address)
         except BaseException:
+            with lock:
+                live.pop(request, None)
             slots.release()
             raise
 
@@ -71,6 +94,8 @@ def limit_http_server(server, max_clients: int = 32, timeout: float = 10.0) -> N
         try:
             run(request, client_address)
         finally:
+            with lock:
+                live.pop(request, None)
             slots.release()
 
     def handle_error(request, client_address):

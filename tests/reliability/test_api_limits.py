@@ -136,26 +136,26 @@ def test_loop_errors_are_logged_once_per_cause(caplog):
 
 
 def test_metrics_endpoint_serves_past_idle_connections():
+    """Idle connections fill every slot; after a second they make room for a scrape."""
     m = Metrics(lambda: {})
     port = m.serve("127.0.0.1", 0)
-    limit_http_server(m._server, max_clients=4, timeout=0.5)
+    limit_http_server(m._server, max_clients=4, timeout=30)
     socks = []
     threads0 = threading.active_count()
     try:
-        for _ in range(30):
+        for _ in range(12):
             socks.append(socket.create_connection(("127.0.0.1", port)))
-        time.sleep(0.2)
+        time.sleep(0.3)
         assert threading.active_count() - threads0 <= 4
-        deadline, body = time.monotonic() + 5, b""
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    body = r.read()
-                break
-            except OSError:
-                time.sleep(0.1)
+        assert m._server.refused > 0  # younger than a second: not evicted, refused
+        time.sleep(0.9)
+        t0 = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            body = r.read()
         assert b"pazz_config_load_error" in body
-        assert m._server.refused > 0
+        assert time.monotonic() - t0 < 2.0
+        assert m._server.evicted >= 1
+        assert threading.active_count() - threads0 <= 4
     finally:
         for s in socks:
             s.close()
