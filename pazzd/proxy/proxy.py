@@ -1081,7 +1081,7 @@ class Proxy:
             return
         if not old.closed and (old.last_rx > t0 or "controller" in old.paused):
             self.takeovers_refused += 1
-            self._log_limited(f"takeover-{new.dpid}", logging.WARNING,
+            self._log_limited("takeover", logging.WARNING,
                               "refusing %r: dpid %#x is connected and answering at %s",
                               new, new.dpid, old.peer)  # fmt: skip
             _abort(new.sw)
