@@ -80,3 +80,24 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path, monkeypatch):
     assert c.database == str(tmp_path / "state/faults.db")
     assert c.api_socket == str(tmp_path / "run/pazzd.sock")
     assert load_config(write_config(p, {**cfg, "database": ":memory:"})).database == ":memory:"
+
+
+def test_read_only_database_is_one_line(tmp_path, caplog):
+    """Read-only for root too: the immutable attribute (chattr +i); skipped without it."""
+    import shutil
+    import subprocess
+
+    db = tmp_path / "faults.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (x)")
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(db)], capture_output=True).returncode:
+        pytest.skip("cannot make a file immutable here")
+    try:
+        cfg = write_config(tmp_path / "pazzd.yaml", base_config(tmp_path, database=str(db)))
+        rc, errors = _start(cfg, caplog)
+        assert rc == 1
+        assert len(errors) == 1 and not errors[0].exc_info
+        assert str(db) in errors[0].getMessage()
+    finally:
+        subprocess.run([chattr, "-i", str(db)], capture_output=True)
