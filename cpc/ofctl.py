@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import yamlpos
 from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
 from .rules import (
     GROUP_TYPES,
@@ -306,13 +307,13 @@ def _value_mask16(text: str) -> tuple[int, int]:
 
 
 # --- rule files -------------------------------------------------------------------------------
+MAX_RULES_BYTES = 1 << 30  # about five million rules in JSON lines
+
+
 def read_rules(path: str | Path) -> Iterator[FlowEntry | Group]:
     """Yield the flow entries and groups of a rule file; errors name file and line."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise ModelError(f"{path}: {e.strerror}") from None
+    lines = yamlpos.read_text(path, MAX_RULES_BYTES, ModelError).splitlines()
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     is_json = first.startswith("{")
     dpid = None

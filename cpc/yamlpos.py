@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -73,12 +75,36 @@ class YamlError(ValueError):
     pass
 
 
-def load(path: str | Path):
+MAX_YAML_BYTES = 64 << 20  # a config or topology is far smaller; /dev/zero is not
+
+
+def read_text(path: str | Path, limit: int, error=ValueError) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes; anything else (a device,
+    a directory, a FIFO, a bigger file, bytes that are not UTF-8) raises error(msg) with
+    a one-line message naming the file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{path}: not a regular file")
+            if st.st_size > limit:
+                raise error(f"{path}: {st.st_size} bytes, more than the {limit} allowed")
+            data = f.read(limit + 1)
     except OSError as e:
-        raise YamlError(f"{path}: {e.strerror}") from None
+        raise error(f"{path}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"{path}: more than the {limit} bytes allowed")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+
+
+def load(path: str | Path):
+    path = Path(path)
+    text = read_text(path, MAX_YAML_BYTES, YamlError)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as e:

@@ -25,6 +25,7 @@ model update.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 import random
@@ -109,6 +110,7 @@ class Fuzzer:
         self.crafter = crafter or Crafter()
         self.valid = valid_headers(self.space)
         self.critical: list[CriticalFlow] = []
+        self._reprobes: collections.deque[Probe] = collections.deque(maxlen=256)
         self.sent_total = 0
         self.sent_by_area: dict[str, int] = {}
         self.seq = 0
@@ -237,9 +239,17 @@ class Fuzzer:
         return self._matches
 
     # --- probes -------------------------------------------------------------------------------
+    def reprobe(self, ingress: Port, header: Mapping[str, int]) -> None:
+        """Probe this header from this ingress once more, before anything else (the tester
+        asks, to corroborate a fault's first sample). The latest 256 requests are kept."""
+        if ingress in self.state:
+            self._reprobes.append(Probe(ingress, dict(header), "reprobe", None))
+
     def next_probes(self, n: int) -> list[Probe]:
-        """Up to n probes: due critical flows first, then one per ingress in turn."""
+        """Up to n probes: re-probes, then due critical flows, then one per ingress in turn."""
         out: list[Probe] = []
+        while self._reprobes and len(out) < n:
+            out.append(self._reprobes.popleft())
         now = self.clock()
         for f in self.critical:
             if len(out) >= n:
@@ -272,7 +282,7 @@ class Fuzzer:
             self.sent_total += 1
             self.sent_by_area[pr.area] = self.sent_by_area.get(pr.area, 0) + 1
             st = self.state.get(pr.ingress)
-            if st is None or pr.area == "critical":
+            if st is None or pr.area in ("critical", "reprobe"):
                 continue
             st.sent += 1
             if st.cov_version != self.model.version:

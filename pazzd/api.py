@@ -14,10 +14,11 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-__all__ = ["ApiError", "ApiServer", "call"]
+__all__ = ["ApiError", "ApiServer", "ClientError", "call"]
 
 log = logging.getLogger("pazzd.api")
 MAX_LINE = 1 << 20
@@ -27,19 +28,32 @@ class ApiError(Exception):
     pass
 
 
+class ClientError(ApiError):
+    """A request that cannot be served as sent (bad argument): answered, not logged."""
+
+
 Handler = Callable[[dict], Awaitable[object]]
 
 
 class ApiServer:
-    def __init__(
-        self, path: str, handler: Handler, mode: int = 0o660, group: str | None = None
-    ) -> None:
-        """group: the socket's group (a name or number), whose members may connect."""
+    """max_clients: connections served at once; at the cap the client idle the longest is
+    dropped to make room (a busy one never is), so idle connections cannot lock the API
+    out. idle_timeout: a client that sends no full line for that long is dropped; a reply
+    that the client does not read within it drops the client too. group: the socket's
+    group (a name or number), whose members may connect."""
+
+    def __init__(self, path: str, handler: Handler, mode: int = 0o660, max_clients: int = 64,
+                 idle_timeout: float = 60.0, group: str | None = None) -> None:  # fmt: skip
         self.path = path
         self.handler = handler
         self.mode = mode
         self.group = group
+        self.max_clients = max_clients
+        self.idle_timeout = idle_timeout
         self._server: asyncio.AbstractServer | None = None
+        self._clients: dict[asyncio.StreamWriter, list] = {}  # writer -> [last activity, busy]
+        self.evicted = 0
+        self.timed_out = 0
 
     async def start(self) -> None:
         p = Path(self.path)
@@ -67,44 +81,77 @@ class ApiServer:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
+    def _make_room(self) -> bool:
+        if len(self._clients) < self.max_clients:
+            return True
+        idle = [(st[0], w) for w, st in self._clients.items() if not st[1]]
+        if not idle:
+            return False
+        _, w = min(idle, key=lambda x: x[0])
+        self._clients.pop(w, None)
+        self.evicted += 1
+        w.transport.abort()
+        return True
+
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._make_room():
+            with contextlib.suppress(Exception):
+                writer.write(b'{"ok": false, "error": "too many API clients busy"}\n')
+            writer.transport.abort()
+            return
+        st = self._clients[writer] = [time.monotonic(), False]
         try:
             while True:
                 try:
-                    line = await reader.readline()
+                    line = await asyncio.wait_for(reader.readline(), self.idle_timeout)
+                except TimeoutError:
+                    self.timed_out += 1
+                    break
                 except (ValueError, asyncio.LimitOverrunError):
                     await self._reply(writer, {"ok": False, "error": "request line too long"})
                     break
                 if not line:
                     break
+                st[0], st[1] = time.monotonic(), True
                 try:
                     req = json.loads(line)
                     if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
                         raise ValueError("a request is a JSON object with a string 'cmd'")
+                except RecursionError:
+                    req = None
+                    msg = {"ok": False, "error": "bad request: JSON nested too deeply"}
                 except ValueError as e:
-                    await self._reply(writer, {"ok": False, "error": f"bad request: {e}"})
-                    continue
-                try:
-                    res = await self.handler(req)
-                    msg = {"ok": True, "result": res}
-                except ApiError as e:
-                    msg = {"ok": False, "error": str(e)}
-                except Exception as e:  # a bug: report it, keep serving
-                    log.exception("API command %s failed", req.get("cmd"))
-                    msg = {"ok": False, "error": f"internal error in {req.get('cmd')}: {e} "
-                           "(the traceback is in pazzd's log)"}  # fmt: skip
+                    req = None
+                    msg = {"ok": False, "error": f"bad request: {e}"}
+                if req is not None:
+                    msg = await self._serve(req)
                 await self._reply(writer, msg)
-        except (ConnectionError, asyncio.IncompleteReadError):
+                st[0], st[1] = time.monotonic(), False
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         finally:
-            writer.close()
+            self._clients.pop(writer, None)
+            writer.transport.abort() if st[1] else writer.close()
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                await asyncio.wait_for(writer.wait_closed(), 1)
 
-    @staticmethod
-    async def _reply(writer, msg: dict) -> None:
+    async def _serve(self, req: dict) -> dict:
+        try:
+            return {"ok": True, "result": await self.handler(req)}
+        except ApiError as e:
+            return {"ok": False, "error": str(e)}
+        except (KeyError, ValueError, TypeError, RecursionError) as e:
+            # An argument missing or of the wrong type: the client's error, not ours.
+            log.info("API command %s: bad request: %s: %s", req.get("cmd"), type(e).__name__, e)
+            return {"ok": False, "error": f"bad request: {type(e).__name__}: {e}"}
+        except Exception as e:  # a bug: report it, keep serving
+            log.exception("API command %s failed", req.get("cmd"))
+            return {"ok": False, "error": f"internal error in {req.get('cmd')}: {e} "
+                    "(the traceback is in pazzd's log)"}  # fmt: skip
+
+    async def _reply(self, writer, msg: dict) -> None:
         writer.write(json.dumps(msg, default=str).encode() + b"\n")
-        await writer.drain()
+        await asyncio.wait_for(writer.drain(), self.idle_timeout)
 
 
 def call(path: str, cmd: str, timeout: float = 30.0, **args) -> object:

@@ -9,6 +9,7 @@ every key; deploy/pazzd.yaml is the commented default.
 from __future__ import annotations
 
 import grp
+import ipaddress
 import math
 import socket
 import sqlite3
@@ -63,11 +64,20 @@ class Config:
     listen_port: int = 6653
     audit_interval: float = 30.0
     audit_delay: float = 2.0
+    handshake_timeout: float = 10.0
+    idle_timeout: float = 60.0
+    stall_timeout: float = 30.0
+    max_connections: int = 4096
+    # TLS: {"cert", "key", "ca"} towards the switches (ca: require switch certificates
+    # signed by it); {"ca", "cert", "key", "server_hostname"} towards the controller.
+    switch_tls: dict | None = None
+    controller_tls: dict | None = None
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
     sflow_host: str = "0.0.0.0"
     sflow_port: int = 6343
     sampling_rate: int = 64
     sflow_interfaces: list[dict] = field(default_factory=list)
+    sflow_agents: frozenset[str] | None = None  # None: datagrams of every agent accepted
     switches: list[SwitchCfg] = field(default_factory=list)
     # The patched build (docs/operations.md, "Install"); stock ovs-ofctl cannot decode
     # set_verify_rule.
@@ -84,6 +94,8 @@ class Config:
     blackhole_k: float = 10.0
     blackhole_grace: float = 0.0
     tester_workers: int = 1
+    corroborate: int = 2  # fault samples (or re-probes) needed before a fault opens
+    corroborate_window: float = 60.0
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
     api_socket: str = "/run/pazz/pazzd.sock"
@@ -117,11 +129,19 @@ KNOWN = {
         "topology", "rules", "controller", "edge_ports", "sflow", "switches", "ovs", "fuzz",
         "critical_flows", "tester", "metrics", "api", "database", "log_level",
     },
-    "controller": {"enabled", "address", "listen", "audit_interval", "audit_delay"},
-    "sflow": {"listen", "sampling_rate", "interfaces"},
+    "controller": {
+        "enabled", "address", "listen", "audit_interval", "audit_delay", "handshake_timeout",
+        "idle_timeout", "stall_timeout", "max_connections", "tls", "upstream_tls",
+    },
+    "controller.tls": {"cert", "key", "ca"},
+    "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
+    "sflow": {"listen", "sampling_rate", "interfaces", "agents"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
-    "tester": {"resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers"},
+    "tester": {
+        "resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers", "corroborate",
+        "corroborate_window",
+    },
     "metrics": {"listen"},
     "api": {"socket", "group"},
 }  # fmt: skip
@@ -290,6 +310,38 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     cfg.audit_delay = r.typed(
         c, "audit_delay", "controller.audit_delay", float, 2.0, lo=0.0, hi=3600.0
     )
+    # Hostile or broken peers (docs/reliability.md): idle_timeout 0 = no idle check.
+    cfg.handshake_timeout = r.typed(c, "handshake_timeout", "controller.handshake_timeout",
+                                    float, 10.0, lo=0.1, hi=3600.0)  # fmt: skip
+    cfg.idle_timeout = r.typed(c, "idle_timeout", "controller.idle_timeout", float, 60.0,
+                               lo=0.0, hi=86400.0)  # fmt: skip
+    cfg.stall_timeout = r.typed(c, "stall_timeout", "controller.stall_timeout", float, 30.0,
+                                lo=0.1, hi=86400.0)  # fmt: skip
+    cfg.max_connections = r.typed(c, "max_connections", "controller.max_connections", int,
+                                  4096, lo=1, hi=1 << 20)  # fmt: skip
+    for key, need in (("tls", ("cert", "key")), ("upstream_tls", ("ca",))):
+        if c.get(key) is None:
+            continue
+        t = r.section(c, key, f"controller.{key}")
+        tls = {}
+        for k in ("cert", "key", "ca"):
+            if t.get(k) is None:
+                if k in need:
+                    r.fail(c, key, f"controller.{key}.{k}", "required key missing")
+                continue
+            if not isinstance(t[k], str):
+                r.fail(t, k, f"controller.{key}.{k}", "must be a file path")
+            tls[k] = rel(t[k])
+            if not Path(tls[k]).is_file():
+                r.fail(t, k, f"controller.{key}.{k}", f"{tls[k]}: no such file")
+        if ("cert" in tls) != ("key" in tls):
+            r.fail(c, key, f"controller.{key}", "cert and key go together")
+        if t.get("server_hostname") is not None:
+            tls["server_hostname"] = str(t["server_hostname"])
+        if key == "tls":
+            cfg.switch_tls = tls
+        else:
+            cfg.controller_tls = tls
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]
@@ -308,6 +360,17 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
     r.resolvable(s, "listen", "sflow.listen", cfg.sflow_host)
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
+    if s.get("agents") is not None:
+        ags = s["agents"]
+        if not isinstance(ags, list):
+            r.fail(s, "agents", "sflow.agents", "must be a list of IP addresses")
+        norm = set()
+        for i, a in enumerate(ags):
+            try:
+                norm.add(ipaddress.ip_address(str(a)).compressed)
+            except ValueError:
+                r.fail(ags, i, f"sflow.agents[{i}]", f"not an IP address: {a!r}")
+        cfg.sflow_agents = frozenset(norm)
     ifs = r.items(s, "interfaces", "sflow.interfaces")
     for i, e in enumerate(ifs):
         d = f"sflow.interfaces[{i}]"
@@ -430,6 +493,9 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         t, "blackhole_grace", "tester.blackhole_grace", float, 0.0, lo=0.0
     )
     cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
+    cfg.corroborate = r.typed(t, "corroborate", "tester.corroborate", int, 2, lo=1, hi=16)
+    cfg.corroborate_window = r.typed(t, "corroborate_window", "tester.corroborate_window",
+                                     float, 60.0, lo=0.1, hi=86400.0)  # fmt: skip
 
     m = r.section(doc, "metrics", "metrics")
     cfg.metrics_host, cfg.metrics_port = r.address(
@@ -440,7 +506,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     sock = a.get("socket", cfg.api_socket)
     if not isinstance(sock, str) or not sock:
         r.fail(a, "socket", "api.socket", "must be a file path")
-    cfg.api_socket = sock
+    cfg.api_socket = rel(sock)  # relative to the config file, like every other path
     group = a.get("group")
     if group is not None:
         if not isinstance(group, str | int) or isinstance(group, bool) or group == "":
@@ -456,7 +522,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     if db == ":memory:" and cfg.tester_workers > 1:
         r.fail(doc, "database", "database",
                "tester.workers > 1 needs a database file (the workers share it)")  # fmt: skip
-    cfg.database = db
+    cfg.database = db if db == ":memory:" else rel(db)
     lvl = doc.get("log_level", "info")
     if not isinstance(lvl, str) or lvl.lower() not in LOG_LEVELS:
         r.fail(doc, "log_level", "log_level", f"must be one of {sorted(LOG_LEVELS)}")

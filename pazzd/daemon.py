@@ -23,8 +23,10 @@ import os
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,12 +46,15 @@ from . import version
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
+from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier, setup_logging
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
+
+STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 
 log = logging.getLogger("pazzd")
 
@@ -175,6 +180,8 @@ class Daemon:
         self.cfg: Config | None = None
         self.started = time.time()
         self.stop_event = asyncio.Event()
+        self.loop_errors = LoopErrorLimiter()
+        self.audit_store_errors = 0
         self.metrics = Metrics(self.state)
         self.model: Model | None = None
         self.tester: Tester | None = None
@@ -212,6 +219,7 @@ class Daemon:
         if self.tester is None:
             return {}
         out = self.tester.stats.as_dict()
+        out["fault_store_errors"] = out.get("fault_store_errors", 0) + self.audit_store_errors
         if self.workers is not None:
             for k, v in self.workers.totals().items():
                 out[k] = out.get(k, 0) + v
@@ -241,9 +249,10 @@ class Daemon:
             "classes": m.class_count() if m else 0,
             "version": m.version if m else 0,
             "fuzz": fz,
-            "proxy": self.proxy is not None,
+            "proxy_on": self.proxy is not None,
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
+            "proxy": self.proxy.drops() if self.proxy is not None else {},
         }
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -302,6 +311,8 @@ class Daemon:
         self._lock_fd = lock_instance(cfg.api_socket)  # before anything binds or unlinks
         self.cfg = cfg
         self.metrics.set_config_hash(config_hash(self.config_path))
+        # A flood of connections must not turn into one log line (and traceback) per accept.
+        asyncio.get_running_loop().set_exception_handler(self.loop_errors)
         logging.getLogger().setLevel(cfg.log_level.upper())
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
@@ -316,7 +327,7 @@ class Daemon:
         self.model.subscribe(self.guard.on_model_update)
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
-        with _resource(f"database {cfg.database}"):
+        with _resource(f"database {cfg.database}"):  # not a database, truncated, read-only
             self.store = FaultStore(cfg.database)
         self.rules_at = self._rules_at()
         self.tester = Tester(
@@ -324,6 +335,10 @@ class Daemon:
             blackholes=self._blackholes(cfg), resolve_after=cfg.resolve_after,
             on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
         )  # fmt: skip
+        self.tester.agents = cfg.sflow_agents
+        self.tester.corroborate = cfg.corroborate
+        self.tester.corroborate_window = cfg.corroborate_window
+        self.tester.on_suspect = self._on_suspect
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
@@ -351,7 +366,7 @@ class Daemon:
             await self._start_workers(cfg, n_workers)
         else:
             self.collector = SflowCollector(
-                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port
+                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port, pass_source=True
             )
             with _resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
                 await self.collector.start()
@@ -360,6 +375,8 @@ class Daemon:
             await self.api.start()
         with _resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        if self.metrics._server is not None:
+            limit_http_server(self.metrics._server, max_clients=32, timeout=10.0)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
             # Silence counts from now: before this the datagrams were not being read.
@@ -393,11 +410,21 @@ class Daemon:
 
     async def _start_proxy(self, cfg: Config) -> None:
         from pazzd.proxy import Proxy, ProxyConfig
+        from pazzd.proxy.proxy import tls_contexts
 
+        try:
+            switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"{self.config_path}: controller TLS: {e}") from None
         pc = ProxyConfig(
+            switch_ssl=switch_ssl, controller_ssl=controller_ssl,
+            controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
+            or cfg.controller_host,
             listen_host=cfg.listen_host, listen_port=cfg.listen_port,
             controller_host=cfg.controller_host, controller_port=cfg.controller_port,
             audit_interval=cfg.audit_interval, audit_delay=cfg.audit_delay,
+            handshake_timeout=cfg.handshake_timeout, idle_timeout=cfg.idle_timeout,
+            stall_timeout=cfg.stall_timeout, max_connections=cfg.max_connections,
             db_path=str(Path(cfg.database).with_suffix(".rules.db")) if cfg.database != ":memory:" else None,
         )  # fmt: skip
 
@@ -407,14 +434,25 @@ class Daemon:
 
         names = {d: s.name for d, s in cfg.topology.switches.items()}
         self.audit_faults = AuditFaults(self.store, names)
-        self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+        try:
+            self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+        except sqlite3.Error as e:
+            raise OSError(f"database {pc.db_path}: {e}") from None
         self.proxy.on_commit = self._note_commit
         self.proxy.on_model_update = self.metrics.model_update.observe
         await self.proxy.start()
 
     def _on_audit(self, dpid: int, findings) -> None:
-        """One completed audit of a switch: store its findings as faults, then report."""
-        for ev in self.audit_faults.round(dpid, findings, time.time()):
+        """One completed audit of a switch: store its findings as faults, then report.
+        When the store fails, the next audit finds them again (nothing is reported now)."""
+        try:
+            events = self.audit_faults.round(dpid, findings, time.time())
+        except (sqlite3.Error, OSError) as e:
+            self.audit_store_errors += 1
+            log.error("audit of dpid:%d not stored (fault store: %s); the next audit retries",
+                      dpid, e)  # fmt: skip
+            return
+        for ev in events:
             f = ev.finding
             if ev.what == "new":
                 self.metrics.faults_detected.labels(AUDIT).inc()
@@ -489,9 +527,9 @@ class Daemon:
         return t
 
     # --- running ------------------------------------------------------------------------------------
-    def _datagram(self, data: bytes) -> None:
+    def _datagram(self, data: bytes, source: str | None = None) -> None:
         self._last_datagram = time.time()
-        self.tester.process_datagram(data)
+        self.tester.process_datagram(data, source=source)
 
     def _on_fault(self, ev: FaultEvent) -> None:
         if ev.resolved:
@@ -504,12 +542,23 @@ class Daemon:
         row = self.store.get(ev.fault_id)
         if row is not None:
             since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
-            start = since if since else (self._last_datagram or row.first_seen)
+            # From the fault's first evidence: with corroboration that is its first sample,
+            # earlier than the datagram that completed it.
+            start = since if since else min(self._last_datagram or row.first_seen, row.first_seen)
             latency = max(0.0, time.time() - start)
         self.metrics.detection_latency.observe(latency)
         hdr = ev.header.get("text") if "text" in ev.header else None
         log.warning("fault #%d %s at %s, candidates %s, header %s", ev.fault_id, ev.kind,
                     ev.location, list(ev.candidates), hdr or ev.header_class)  # fmt: skip
+
+    def _on_suspect(self, egress, header: dict, expected) -> None:
+        """A fault's first sample: have the fuzzer probe its header again from the
+        ingresses the model expects it from (corroboration, tester.corroborate)."""
+        if self.fuzzer is None:
+            return
+        hdr = {k: v for k, v in header.items() if k != "text"}
+        for ing in list(dict.fromkeys(e.ingress for e in expected))[:4]:
+            self.fuzzer.reprobe(ing, hdr)
 
     def _on_localize(self, req: LocalizationRequest) -> None:
         self._spawn(self._auto_localize(req.fault_id))
@@ -606,6 +655,8 @@ class Daemon:
         ):
             t.blackholes = self._blackholes(cfg)
         t.ifmap = await loop.run_in_executor(None, self._ifmap, cfg)
+        t.agents = cfg.sflow_agents  # workers get it when recycled below
+        t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
         if self.fuzzer is not None:
@@ -638,27 +689,32 @@ class Daemon:
             t.cancel()
         if self.collector is not None:
             self.collector.close()
-        if self.workers is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
-        if self.model_server is not None:
-            await self.model_server.close()
-        if self.version_file is not None:
-            self.version_file.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.version_file.path)
-        if self.api is not None:
-            await self.api.close()
-        if self.proxy is not None:
-            with contextlib.suppress(Exception):
-                await self.proxy.stop()
-        if self.injector is not None:
-            self.injector.close()
-        self.metrics.close()
-        if self.store is not None:
-            self.store.close()
-        if self._lock_fd is not None:  # the lock file stays: unlinking it would race
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        try:  # cancelled by the shutdown bound (_amain): the finally part still runs
+            if self.workers is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.workers.stop)
+            if self.model_server is not None:
+                await self.model_server.close()
+            if self.version_file is not None:
+                self.version_file.close()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.version_file.path)
+            if self.api is not None:
+                await self.api.close()
+            if self.proxy is not None:
+                with contextlib.suppress(Exception):
+                    await self.proxy.stop()
+        finally:
+            if self.proxy is not None:
+                with contextlib.suppress(Exception):
+                    self.proxy.store.close()
+            if self.injector is not None:
+                self.injector.close()
+            self.metrics.close()
+            if self.store is not None:
+                self.store.close()
+            if self._lock_fd is not None:  # the lock file stays: unlinking it would race
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     # --- API -----------------------------------------------------------------------------------------
     async def handle(self, req: dict):
@@ -764,7 +820,9 @@ class Daemon:
 
         topo = self.cfg.topology
         src, dst = self._port(req["src"], "--from"), self._port(req["dst"], "--to")
-        limit = int(req.get("limit", 20))
+        limit = req.get("limit", 20)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100000:
+            raise ApiError(f"limit must be an integer from 0 to 100000, not {limit!r}")
         u = self.model.reach(src, dst)
         cubes = [cube_text(c) for c in self.model.space.cubes(u, limit=limit + 1)]
         return {"from": topo.port_name(src), "to": topo.port_name(dst),
@@ -835,8 +893,36 @@ async def _amain(d: Daemon, early: list[int] | None = None) -> int:
         await d.reload()
     await d.stop_event.wait()
     log.info("stopping")
-    await d.stop()
+    try:
+        await asyncio.wait_for(d.stop(), STOP_BOUND - 1.0)
+    except TimeoutError:
+        log.error("shutdown did not finish within %.0f s; exiting anyway", STOP_BOUND - 1.0)
     return 0
+
+
+def _run(coro) -> int:
+    """asyncio.run, bounded: tasks left over get a second to end, and threads of the
+    default executor (a blocked localization, say) are not waited for."""
+    loop = asyncio.new_event_loop()
+    try:
+        rc = loop.run_until_complete(coro)
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=1.0))
+    finally:
+        ex = getattr(loop, "_default_executor", None)
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+        loop.close()
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]  # fmt: skip
+    if stuck:  # the interpreter would join them at exit, for ever
+        log.warning("exiting with %d threads still busy", len(stuck))
+        logging.shutdown()
+        os._exit(rc)
+    return rc
 
 
 def main(argv=None, early: list[int] | None = None) -> int:
@@ -865,7 +951,7 @@ def main(argv=None, early: list[int] | None = None) -> int:
             return 2
         print(f"{args.config}: OK")
         return 0
-    return asyncio.run(_amain(Daemon(args.config, tester_workers=args.tester_workers), early))
+    return _run(_amain(Daemon(args.config, tester_workers=args.tester_workers), early))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ histograms and event counters are updated by the daemon as things happen.
 | process_*, python_* | | prometheus_client's process, platform and GC collectors |
 | pazz_config_reloads_total | counter | result: ok, error |
 | pazz_localize_seconds | histogram | |
+| pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
+| pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
+| pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier, takeover |
+| pazz_fault_store_errors_total | counter | (failed writes of the fault store) |
+| pazz_faults_unrecorded | gauge | (faults waiting in memory for the store) |
+| pazz_faults_dropped_total | counter | (faults lost: store failing, memory queue full) |
 """
 
 from __future__ import annotations
@@ -158,7 +164,7 @@ class _StateCollector:
             for frac, v in row["expected_detect_s"].items():
                 detect.add_metric([row["ingress"], frac], v)
         yield from (areas, recent, revisit, detect)
-        if s.get("proxy"):  # without the proxy, pazzd has no OpenFlow sessions to report
+        if s.get("proxy_on"):  # without the proxy, pazzd has no OpenFlow sessions to report
             g = GaugeMetricFamily(
                 "pazz_switch_connected",
                 "1 if the switch is connected to the proxy (0 also if it never connected)",
@@ -172,6 +178,40 @@ class _StateCollector:
                 "1 if the proxy has a controller connection",
                 value=1 if s.get("controller_connected") else 0,
             )
+        yield CounterMetricFamily(
+            "pazz_sflow_unknown_agent_datagrams",
+            "sFlow datagrams dropped: agent or UDP source not in sflow.agents",
+            value=st.get("unknown_agent", 0),
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_sequence_resets",
+            "sFlow sequence jumps too large to be loss, counted as agent resets",
+            value=st.get("sequence_resets", 0),
+        )
+        c = CounterMetricFamily(
+            "pazz_proxy_dropped_connections",
+            "proxy connections dropped or refused, by reason",
+            labels=["reason"],
+        )
+        px = s.get("proxy") or {}
+        for reason in ("stalled", "handshake", "idle", "refused", "barrier", "takeover"):
+            c.add_metric([reason], px.get(reason, 0))
+        yield c
+        yield CounterMetricFamily(
+            "pazz_fault_store_errors",
+            "failed writes of the fault store (disk full, read-only, broken file)",
+            value=st.get("fault_store_errors", 0),
+        )
+        yield GaugeMetricFamily(
+            "pazz_faults_unrecorded",
+            "faults waiting in memory for the fault store to take them",
+            value=st.get("faults_unrecorded", 0),
+        )
+        yield CounterMetricFamily(
+            "pazz_faults_dropped",
+            "faults lost because the fault store kept failing and the memory queue was full",
+            value=st.get("faults_dropped", 0),
+        )
 
 
 class Metrics:

@@ -350,6 +350,43 @@ def action_targets(instr: bytes) -> tuple[set[int], set[int]]:
     return ports, groups
 
 
+def _verify_in_actions(acts: bytes) -> bool:
+    for at, aoff, aln in walk_tlvs(acts, "action"):
+        if at == OFPAT_EXPERIMENTER and aln >= 16:
+            vendor, sub = struct.unpack_from("!IH", acts, aoff + 4)
+            if vendor == NX_VENDOR_ID and sub in VERIFY_SUBTYPES:
+                return True
+    return False
+
+
+def has_verify_action(instr: bytes) -> bool:
+    """Do the instructions' action lists hold a Verify action (push_verify, pop_verify,
+    set_verify_port, set_verify_rule[:ID])?"""
+    for t, off, ln in walk_tlvs(instr, "instruction"):
+        if t in (OFPIT_APPLY_ACTIONS, OFPIT_WRITE_ACTIONS) and _verify_in_actions(
+            instr[off + 8 : off + ln]
+        ):
+            return True
+    return False
+
+
+def buckets_have_verify_action(buckets: bytes) -> bool:
+    return any(
+        _verify_in_actions(buckets[off + 16 : off + ln]) for _, off, ln in walk_buckets(buckets)
+    )
+
+
+OFPET_BAD_REQUEST = 1
+OFPET_BAD_ACTION = 2
+OFPBRC_BAD_LEN = 6
+OFPBAC_EPERM = 6
+
+
+def error_msg(version: int, xid: int, etype: int, code: int, request: bytes) -> bytes:
+    """An OFPT_ERROR answering request (its first 64 bytes as data, as the spec asks)."""
+    return message(version, OFPT_ERROR, xid, struct.pack("!HH", etype, code) + request[:64])
+
+
 # --- messages -----------------------------------------------------------------------------
 @dataclass(slots=True)
 class RawFlowMod:
@@ -679,6 +716,9 @@ class RawFlowRemoved:
     reason: int
     table: int
     mkey: bytes
+
+
+OFPRR_IDLE_TIMEOUT, OFPRR_HARD_TIMEOUT, OFPRR_DELETE, OFPRR_GROUP_DELETE = 0, 1, 2, 3
 
 
 def parse_flow_removed(data: bytes) -> RawFlowRemoved:

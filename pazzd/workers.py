@@ -291,6 +291,8 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
     t = WorkerTester(remote, store, ifmap, blackholes=FlowRelay(flows, outbox) if flows else None,
                      resolve_after=cfg.resolve_after, on_fault=outbox.fault,
                      on_localize=outbox.localize, rules_at=remote.rules_at)  # fmt: skip
+    t.agents = cfg.sflow_agents
+    t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)
     sock.settimeout(0.1)
     stopping = []
@@ -307,12 +309,12 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
     last = time.monotonic()
     while not stopping:
         try:
-            data = sock.recv(65535)
+            data, addr = sock.recvfrom(65535)
         except TimeoutError:
             data = None
         if data is not None:
             received = time.time()
-            t.process_datagram(data)
+            t.process_datagram(data, source=addr[0] if isinstance(addr, tuple) else None)
         now = time.monotonic()
         if outbox.faults or (outbox.flows and now - last >= 0.1) or now - last >= REPORT_EVERY:
             t.tick()

@@ -60,8 +60,10 @@ class SflowCollector:
         hosts: tuple[str, ...] = ("0.0.0.0", "::"),
         port: int = SFLOW_PORT,
         reuse_port: bool = False,
+        pass_source: bool = False,
     ) -> None:
         self.handler = handler
+        self.pass_source = pass_source  # call handler(data, source address)
         self.hosts = hosts
         self.port = port
         self.reuse_port = reuse_port
@@ -74,7 +76,10 @@ class SflowCollector:
     def _received(self, data: bytes, addr) -> None:
         self.received += 1
         try:
-            self.handler(data)
+            if self.pass_source:
+                self.handler(data, addr[0] if isinstance(addr, tuple) else None)
+            else:
+                self.handler(data)
         except Exception as e:  # never let one datagram stop the loop
             self.handler_errors += 1
             self.rlog.warning("handler", "sFlow handler failed on a datagram from %s: %r", addr, e)

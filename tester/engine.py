@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -107,6 +109,12 @@ class TesterStats:
     lost_datagrams: int = 0
     reordered_datagrams: int = 0
     agent_restarts: int = 0
+    sequence_resets: int = 0  # a forward jump too large to be loss: counted as a reset
+    unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
+    fault_store_errors: int = 0  # failed writes of the fault store
+    uncorroborated: int = 0  # fault samples held, waiting for corroboration
+    faults_unrecorded: int = 0  # faults waiting in memory for the store (a gauge)
+    faults_dropped: int = 0  # faults lost: the store kept failing and the queue was full
     flow_samples: int = 0
     counter_samples: int = 0
     reports: int = 0
@@ -153,6 +161,15 @@ class Tester:
 
     __test__ = False  # not a pytest test class
     CACHE_MAX = 1 << 18
+    # A datagram sequence number this far ahead of the last one is not loss (a forged or
+    # restarted agent): it counts as a reset, so one datagram adds at most MAX_SEQ_GAP to
+    # lost_datagrams.
+    MAX_SEQ_GAP = 1024
+    # Per-agent state (sequence numbers, interface state) is kept for this many keys,
+    # least recently seen dropped first: forged agent addresses cannot grow it.
+    MAX_AGENT_STATE = 4096
+    # Faults the store failed to record, kept in memory and retried (one per fault).
+    MAX_UNRECORDED = 1024
 
     def __init__(
         self,
@@ -185,8 +202,20 @@ class Tester:
         self.rlog = RateLimitedLog(log)
         self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
-        self._seq: dict[tuple[str, int], int] = {}
-        self._ifstate: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._ifstate: OrderedDict[tuple[str, int], tuple[bool, int]] = OrderedDict()
+        self._unrecorded: OrderedDict[tuple, tuple] = OrderedDict()
+        # Corroboration: samples needed before a fault opens (1: the first one opens it),
+        # within this many seconds; samples held meanwhile, per (kind, location, label).
+        self.corroborate = 1
+        self.corroborate_window = 60.0
+        self._suspects: OrderedDict[tuple, list] = OrderedDict()
+        # on_suspect(egress, header, expected): the first sample of a fault not open yet
+        # (pazzd asks the fuzzer to probe that header again).
+        self.on_suspect: Callable[[Port, dict, tuple], None] | None = None
+        # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
+        # unless its agent address and, when known, its UDP source are in the set.
+        self.agents: frozenset[str] | None = None
         # Resolution watch: header-class key -> fault ids; fault id -> consistent-since.
         self._by_class: dict[str, set[int]] = {}
         self._since: dict[int, float | None] = {}
@@ -267,8 +296,11 @@ class Tester:
 
     # ------------------------------------------------------------ input
 
-    def process_datagram(self, data: bytes, now: float | None = None) -> None:
-        """Decode and handle one sFlow datagram; malformed ones are counted and dropped."""
+    def process_datagram(
+        self, data: bytes, now: float | None = None, source: str | None = None
+    ) -> None:
+        """Decode and handle one sFlow datagram; malformed ones are counted and dropped.
+        source: the UDP source address, checked against `agents` when given."""
         self.stats.datagrams += 1
         try:
             dg = decode(data)
@@ -276,21 +308,38 @@ class Tester:
             self.stats.malformed += 1
             self.rlog.warning("malformed", "malformed sFlow datagram dropped: %s", e)
             return
+        if self.agents is not None and not (
+            dg.agent in self.agents and (source is None or source in self.agents)
+        ):
+            self.stats.unknown_agent += 1
+            self.rlog.warning("unknown-agent", "sFlow datagram from an agent not in "
+                              "sflow.agents dropped (agent %s, from %s)", dg.agent, source)  # fmt: skip
+            return
         self.handle_datagram(dg, self.clock() if now is None else now)
+
+    @classmethod
+    def _remember(cls, d: OrderedDict, key, value) -> None:
+        """d[key] = value, most recent last; the least recent goes beyond MAX_AGENT_STATE."""
+        d[key] = value
+        d.move_to_end(key)
+        if len(d) > cls.MAX_AGENT_STATE:
+            d.popitem(last=False)
 
     def _sequence(self, dg: Datagram) -> None:
         key = (dg.agent, dg.sub_agent)
         last = self._seq.get(key)
-        self._seq[key] = dg.seq
+        self._remember(self._seq, key, dg.seq)
         if last is None:
             return
         gap = (dg.seq - last) & 0xFFFFFFFF
         if gap == 0 or gap > 0x7FFFFFFF:
-            if dg.seq <= 1 or last - dg.seq > 1000:
+            if dg.seq <= 1 or (last - dg.seq) & 0xFFFFFFFF > 1000:
                 self.stats.agent_restarts += 1
             else:
                 self.stats.reordered_datagrams += 1
                 self._seq[key] = last
+        elif gap > self.MAX_SEQ_GAP:
+            self.stats.sequence_resets += 1
         elif gap > 1:
             self.stats.lost_datagrams += gap - 1
 
@@ -308,7 +357,7 @@ class Tester:
                 if egress is None:
                     st.unknown_interface += 1
                     self.rlog.warning(
-                        f"if:{agent}", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
+                        "unknown-if", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
                         agent, sub, ifi,
                     )  # fmt: skip
                     continue
@@ -333,11 +382,11 @@ class Tester:
             key = (agent, g.if_index)
             errs = g.in_errors + g.out_errors
             prev = self._ifstate.get(key)
-            self._ifstate[key] = (g.oper_up, errs)
+            self._remember(self._ifstate, key, (g.oper_up, errs))
             if prev is not None:
                 if prev[0] and not g.oper_up:
                     st.interfaces_down += 1
-                    self.rlog.warning(f"down:{key}", "interface down: agent=%s ifIndex=%d", *key)
+                    self.rlog.warning("if-down", "interface down: agent=%s ifIndex=%d", *key)
                 if errs > prev[1]:
                     st.interface_errors += errs - prev[1]
 
@@ -379,11 +428,50 @@ class Tester:
         if labels:
             label = labels[0]
         else:
-            label = f"c{cls}"
-            if label in self._by_class:  # an open fault of another class holds the label
-                label = f"c{cls}@v{self.model.version}"
-        self._record(verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+            label, n = f"c{cls}", 1
+            while label in self._by_class:  # an open fault of another class holds it
+                n += 1  # labels stay as few as the open faults (not one per model version)
+                label = f"c{cls}.{n}"
+        args = (verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        if self.corroborate > 1 and label not in self._by_class:
+            if not self._corroborated(args, egress, hdr, now):
+                return verdict
+        else:
+            self._record(*args)
         return verdict
+
+    def _corroborated(self, args: tuple, egress: Port, hdr: dict, now: float) -> bool:
+        """Hold the sample of a fault that is not open yet until `corroborate` samples of
+        the same fault (kind, location, class label) arrived within `corroborate_window`
+        seconds; then record them all, the first one first (its time is the fault's first
+        evidence). One corrupted sample thus opens nothing. The first sample of a fault
+        asks for a re-probe of its header (on_suspect: the fuzzer)."""
+        v, label = args[0], args[1]
+        location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
+        key = (v.kind, location, label)
+        held = self._suspects.get(key)
+        if held is not None and now - held[0][-1] > self.corroborate_window:
+            held = None  # too old to corroborate anything
+        if held is None:
+            held = [args]
+            self._suspects[key] = held
+            if len(self._suspects) > self.MAX_AGENT_STATE:
+                self._suspects.popitem(last=False)
+            if self.on_suspect is not None:
+                try:
+                    self.on_suspect(egress, hdr, self._alts_for_record(egress, hdr))
+                except Exception:
+                    log.exception("re-probe request failed")
+        else:
+            held.append(args)
+            self._suspects.move_to_end(key)
+        if len(held) < self.corroborate:
+            self.stats.uncorroborated += 1
+            return False
+        del self._suspects[key]
+        for a in held:
+            self._record(*a)
+        return True
 
     def note_report(self, egress: Port, hdr: dict, now: float, sampling_rate: int) -> None:
         """Feed a report to the blackhole timers; a report of an alarmed flow starts its resolution."""
@@ -424,18 +512,60 @@ class Tester:
             "filter_location": v.location,
         }
         expected = [_tags(e) for e in self._alts_for_record(egress, hdr)]
-        fid, new = self.store.record(
+
+        def recorded(fid: int, new: bool) -> None:
+            self._note_fault(fid, key, v.kind, now, new)
+            if fid not in self._fault_hdr:
+                self._fault_hdr[fid] = (key, hdr)
+                self._labels_ver = None
+            self._emit(
+                FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
+                LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location)
+                if new else None,
+            )  # fmt: skip
+
+        self._store_record((
             v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
             expected, {"verify_port": vp, "verify_rule": vr}, localization,
-        )  # fmt: skip
-        self._note_fault(fid, key, v.kind, now, new)
-        if fid not in self._fault_hdr:
-            self._fault_hdr[fid] = (key, hdr)
-            self._labels_ver = None
-        self._emit(
-            FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
-            LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location) if new else None,
-        )
+        ), recorded)  # fmt: skip
+
+    def _store_record(self, args: tuple, then: Callable[[int, bool], None]) -> None:
+        """store.record(*args), then then(id, new). When the store fails (disk full, a
+        read-only or broken file) the fault waits in memory, one entry per fault (kind,
+        location, class; the latest sample), and tick() retries it. Beyond
+        MAX_UNRECORDED faults the oldest is dropped, and counted."""
+        try:
+            fid, new = self.store.record(*args)
+        except (sqlite3.Error, OSError) as e:
+            st = self.stats
+            st.fault_store_errors += 1
+            self.rlog.warning("store", "fault store failed (%s): faults kept in memory, "
+                              "retried every tick", e)  # fmt: skip
+            q = self._unrecorded
+            k = args[:3]
+            q.pop(k, None)
+            q[k] = (args, then)
+            if len(q) > self.MAX_UNRECORDED:
+                q.popitem(last=False)
+                st.faults_dropped += 1
+                log.error("a fault was dropped: the fault store keeps failing and %d others "
+                          "wait in memory", len(q))  # fmt: skip
+            st.faults_unrecorded = len(q)
+            return
+        then(fid, new)
+
+    def _retry_unrecorded(self) -> None:
+        q = self._unrecorded
+        while q:
+            k, (args, then) = next(iter(q.items()))
+            try:
+                fid, new = self.store.record(*args)
+            except (sqlite3.Error, OSError):
+                self.stats.fault_store_errors += 1
+                break
+            del q[k]
+            then(fid, new)
+        self.stats.faults_unrecorded = len(q)
 
     def _alts_for_record(self, egress: Port, hdr: dict) -> tuple[Expected, ...]:
         hit = self._cache.get((egress, tuple(hdr.items())))
@@ -496,21 +626,27 @@ class Tester:
             "silent_since": alarm.since,
         }
         hdr = flow.header or dict(flow.match)
-        fid, new = self.store.record(
+        self.stats.blackhole_alarms += 1
+
+        def recorded(fid: int, new: bool) -> None:
+            self._blackhole_fault[key] = fid
+            self._note_fault(fid, key, BLACKHOLE, now, new)
+            self._emit(
+                FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
+                LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location)
+                if new else None,
+            )  # fmt: skip
+
+        self._store_record((
             BLACKHOLE, location, key, now, b"", hdr, flow.egress,
             [_tags(e) for e in exp_list], None, localization,
-        )  # fmt: skip
-        self.stats.blackhole_alarms += 1
-        self._blackhole_fault[key] = fid
-        self._note_fault(fid, key, BLACKHOLE, now, new)
-        self._emit(
-            FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
-            LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location) if new else None,
-        )
+        ), recorded)  # fmt: skip
 
     def tick(self, now: float | None = None) -> None:
         """Timers: blackhole alarms, automatic resolution, transient expiry. Call ~1/s."""
         now = self.clock() if now is None else now
+        if self._unrecorded:
+            self._retry_unrecorded()
         if self.blackholes is not None:
             for alarm in self.blackholes.check(now):
                 self._blackhole(alarm, now)
@@ -524,7 +660,11 @@ class Tester:
                 # resolves when its samples stop (fuzz probes keep probing the class).
                 done.append(fid)
         for fid in done:
-            self._resolve(fid, now)
+            try:
+                self._resolve(fid, now)
+            except (sqlite3.Error, OSError) as e:  # stays open; tried again next tick
+                self.stats.fault_store_errors += 1
+                self.rlog.warning("store-resolve", "fault store failed to resolve: %s", e)
         if self.guard is not None:
             self.guard.expire(now)
 

@@ -201,7 +201,8 @@ class FaultStore:
                     )  # fmt: skip
                 db.execute("COMMIT")
             except Exception:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLITE_FULL has rolled it back already
+                    db.execute("ROLLBACK")
                 raise
         return fid, fresh
 

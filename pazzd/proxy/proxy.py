@@ -11,6 +11,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import resource
 import ssl
 import struct
 import time
@@ -56,6 +57,28 @@ class ProxyConfig:
     reconnect_min: float = 0.1
     reconnect_max: float = 5.0
     request_timeout: float = 10.0
+    # Flow control (docs/reliability.md): reading from one side pauses while the other
+    # side's transport holds more than write_buffer_high bytes; a peer whose transport
+    # holds more than max_write_buffer, or that stays paused for stall_timeout, is dropped.
+    write_buffer_high: int = 1 << 20
+    max_write_buffer: int = 8 << 20
+    stall_timeout: float = 30.0
+    # A switch has handshake_timeout to say HELLO and answer FEATURES_REQUEST; one silent
+    # for idle_timeout / 2 gets an ECHO_REQUEST, one silent for idle_timeout is dropped.
+    handshake_timeout: float = 10.0
+    idle_timeout: float = 60.0
+    # Switch connections per listener (each also holds an upstream connection). At the
+    # cap, the oldest connection still in its handshake makes room, else the new one is
+    # refused. Clamped to what RLIMIT_NOFILE allows.
+    max_connections: int = 4096
+    # A switch that does not answer the proxy's barrier within barrier_timeout is dropped;
+    # with max_pending FlowMods/GroupMods awaiting a barrier, reading from the controller
+    # pauses until the switch catches up.
+    barrier_timeout: float = 30.0
+    # A connection claiming a connected dpid waits this long for the first connection to
+    # answer an echo request: answered, the newcomer is refused; silent, it is replaced.
+    takeover_timeout: float = 2.0
+    max_pending: int = 10000
 
 
 @dataclass(frozen=True)
@@ -101,21 +124,37 @@ class _OwnRequest:
     parts: list = field(default_factory=list)
     seq: int = 0
     snapshot: dict | None = None
+    sent: float = 0.0  # time.monotonic() when sent
 
 
 class _SwitchProtocol(asyncio.Protocol):
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, listener: str = "tcp") -> None:
         self.proxy = proxy
+        self.listener = listener
         self.session: Session | None = None
 
     def connection_made(self, transport) -> None:
-        self.session = Session(self.proxy, transport)
+        if not self.proxy._admit(self.listener):
+            _abort(transport)
+            return
+        transport.set_write_buffer_limits(high=self.proxy.config.write_buffer_high)
+        self.session = Session(self.proxy, transport, self.listener)
 
     def data_received(self, data: bytes) -> None:
-        self.session.from_switch(data)
+        if self.session is not None:
+            self.session.from_switch(data)
 
     def connection_lost(self, exc) -> None:
-        self.session.switch_lost(exc)
+        if self.session is not None:
+            self.session.switch_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.session is not None:
+            self.session.peer_paused("switch", True)
+
+    def resume_writing(self) -> None:
+        if self.session is not None:
+            self.session.peer_paused("switch", False)
 
 
 class _UpstreamProtocol(asyncio.Protocol):
@@ -125,6 +164,7 @@ class _UpstreamProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        transport.set_write_buffer_limits(high=self.session.proxy.config.write_buffer_high)
         self.session.upstream_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -133,6 +173,37 @@ class _UpstreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.session.upstream_lost(self.transport, exc)
+
+    def pause_writing(self) -> None:
+        if self.transport is self.session.up:
+            self.session.peer_paused("controller", True)
+
+    def resume_writing(self) -> None:
+        if self.transport is self.session.up:
+            self.session.peer_paused("controller", False)
+
+
+def tls_contexts(
+    switch_tls: dict | None, controller_tls: dict | None
+) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(server context for switches, client context for the controller) from the config's
+    controller.tls / controller.upstream_tls; raises ssl.SSLError or OSError."""
+    server = client = None
+    if switch_tls:
+        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server.load_cert_chain(switch_tls["cert"], switch_tls["key"])
+        if switch_tls.get("ca"):
+            server.load_verify_locations(switch_tls["ca"])
+            server.verify_mode = ssl.CERT_REQUIRED
+    if controller_tls:
+        client = ssl.create_default_context(cafile=controller_tls["ca"])
+        if controller_tls.get("cert"):
+            client.load_cert_chain(controller_tls["cert"], controller_tls["key"])
+    return server, client
+
+
+def _abort(transport) -> None:
+    (getattr(transport, "abort", None) or transport.close)()
 
 
 def split_messages(buf: bytearray, handle) -> int:
@@ -156,9 +227,12 @@ def split_messages(buf: bytearray, handle) -> int:
 class Session:
     """One switch connection and its upstream controller connection."""
 
-    def __init__(self, proxy: Proxy, transport) -> None:
+    def __init__(self, proxy: Proxy, transport, listener: str = "tcp") -> None:
         self.proxy = proxy
         self.sw = transport
+        self.listener = listener
+        self.started = time.monotonic()
+        self.last_rx = self.started
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.up = None
@@ -179,7 +253,17 @@ class Session:
         self.mods_committed = 0
         self.reid: set = set()
         self._commit_upto = 0
+        # Flow control: which peer's transport is over its high-water mark, and since when.
+        self.paused: dict[str, float] = {}
+        self._stall_handle = None
+        self._timer = None
+        self._barrier_handle = None
+        self._full = False  # max_pending reached: not reading from the controller
         proxy._sessions.add(self)
+        proxy._listener_sessions[listener].add(self)
+        with contextlib.suppress(RuntimeError):  # no loop: a test drives the session
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(proxy.config.handshake_timeout, self._handshake_check)
         self.sw.write(of.hello())
 
     def __repr__(self) -> str:
@@ -202,7 +286,153 @@ class Session:
                 self.own_fire.popitem(last=False)
         else:
             self.own[xid] = req
+        self._write_sw(data)
+
+    # --- timeouts ----------------------------------------------------------------------------
+    def _handshake_check(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        if self.dpid is None:
+            self.proxy.handshake_timeouts += 1
+            log.debug("%r: no handshake within %.1f s", self, self.proxy.config.handshake_timeout)
+            self.proxy._log_limited("handshake", logging.WARNING,
+                                    "dropping switch connections without a handshake within "
+                                    "%.1f s (%r)", self.proxy.config.handshake_timeout, self)  # fmt: skip
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        self._idle_arm()
+
+    def _idle_arm(self) -> None:
+        t = self.proxy.config.idle_timeout
+        if t > 0 and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(t / 2, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        now, t = time.monotonic(), self.proxy.config.idle_timeout
+        if "controller" in self.paused:  # not reading from the switch: its silence is ours
+            self.last_rx = now
+        silent = now - self.last_rx
+        if silent >= t:
+            self.proxy.idle_drops += 1
+            log.warning("disconnecting %r: silent for %.1f s (no echo reply)", self, silent)
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        if silent >= t / 2 - 0.001:
+            self.send_own(of.message(self.version, of.OFPT_ECHO_REQUEST, self.own_xid()), None)
+        self._idle_arm()
+
+    # --- barriers --------------------------------------------------------------------------
+    def _barrier_sent(self) -> None:
+        if self._barrier_handle is None:
+            with contextlib.suppress(RuntimeError):  # no loop: a test drives the session
+                loop = asyncio.get_running_loop()
+                t = self.proxy.config.barrier_timeout
+                self._barrier_handle = loop.call_later(t, self._barrier_check)
+
+    def _barrier_check(self) -> None:
+        self._barrier_handle = None
+        if self.closed:
+            return
+        sent = [r.sent for r in self.own.values() if r.kind == "barrier"]
+        if not sent:
+            return
+        now, t = time.monotonic(), self.proxy.config.barrier_timeout
+        if now - min(sent) >= t:
+            self.proxy.barrier_drops += 1
+            log.warning("disconnecting %r: no barrier reply within %.1f s (%d changes "
+                        "pending)", self, t, len(self.pending))  # fmt: skip
+            _abort(self.sw)
+            self.switch_lost(None)
+            return
+        self._barrier_handle = asyncio.get_running_loop().call_later(
+            t - (now - min(sent)), self._barrier_check
+        )
+
+    def _check_pending(self) -> None:
+        """Stop reading from the controller at max_pending unconfirmed changes; go on
+        once the switch has confirmed half of them."""
+        n, limit = len(self.pending), self.proxy.config.max_pending
+        if not self._full and n >= limit:
+            self._full = True
+            if self.up is not None:
+                self.up.pause_reading()
+        elif self._full and n <= limit // 2:
+            self._full = False
+            if self.up is not None and "switch" not in self.paused and not self.closed:
+                self.up.resume_reading()
+
+    # --- flow control ------------------------------------------------------------------------
+    def _write_sw(self, data: bytes) -> None:
         self.sw.write(data)
+        self._check_buffer("switch")
+
+    def _check_buffer(self, who: str) -> None:
+        t = self.sw if who == "switch" else self.up
+        if t is None:
+            return
+        limit = self.proxy.config.max_write_buffer
+        size = getattr(t, "get_write_buffer_size", None)  # test transports have none
+        n = size() if size is not None else 0
+        if n > limit:
+            self.drop_stuck(who, f"{n} bytes queued for it (limit {limit})")
+
+    def peer_paused(self, who: str, paused: bool) -> None:
+        """who's transport went over (paused) or back under its high-water mark: stop or
+        resume reading from the other side, so that the proxy buffers at most about one
+        high-water mark per direction."""
+        other = self.up if who == "switch" else self.sw
+        if paused:
+            self.paused.setdefault(who, time.monotonic())
+            if other is not None:
+                other.pause_reading()
+            if self._stall_handle is None:
+                loop = asyncio.get_running_loop()
+                self._stall_handle = loop.call_later(self.proxy.config.stall_timeout,
+                                                     self._stall_check)  # fmt: skip
+        else:
+            self.paused.pop(who, None)
+            if other is not None and not self.closed and not (who == "switch" and self._full):
+                other.resume_reading()
+            if not self.paused and self._stall_handle is not None:
+                self._stall_handle.cancel()
+                self._stall_handle = None
+
+    def _stall_check(self) -> None:
+        self._stall_handle = None
+        now, limit = time.monotonic(), self.proxy.config.stall_timeout
+        for who, since in list(self.paused.items()):
+            if now - since >= limit:
+                self.drop_stuck(who, f"not reading for {now - since:.1f} s")
+        if self.paused and not self.closed:
+            wait = max(0.0, limit - (now - min(self.paused.values())))
+            self._stall_handle = asyncio.get_running_loop().call_later(wait, self._stall_check)
+
+    def drop_stuck(self, who: str, why: str) -> None:
+        """Abort the connection of a peer that stopped reading (its queued bytes go too)."""
+        self.proxy.stuck_drops += 1
+        if who == "switch":
+            log.warning("disconnecting %r: it stopped reading: %s", self, why)
+            _abort(self.sw)
+            self.switch_lost(None)
+        elif self.up is not None:
+            log.warning("disconnecting controller of %r: it stopped reading: %s", self, why)
+            up = self.up
+            _abort(up)
+            self.upstream_lost(up, None)
+
+    def forget(self, xid: int) -> None:
+        """Stop waiting for the reply to own request xid; a late one is still swallowed."""
+        if self.own.pop(xid, None) is not None:
+            self.own_fire[xid] = "late"
+            while len(self.own_fire) > 4096:
+                self.own_fire.popitem(last=False)
 
     def _own_reply(self, t: int, xid: int, msg: bytes) -> bool:
         req = self.own.get(xid)
@@ -245,6 +475,7 @@ class Session:
 
     # --- from the switch -----------------------------------------------------------------------
     def from_switch(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
         buf = self.buf_sw
         buf += data
         out: list[bytes] = []
@@ -263,11 +494,15 @@ class Session:
         self._flush_up(out)
         if self._commit_upto:
             upto, self._commit_upto = self._commit_upto, 0
-            self._commit(upto)
+            try:
+                self._commit(upto)
+            except Exception:  # a bug of ours must not take the switch session down
+                log.exception("%r: committing accepted changes failed", self)
 
     def _flush_up(self, out: list[bytes]) -> None:
         if out and self.up_ready:
             self.up.write(b"".join(out))
+            self._check_buffer("controller")
 
     def _switch_msg(self, msg: bytes, out: list[bytes]) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
@@ -291,7 +526,7 @@ class Session:
         if t == of.OFPT_ERROR:
             msg = self._error(msg, xid)
         elif t == of.OFPT_ECHO_REQUEST and not self.up_ready:
-            self.sw.write(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
+            self._write_sw(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
             return
         elif t == of.OFPT_HELLO:
             raise of.ProtocolError("second HELLO")
@@ -339,18 +574,58 @@ class Session:
         dpid = of.features_dpid(msg)
         self.dpid = dpid
         self.features = msg
+        old = self.proxy.switches.get(dpid)
+        if old is not None and old is not self and not old.closed:
+            # Any peer can claim a dpid: the live switch is not dropped for it.
+            self.proxy._spawn(self.proxy._contest(old, self))
+            return
+        self._go_live()
+
+    def _go_live(self) -> None:
         self.proxy._register(self)
         log.info("%r connected, OpenFlow 0x%02x", self, self.version)
         if self.upstream_task is None:
             self.upstream_task = asyncio.ensure_future(self._upstream_loop())
 
     def _flow_removed(self, fr: of.RawFlowRemoved) -> None:
+        """Only a timeout ends intent here. A delete the controller sent (FlowMod or group
+        delete) ends it when that change commits; any other delete is an entry removed
+        behind the controller's back: it stays intended and the next audit reports it
+        missing at once."""
         key = (fr.table, fr.priority, fr.mkey)
         table = self.proxy.tables.setdefault(self.dpid, IntendedTable())
+        if fr.reason not in (of.OFPRR_IDLE_TIMEOUT, of.OFPRR_HARD_TIMEOUT):
+            if key in table.entries and not self._delete_pending():
+                self.proxy.unexplained_removals += 1
+                self.proxy._missing_once[self.dpid].add(key)
+                log.warning("%r: intended entry table=%d priority=%d removed (reason %d) by "
+                            "something other than the controller", self, fr.table,
+                            fr.priority, fr.reason)  # fmt: skip
+            return
         old = table.remove(key)
         if old is not None:
             self.proxy.store.delete(self.dpid, key)
+            self._free_ids(table, (key,))
             self.proxy._feed(self.dpid, [("delete", old, None)])
+
+    def _free_ids(self, table: IntendedTable, keys) -> None:
+        """Free the rule IDs of keys neither intended nor named by a FlowMod in flight."""
+        if not keys:
+            return
+        busy = {(p.msg.table, p.msg.priority, p.msg.mkey) for p in self.pending
+                if p.kind == "flow"}  # fmt: skip
+        for key in keys:
+            if key not in table.entries and key not in busy:
+                self.proxy.store.free_id(self.dpid, *key)
+
+    def _delete_pending(self) -> bool:
+        """Is a delete of the controller's (FlowMod or GroupMod) awaiting its barrier?"""
+        for p in self.pending:
+            if p.kind == "flow" and p.msg.command in (of.FC_DELETE, of.FC_DELETE_STRICT):
+                return True
+            if p.kind == "group" and p.msg.command == of.GC_DELETE:
+                return True
+        return False
 
     def fail_switch(self, reason: str) -> None:
         log.warning("disconnecting %r: protocol error: %s", self, reason)
@@ -363,10 +638,19 @@ class Session:
         self.closed = True
         log.info("%r disconnected%s", self, f": {exc}" if exc else "")
         self.proxy._unregister(self)
+        for h in (self._timer, self._barrier_handle):
+            if h is not None:
+                h.cancel()
+        self._timer = self._barrier_handle = None
+        if self._stall_handle is not None:
+            self._stall_handle.cancel()
+            self._stall_handle = None
+        up_stuck = "controller" in self.paused
+        self.paused.clear()
         if self.upstream_task is not None:
             self.upstream_task.cancel()
         if self.up is not None:
-            self.up.close()
+            _abort(self.up) if up_stuck else self.up.close()
         for req in self.own.values():
             if req.future is not None and not req.future.done():
                 req.future.set_exception(ConnectionError(f"{self!r} disconnected"))
@@ -406,6 +690,8 @@ class Session:
         self.up = transport
         self.up_ready = False
         self.buf_up = bytearray()
+        if "switch" in self.paused or self._full:  # the switch is still behind
+            transport.pause_reading()
         transport.write(self.hello_for_controller)
 
     def upstream_lost(self, transport, exc) -> None:
@@ -413,6 +699,8 @@ class Session:
             return
         self.up = None
         self.up_ready = False
+        if "controller" in self.paused:
+            self.peer_paused("controller", False)  # reading from the switch resumes
         if not self.closed:
             log.info("%r: controller connection lost%s", self, f": {exc}" if exc else "")
         ev = getattr(self, "_up_gone", None)
@@ -443,16 +731,18 @@ class Session:
             return
         del buf[:off]
         self._flush_down(out)
+        self._check_pending()
 
     def _flush_down(self, out: list[bytes]) -> None:
         if self.unbarriered:
             self.unbarriered = False
             xid = self.own_xid()
-            self.own[xid] = _OwnRequest("barrier", seq=self.seq)
+            self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic())
+            self._barrier_sent()
             out.append(of.message(self.version, BARRIER_REQ[self.version], xid))
         if out and not self.closed:
             self.proxy.store.flush()  # rule IDs are on disk before the switch sees them
-            self.sw.write(b"".join(out))
+            self._write_sw(b"".join(out))
 
     def _controller_msg(self, msg: bytes, out: list[bytes]) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
@@ -473,18 +763,45 @@ class Session:
         if ver == of.OFP13:
             if t == of.OFPT_FLOW_MOD:
                 msg = self._flow_mod(msg, xid)
+                if msg is None:  # refused with an OFPT_ERROR
+                    return
             elif t == of.OFPT_GROUP_MOD:
                 gm = of.parse_group_mod(msg)
+                if gm.command in (of.GC_ADD, of.GC_MODIFY) and of.buckets_have_verify_action(
+                    gm.buckets
+                ):
+                    self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+                    return
                 self.seq += 1
                 self.pending.append(_Pending(self.seq, xid, "group", gm, msg, msg))
                 self.unbarriered = True
         out.append(msg)
 
-    def _flow_mod(self, msg: bytes, xid: int) -> bytes:
+    def _refuse(self, msg: bytes, etype: int, code: int, why: str) -> None:
+        """Answer a controller message with an OFPT_ERROR instead of forwarding it."""
+        self.proxy.refused_mods += 1
+        self.proxy._log_limited(f"refuse-{why}", logging.WARNING,
+                                "%r: refused a controller message (type %d) with %s",
+                                self, msg[1], why)  # fmt: skip
+        if self.up is not None:
+            xid = of.header(msg)[3]
+            self.up.write(of.error_msg(self.version, xid, etype, code, msg))
+
+    def _flow_mod(self, msg: bytes, xid: int) -> bytes | None:
         fm = of.parse_flow_mod(msg)
         rid = 0
         sent = msg
-        if self.ids_on and fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT):
+        adds = fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT)
+        if adds and of.has_verify_action(fm.instr):
+            # The proxy's own set_verify_rule:ID (or the switch's implicit step) already
+            # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
+            self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+            return None
+        if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
+            # No room for the rule-ID action within OpenFlow's 16-bit length.
+            self._refuse(msg, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID")
+            return None
+        if self.ids_on and adds:
             store = self.proxy.store
             rid = 0
             if fm.command == of.FC_MODIFY:
@@ -528,9 +845,12 @@ class Session:
         table = proxy.tables.setdefault(self.dpid, IntendedTable())
         store = proxy.store
         changes = []
+        freeable: set = set()  # keys whose rule ID may have no use left
         while self.pending and self.pending[0].seq <= upto:
             p = self.pending.popleft()
             if p.rejected:
+                if p.kind == "flow" and p.rule_id:
+                    freeable.add((p.msg.table, p.msg.priority, p.msg.mkey))
                 continue
             self.mods_committed += 1
             if p.kind == "flow":
@@ -542,11 +862,14 @@ class Session:
             for kind, new, _old in ch:
                 if kind == "delete":
                     store.delete(self.dpid, new.key)
+                    freeable.add(new.key)
                 else:
                     store.put(self.dpid, new)
             changes.extend(ch)
+        self._free_ids(table, freeable)
         if self.reid and not self.pending:
             changes.extend(self._reid(table))
+        self._check_pending()
         proxy._flush_soon()
         proxy._feed(self.dpid, changes)
         if proxy.on_commit is not None and changes:
@@ -596,8 +919,20 @@ class Proxy:
         self._audit_task: asyncio.Task | None = None
         self._reported: dict[int, dict[tuple, AuditFinding]] = collections.defaultdict(dict)
         self._missing_once: dict[int, set] = collections.defaultdict(set)
-        self.findings: list[AuditFinding] = []
+        # The latest new audit findings (the fault store keeps them all).
+        self.findings: collections.deque[AuditFinding] = collections.deque(maxlen=4096)
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
+        self._stopping = False
+        self.stuck_drops = 0  # peers dropped because they stopped reading
+        self.handshake_timeouts = 0  # switch connections without a handshake in time
+        self.idle_drops = 0  # switches silent for idle_timeout
+        self.refused = 0  # connections refused at the cap
+        self.barrier_drops = 0  # switches that did not answer a barrier in time
+        self.refused_mods = 0  # controller messages answered with an error, not forwarded
+        self.takeovers_refused = 0  # connections that claimed a live switch's dpid
+        self.unexplained_removals = 0  # FLOW_REMOVED (delete) the controller did not cause
+        self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
+        self._log_last: dict[str, tuple[float, int]] = {}
         self._load()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -612,14 +947,14 @@ class Proxy:
         ents, grps = [], []
         for dpid, gs in groups.items():
             for gid, (gtype, buckets) in gs.items():
-                with contextlib.suppress(ModelError):
+                with contextlib.suppress(ModelError, of.ProtocolError, struct.error):
                     if dpid in self.model.topo.switches:
                         grps.append(of.group_to_cpc(dpid, gtype, gid, buckets))
         for dpid, entries in flows.items():
             if dpid not in self.model.topo.switches:
                 continue
             for e in entries.values():
-                with contextlib.suppress(ModelError):
+                with contextlib.suppress(ModelError, of.ProtocolError, struct.error):
                     ents.append(self._cpc_entry(dpid, e))
         try:
             self.model.add_entries(ents, grps)
@@ -631,13 +966,14 @@ class Proxy:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _SwitchProtocol(self), self.config.listen_host, self.config.listen_port,
-            ssl=self.config.switch_ssl, reuse_address=True,
+            lambda: _SwitchProtocol(self, "tcp"), self.config.listen_host,
+            self.config.listen_port, ssl=self.config.switch_ssl, reuse_address=True,
         )  # fmt: skip
         if self.config.listen_unix:
             self._unix_server = await loop.create_unix_server(
-                lambda: _SwitchProtocol(self), self.config.listen_unix, ssl=self.config.switch_ssl
-            )
+                lambda: _SwitchProtocol(self, "unix"), self.config.listen_unix,
+                ssl=self.config.switch_ssl,
+            )  # fmt: skip
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
         log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
@@ -655,14 +991,18 @@ class Proxy:
             self._server.close()
         if self._unix_server is not None:
             self._unix_server.close()
+        # Tasks first, while what they wait for is still pending: Python 3.11's wait_for
+        # drops a cancellation when its future completes at the same time (the session
+        # closing fails a flow dump's future), and an audit loop would then go on.
+        self._stopping = True
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
         for s in list(self._sessions):
             s.sw.close()
             s.switch_lost(None)
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
@@ -690,10 +1030,72 @@ class Proxy:
     def _next_xid(self) -> int:
         return next(self._xids)
 
+    @property
+    def max_connections(self) -> int:
+        """The per-listener cap: the configured one, within what the descriptor limit
+        allows (each switch connection takes two descriptors)."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        room = (soft - 128) // 2 if soft != resource.RLIM_INFINITY else self.config.max_connections
+        return max(1, min(self.config.max_connections, room))
+
+    def _admit(self, listener: str) -> bool:
+        """Room for one more switch connection on this listener?"""
+        live = self._listener_sessions[listener]
+        if len(live) < self.max_connections:
+            return True
+        waiting = [s for s in live if s.dpid is None]
+        if waiting:  # the oldest connection still in its handshake makes room
+            old = min(waiting, key=lambda s: s.started)
+            self.handshake_timeouts += 1
+            _abort(old.sw)
+            old.switch_lost(None)
+            return True
+        self.refused += 1
+        self._log_limited("cap-" + listener, logging.WARNING,
+                          "refusing switch connections on %s: %d connected (the cap)",
+                          listener, len(live))  # fmt: skip
+        return False
+
+    def _log_limited(self, key: str, level: int, fmt: str, *args, every: float = 60.0) -> None:
+        """Log once per `every` seconds per cause; says how many were not logged."""
+        now = time.monotonic()
+        last, n = self._log_last.get(key, (-1e18, 0))
+        if now - last < every:
+            self._log_last[key] = (last, n + 1)
+            return
+        self._log_last[key] = (now, 0)
+        if n:
+            fmt += " (%d more like it not logged)"
+            args = (*args, n)
+        log.log(level, fmt, *args)
+
+    async def _contest(self, old: Session, new: Session) -> None:
+        """A second connection claims a connected dpid. The first one gets an echo
+        request: if it answers within takeover_timeout (or the proxy is not reading from
+        it, flow control), the newcomer is refused; else the newcomer replaces it."""
+        t0 = time.monotonic()
+        with contextlib.suppress(Exception):
+            old.send_own(of.message(old.version, of.OFPT_ECHO_REQUEST, self._next_xid()), None)
+        end = t0 + self.config.takeover_timeout
+        while time.monotonic() < end and not (old.closed or new.closed) and old.last_rx <= t0:
+            await asyncio.sleep(0.02)
+        if new.closed:
+            return
+        if not old.closed and (old.last_rx > t0 or "controller" in old.paused):
+            self.takeovers_refused += 1
+            self._log_limited("takeover", logging.WARNING,
+                              "refusing %r: dpid %#x is connected and answering at %s",
+                              new, new.dpid, old.peer)  # fmt: skip
+            _abort(new.sw)
+            new.switch_lost(None)
+            return
+        new._go_live()
+
     def _register(self, s: Session) -> None:
         old = self.switches.get(s.dpid)
         if old is not None and old is not s:
-            log.info("%r replaces an older connection of the same dpid", s)
+            log.info("%r replaces an older connection of the same dpid (it did not answer "
+                     "an echo request)", s)  # fmt: skip
             old.sw.close()
             old.switch_lost(None)
         self.switches[s.dpid] = s
@@ -704,6 +1106,7 @@ class Proxy:
 
     def _unregister(self, s: Session) -> None:
         self._sessions.discard(s)
+        self._listener_sessions[s.listener].discard(s)
         if s.dpid is not None and self.switches.get(s.dpid) is s:
             del self.switches[s.dpid]
             if self.on_switch:
@@ -716,13 +1119,16 @@ class Proxy:
 
     def _cpc_instructions(self, instr: bytes):
         """of.cpc_instructions, memoized: controllers send the same few instruction lists
-        over and over (the model's Instructions are immutable). Raises ModelError."""
+        over and over (the model's Instructions are immutable). Raises ModelError, also
+        for instructions that do not parse (a set_field's OXM, say)."""
         r = self._instr_cache.get(instr)
         if r is None:
             try:
                 r = of.cpc_instructions(instr)
             except ModelError as e:
                 r = str(e)
+            except (of.ProtocolError, struct.error, ValueError, IndexError) as e:
+                r = f"instructions do not parse: {e}"
             if len(self._instr_cache) >= 4096:
                 self._instr_cache.clear()
             self._instr_cache[instr] = r
@@ -768,7 +1174,7 @@ class Proxy:
                 try:
                     ins, rid = self._cpc_instructions(new.instr)
                     match = of.cpc_match(new.mkey)
-                except ModelError as e:
+                except (ModelError, of.ProtocolError) as e:
                     log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
                                 dpid, e, new.table, new.priority)  # fmt: skip
                     if old is not None:
@@ -793,7 +1199,7 @@ class Proxy:
     def _delete_mod(dpid: int, e: Entry) -> list[FlowMod]:
         try:
             match = of.cpc_match(e.mkey)
-        except ModelError:
+        except (ModelError, of.ProtocolError):
             return []
         return [
             FlowMod(
@@ -815,9 +1221,12 @@ class Proxy:
             self.store.put_group(dpid, gm.group_id, gm.type, gm.buckets)
             try:
                 g = of.group_to_cpc(dpid, gm.type, gm.group_id, gm.buckets)
-                self._feed(dpid, [("group", gm.group_id, g)])
-            except ModelError as e:
+            except (ModelError, of.ProtocolError, struct.error) as e:
+                g = None
                 log.warning("dpid %#x: group %d not modelled: %s", dpid, gm.group_id, e)
+            if g is not None:
+                self._feed(dpid, [("group", gm.group_id, g)])
+            else:
                 self._feed(dpid, [("group", gm.group_id, None)])
         elif gm.command == of.GC_DELETE:
             gids = list(groups) if gm.group_id == of.OFPG_ALL else [gm.group_id]
@@ -864,8 +1273,12 @@ class Proxy:
         if s.version != of.OFP13:
             raise RuntimeError("flow dumps need OpenFlow 1.3")
         fut = asyncio.get_running_loop().create_future()
-        s.send_own(of.flow_stats_request(self._next_xid(), table), _OwnRequest("flows", fut))
-        return await asyncio.wait_for(fut, self.config.request_timeout)
+        xid = self._next_xid()
+        s.send_own(of.flow_stats_request(xid, table), _OwnRequest("flows", fut))
+        try:
+            return await asyncio.wait_for(fut, self.config.request_timeout)
+        finally:
+            s.forget(xid)  # a reply that never came leaves nothing behind
 
     async def barrier(self, dpid: int) -> None:
         """Wait until the switch has processed everything sent to it so far."""
@@ -873,7 +1286,10 @@ class Proxy:
         fut = asyncio.get_running_loop().create_future()
         xid = self._next_xid()
         s.send_own(of.message(s.version, BARRIER_REQ[s.version], xid), _OwnRequest("x", fut))
-        await asyncio.wait_for(fut, self.config.request_timeout)
+        try:
+            await asyncio.wait_for(fut, self.config.request_timeout)
+        finally:
+            s.forget(xid)
 
     # --- audit ---------------------------------------------------------------------------------------
     async def _audit_later(self, s: Session, delay: float) -> None:
@@ -891,10 +1307,10 @@ class Proxy:
         self._audit_task = self._spawn(self._audit_loop()) if interval > 0 else None
 
     async def _audit_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.config.audit_interval)
             for dpid, s in list(self.switches.items()):
-                if s.version != of.OFP13:
+                if s.version != of.OFP13 or self._stopping:
                     continue
                 try:
                     await self.audit(dpid)
@@ -972,6 +1388,13 @@ class Proxy:
     def controller_connected(self) -> bool:
         """True when at least one switch session has its upstream controller connection up."""
         return any(s.up is not None for s in self._sessions)
+
+    def drops(self) -> dict[str, int]:
+        """Connections dropped or refused to stay bounded, by reason."""
+        return {"stalled": self.stuck_drops, "handshake": self.handshake_timeouts,
+                "idle": self.idle_drops, "refused": self.refused,
+                "barrier": self.barrier_drops,
+                "takeover": self.takeovers_refused}  # fmt: skip
 
     def stats(self) -> dict:
         return {

@@ -2,7 +2,8 @@
 
 Rows are written in one transaction per batch (`flush()`), which the proxy calls after each
 burst of messages; IDs are written in the same batch as the FlowMod that first used them,
-before the proxy's barrier for it goes out.
+before the proxy's barrier for it goes out, and freed when their key is neither intended
+nor in flight any more (a rejected ADD, a delete, a timeout).
 """
 
 from __future__ import annotations
@@ -86,8 +87,23 @@ class Store:
             self._next = (rid + 1) & 0xFFFFFFFF or 1
             self._ids[k] = rid
             self._used.add(rid)
-            self._pending_ids.append((_s64(dpid), table, priority, mkey, rid))
+            self._pending_ids.append(("put", (_s64(dpid), table, priority, mkey, rid)))
         return rid
+
+    def free_id(self, dpid: int, table: int, priority: int, mkey: bytes) -> bool:
+        """Forget the ID of a key that is no longer intended (and not in flight). IDs are
+        handed out in increasing order, so a freed one comes back only after 2^32 others."""
+        k = (dpid, table, priority, mkey)
+        rid = self._ids.pop(k, None)
+        if rid is None:
+            return False
+        self._used.discard(rid)
+        self._pending_ids.append(("del", (_s64(dpid), table, priority, mkey)))
+        return True
+
+    @property
+    def id_count(self) -> int:
+        return len(self._ids)
 
     def known_id(self, dpid: int, table: int, priority: int, mkey: bytes) -> int | None:
         return self._ids.get((dpid, table, priority, mkey))
@@ -115,7 +131,12 @@ class Store:
         db.execute("BEGIN")
         try:
             if self._pending_ids:
-                db.executemany("INSERT OR REPLACE INTO ids VALUES (?,?,?,?,?)", self._pending_ids)
+                for op, row in self._pending_ids:  # in order: a key may come and go
+                    if op == "put":
+                        db.execute("INSERT OR REPLACE INTO ids VALUES (?,?,?,?,?)", row)
+                    else:
+                        db.execute("DELETE FROM ids WHERE dpid=? AND tbl=? AND priority=? "
+                                   "AND mkey=?", row)  # fmt: skip
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('next_id', ?)", (self._next,))
             puts = [r for r in self._pending.values() if r is not None]
             dels = [(_s64(k[0]), k[1], k[2], k[3]) for k, r in self._pending.items() if r is None]
@@ -152,5 +173,9 @@ class Store:
         return flows, groups
 
     def close(self) -> None:
+        """Idempotent: a bounded shutdown may close it twice."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.flush()
         self.db.close()

@@ -26,6 +26,9 @@ class IntendedTable:
     def fields(self, mkey: bytes) -> dict:
         f = self._fields.get(mkey)
         if f is None:
+            # Matches of deletes and of entries long gone would pile up: a bounded cache.
+            if len(self._fields) >= max(4096, 2 * len(self.entries)):
+                self._fields.clear()
             f = self._fields[mkey] = of.match_fields(mkey)
         return f
 

@@ -152,10 +152,12 @@ def test_workers_judge_reports_and_record_faults(net):
     text = pazzctl(d.sock, "status").stdout
     assert "workers" in text and "2/2 alive" in text, text
 
-    # A wrong Verify_Rule on one report: a match fault, stored by the worker, counted by pazzd.
+    # A wrong Verify_Rule on a report: a match fault, stored by the worker, counted by pazzd.
+    # Sent twice: a fault opens on its second sample (tester.corroborate, 2 by default).
     ingress, h = _traffic(wl)[0]
     dl = next(x for x in ref.send(ingress, h) if x.kind == "egress")
-    em.add(dl.egress, h, dl.verify_port, dl.verify_rule ^ 0x5A5A)
+    for _ in range(2):
+        em.add(dl.egress, h, dl.verify_port, dl.verify_rule ^ 0x5A5A)
     t_last = time.time()
     _send(addr, em, socks)
     rows = _wait(lambda: json.loads(pazzctl(d.sock, "faults", "--json").stdout))

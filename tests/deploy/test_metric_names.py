@@ -34,7 +34,8 @@ def exported() -> set[str]:
                 },
             ],
         },  # fmt: skip
-        "proxy": True,
+        "proxy_on": True,
+        "proxy": {"stalled": 0},
         "switches": {1: True},
         "controller_connected": True,
     }

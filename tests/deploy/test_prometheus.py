@@ -145,7 +145,8 @@ def _scenario(wl, sflow: tuple[str, int]) -> None:
             em.add_delivery(dl, final)
     ingress, h = traffic[0]
     dl = next(x for x in ref.send(ingress, h) if x.kind == "egress")
-    em.add(dl.egress, h, dl.verify_port, dl.verify_rule ^ 0x5A5A)  # a wrong Verify_Rule
+    for _ in range(2):  # a wrong Verify_Rule, corroborated (tester.corroborate: 2)
+        em.add(dl.egress, h, dl.verify_port, dl.verify_rule ^ 0x5A5A)
     em.add((dl.egress[0], 77), h, dl.verify_port, dl.verify_rule)  # ifIndex 177: unmapped
     dgs = em.flush(per_datagram=2)
     one = agent_of(dl.egress[0])

@@ -1,0 +1,127 @@
+"""Issue #20 items 6 and 4: forged sFlow datagrams cannot inflate `lost`, grow per-agent
+state or write one log line each, and `sflow.agents` drops unknown agents."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import pytest
+
+from tester.collector import SflowCollector
+from tester.engine import Tester
+from tester.ifmap import IfMap
+from tester.sflow import CounterSample, IfCounters, encode_datagram
+from tester.store import FaultStore
+from tests.tester.tester_helpers import FakeModel
+
+
+@pytest.fixture
+def tester(tmp_path):
+    store = FaultStore(str(tmp_path / "faults.db"))
+    t = Tester(FakeModel({}), store, IfMap(), resolve_after=10.0)
+    yield t
+    store.close()
+
+
+def _counters(seq: int, ifindex: int, up: bool = True) -> CounterSample:
+    vals = [0] * 19
+    vals[0], vals[4] = ifindex, 3 if up else 1
+    return CounterSample(seq, 0, ifindex, IfCounters(*vals))
+
+
+def test_one_forged_datagram_cannot_add_billions_to_lost(tester):
+    t = tester
+    for seq in range(1, 11):
+        t.process_datagram(encode_datagram("10.0.0.1", 0, seq, seq, []), now=1.0)
+    assert t.stats.lost_datagrams == 0
+    t.process_datagram(encode_datagram("10.0.0.1", 0, 10 + 2**31 - 1, 0, []), now=1.0)
+    assert t.stats.lost_datagrams <= Tester.MAX_SEQ_GAP
+    assert t.stats.sequence_resets == 1
+    # The real agent goes on: that is a reset (backwards), not loss either.
+    for seq in range(11, 20):
+        t.process_datagram(encode_datagram("10.0.0.1", 0, seq, seq, []), now=1.0)
+    assert t.stats.lost_datagrams <= Tester.MAX_SEQ_GAP
+    # Real loss within the bound is still counted exactly.
+    t.process_datagram(encode_datagram("10.0.0.1", 0, 30, 30, []), now=1.0)
+    assert t.stats.lost_datagrams == 10
+
+
+def test_forged_agents_do_not_grow_state_or_the_log(tester, caplog):
+    t = tester
+    n = Tester.MAX_AGENT_STATE * 3
+    with caplog.at_level(logging.WARNING, logger="tester.engine"):
+        for i in range(n):
+            agent = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+            t.process_datagram(encode_datagram(agent, 0, 5, 0, [_counters(1, 7, up=True)]), now=1.0)
+            t.process_datagram(
+                encode_datagram(agent, 0, 6, 0, [_counters(2, 7, up=False)]), now=1.0
+            )
+    assert len(t._seq) <= Tester.MAX_AGENT_STATE
+    assert len(t._ifstate) <= Tester.MAX_AGENT_STATE
+    assert len(t.rlog._last) <= 5
+    assert len(caplog.records) <= 5
+    assert t.stats.interfaces_down == n  # still counted, every one
+
+
+def test_allow_list_drops_unknown_agents_and_sources(tester):
+    t = tester
+    t.agents = frozenset({"10.0.0.1"})
+    t.process_datagram(encode_datagram("10.0.0.1", 0, 1, 0, []), now=1.0, source="10.0.0.1")
+    t.process_datagram(encode_datagram("10.9.9.9", 0, 1, 0, []), now=1.0, source="10.9.9.9")
+    # A forged payload agent from an unknown UDP source.
+    t.process_datagram(encode_datagram("10.0.0.1", 0, 2**31, 0, []), now=1.0, source="6.6.6.6")
+    assert t.stats.unknown_agent == 2
+    assert set(t._seq) == {("10.0.0.1", 0)}
+    assert t.stats.lost_datagrams == 0 and t.stats.sequence_resets == 0
+
+
+def test_collector_passes_the_udp_source():
+    got = []
+
+    async def main():
+        col = SflowCollector(lambda d, src: got.append(src), hosts=("127.0.0.1",), port=0,
+                             pass_source=True)  # fmt: skip
+        await col.start()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(encode_datagram("10.0.0.1", 0, 1, 0, []), col.bound[0][:2])
+            for _ in range(200):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            col.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert got == ["127.0.0.1"]
+
+
+def test_sflow_agents_config(tmp_path):
+    from pazzd.config import ConfigError, load_config
+    from tests.daemon.helpers import base_config, write_config
+
+    cfg = base_config(tmp_path)
+    cfg["sflow"]["agents"] = ["10.0.0.1", "2001:db8:0::1"]
+    c = load_config(str(write_config(tmp_path / "a.yaml", cfg)))
+    assert c.sflow_agents == frozenset({"10.0.0.1", "2001:db8::1"})
+    cfg["sflow"]["agents"] = ["10.0.0.1", "switch-1"]
+    with pytest.raises(ConfigError, match=r"sflow\.agents\[1\]"):
+        load_config(str(write_config(tmp_path / "b.yaml", cfg)))
+    del cfg["sflow"]["agents"]
+    assert load_config(str(write_config(tmp_path / "c.yaml", cfg))).sflow_agents is None
+
+
+def test_new_counters_are_exported():
+    from prometheus_client import generate_latest
+
+    from pazzd.metrics import Metrics
+
+    m = Metrics(lambda: {"tester": {"unknown_agent": 7, "sequence_resets": 3},
+                         "proxy": {"stalled": 2, "refused": 5}})  # fmt: skip
+    text = generate_latest(m.registry).decode()
+    assert "pazz_sflow_unknown_agent_datagrams_total 7.0" in text
+    assert "pazz_sflow_sequence_resets_total 3.0" in text
+    assert 'pazz_proxy_dropped_connections_total{reason="stalled"} 2.0' in text
+    assert 'pazz_proxy_dropped_connections_total{reason="refused"} 5.0' in text
