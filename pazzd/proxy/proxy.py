@@ -1319,8 +1319,34 @@ class Proxy:
 
     async def audit(self, dpid: int) -> list[AuditFinding]:
         """Compare the switch's table with the intended one now; returns the current
-        differences and reports the new ones (on_finding + log)."""
+        differences and reports the new ones (on_finding + log).
+
+        An unexpected or changed entry that the last audit did not report is confirmed by a
+        second dump behind a barrier: a FlowMod in flight can make the two tables differ
+        for a moment (seen once in 17,000 benign controller updates on the lab). A missing
+        entry needs two audits in a row instead."""
         stats, intended = await self._dump(dpid)
+        found, actual = self._differences(dpid, stats, intended)
+        if any(k not in self._reported[dpid] for k in found):
+            await self.barrier(dpid)
+            stats, intended = await self._dump(dpid)
+            again, actual = self._differences(dpid, stats, intended)
+            found = {k: f for k, f in again.items() if k in found}
+        missing_now = set()
+        for key, e in intended.items():
+            if key in actual or e.idle or e.hard:
+                continue
+            missing_now.add(key)
+            if key in self._missing_once[dpid]:
+                text = self._describe(dpid, e)
+                f = AuditFinding(dpid, "missing", *key, intended=e, text=text, intended_text=text)
+                found[("missing", key)] = f
+        self._missing_once[dpid] = missing_now
+        return self._report(dpid, found)
+
+    def _differences(self, dpid: int, stats, intended) -> tuple[dict, dict]:
+        """The unexpected and changed entries of one dump against the intended table, and
+        the dump by (table, priority, match)."""
         ids_on = self.config.unique_ids
         found: dict[tuple, AuditFinding] = {}
         actual = {}
@@ -1342,16 +1368,9 @@ class Proxy:
             else:
                 continue
             found[(f.kind, key, st.cookie, st.instr, st.rule_id)] = f
-        missing_now = set()
-        for key, e in intended.items():
-            if key in actual or e.idle or e.hard:
-                continue
-            missing_now.add(key)
-            if key in self._missing_once[dpid]:
-                text = self._describe(dpid, e)
-                f = AuditFinding(dpid, "missing", *key, intended=e, text=text, intended_text=text)
-                found[("missing", key)] = f
-        self._missing_once[dpid] = missing_now
+        return found, actual
+
+    def _report(self, dpid: int, found: dict) -> list[AuditFinding]:
         if self.on_audit:
             try:
                 self.on_audit(dpid, list(found.values()))

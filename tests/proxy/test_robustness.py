@@ -214,6 +214,9 @@ def test_malformed_messages_from_both_sides(msgs):
             if s.closed or not s.up_ready:
                 check_forwarded(bytes(sw.data), sent_down, to_switch=True)
                 check_forwarded(bytes(up.data), sent_up, to_switch=False)
+                # The switch reconnects once its old connection is gone: a second one for
+                # a live dpid is refused while the first answers (takeover protection).
+                s.switch_lost(None)
                 s, sw, up = connected(proxy)
                 sent_down, sent_up = [], []
             COUNT["messages"] += 1
