@@ -17,7 +17,7 @@ from bench.detectnet import (
     random_network,
 )
 from cpc.ofctl import parse_flow
-from pazzd.lab import load_network
+from pazzlab.lab import load_network
 
 SEEDS = range(11, 19)
 
