@@ -33,11 +33,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpc import workloads
 from cpc.fields import parse_header
 from cpc.ofctl import format_flow, format_match, split_top
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
+from datasets import workloads
 from pazzd.api import ApiError, call
 
 from .lab import Lab, LabError, dotted, load_network, ovs_prefix

@@ -1,6 +1,6 @@
 """Random networks, faults and benign churn for the steady-state detection harness
 (bench/detect.py). Pure Python and seeded: the same seed gives the same network, faults
-and churn. Not the demo's grids and fat-trees, nor fuzzer.steady's single-table networks.
+and churn. Not the demo's grids and fat-trees, nor pazzlab.steady's single-table networks.
 
 A network (`random_network(seed)`):
 - a random connected graph of 4-7 switches (a random tree plus extra links), with hosts on
@@ -34,8 +34,8 @@ from cpc.ofctl import format_flow, write_rules
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Group, Instructions, Match
 from cpc.topology import Topology
-from cpc.workloads import _next_hops
-from fuzzer.steady import random_links
+
+from .workloads import next_hops, random_links
 
 __all__ = ["DetectNet", "FaultSpec", "Churn", "FAULT_KINDS", "random_network", "make_faults"]
 
@@ -171,7 +171,7 @@ def random_network(seed: int) -> DetectNet:
         hosts[name] = p
         ips[name], macs[name] = host_addr(k)
     net = DetectNet(topo, hosts, ips, macs)
-    net.next_hop = {d: _next_hops(topo, d) for d in topo.switches}
+    net.next_hop = {d: next_hops(topo, d) for d in topo.switches}
     names = sorted(hosts)
     # Each host's own /24, the covering /8, and overlapping prefixes /12 to /26 that hold
     # no host address (a host is always reached through its own /24).
