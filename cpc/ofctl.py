@@ -17,6 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
+from .flowmod import (
+    OFPFF_CHECK_OVERLAP,
+    OFPFF_NO_BYT_COUNTS,
+    OFPFF_NO_PKT_COUNTS,
+    OFPFF_RESET_COUNTS,
+    OFPFF_SEND_FLOW_REM,
+)
 from .rules import (
     GROUP_TYPES,
     OFPP_ALL,
@@ -47,11 +54,11 @@ PROTOCOL_WORDS = {
 # Keys of dump-flows output and FlowMod options that carry no match semantics.
 STAT_KEYS = {"duration", "n_packets", "n_bytes", "idle_age", "hard_age", "importance"}
 FLAG_WORDS = {
-    "send_flow_rem": 1,
-    "check_overlap": 2,
-    "reset_counts": 4,
-    "no_packet_counts": 8,
-    "no_byte_counts": 16,
+    "send_flow_rem": OFPFF_SEND_FLOW_REM,
+    "check_overlap": OFPFF_CHECK_OVERLAP,
+    "reset_counts": OFPFF_RESET_COUNTS,
+    "no_packet_counts": OFPFF_NO_PKT_COUNTS,
+    "no_byte_counts": OFPFF_NO_BYT_COUNTS,
 }
 SPECIAL_PORTS = {
     "in_port": OFPP_IN_PORT,

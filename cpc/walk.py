@@ -310,7 +310,7 @@ class Walker:
 
     def __init__(self, model) -> None:
         # A weak reference: a model and its walker would otherwise form a cycle that only the
-        # cyclic GC frees, and model builds freeze the GC's view (cpc.model.gc_paused).
+        # cyclic GC frees, and model builds freeze the GC's view (cpc.gcpause.gc_paused).
         self._model = weakref.ref(model)
         self.m = None  # the model, during a walk
         self._identity = False

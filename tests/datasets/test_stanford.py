@@ -461,14 +461,14 @@ def _check_empty(net, model, headers):
     assert model.class_count() == 1
     assert (
         model.loops() == []
-        and not model._walks
-        or all(o.kind == "drop" for w in model._walks.values() for o in w.expanded())
+        and not model.index.walks
+        or all(o.kind == "drop" for w in model.index.walks.values() for o in w.expanded())
     )
     for h in headers:
         for eg in net.topo.edge_ports():
             assert model.expected(eg, h) == []
-    assert not model._expect
-    assert len(model._walks) == 1  # the single class, walked to its table-miss drops
+    assert not model.index.expect
+    assert len(model.index.walks) == 1  # the single class, walked to its table-miss drops
     # BDD nodes: nothing beyond a fresh model's once the encoding caches are dropped.
     fresh = Model(net.topo)
     fresh.add_entries([], net.groups)
