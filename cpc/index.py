@@ -105,7 +105,7 @@ class WalkIndex:
         changed = {self._elems[e].dpid for e in part.changed_at.get(class_id, ())}
         keep, whole, redo = old.split_via(changed)
         if base != class_id:
-            keep.outcomes = [o._replace(final_ap=class_id) for o in keep.outcomes]
+            keep.outcomes = [o._replace(final_class=class_id) for o in keep.outcomes]
             groups = self.groups_of.get(base, ())
             for g in groups:
                 self.group_users[g].add(class_id)
@@ -152,7 +152,7 @@ class WalkIndex:
         self.expect.pop(class_id, None)
         if class_id in self.rewriting or any(o.rewritten for o in outcomes):
             for o in outcomes:
-                self.expect.pop(o.final_ap, None)
+                self.expect.pop(o.final_class, None)
 
     def templates_of(self, cls: int) -> dict[Port, list]:
         """The path templates that end in class cls, by egress (indexed on first use)."""
@@ -166,7 +166,7 @@ class WalkIndex:
                 continue
             # Another class's paths end here only through a rewrite: never shared.
             for o in walk.expanded(start) if start == cls else walk.outcomes:
-                if o.kind == "egress" and o.final_ap == cls:
+                if o.kind == "egress" and o.final_class == cls:
                     elems = tuple(i for h in o.hops for i in h.rules)
                     idx.setdefault(o.egress, []).append((o, start, elems))
         if idx:

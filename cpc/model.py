@@ -41,7 +41,7 @@ from .rules import (
     ModelError,
 )
 from .space import HeaderSpace
-from .tables import Action, Behaviour, Element, dst_prefix
+from .tables import Behaviour, Element, Forwarding, dst_prefix
 from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
 from .walk import Walker
@@ -139,7 +139,7 @@ class Model:
         self._elements: dict[tuple[int, int, int | None], Element] = {}
         self._elem_list: list[Element] = []
         self._elems_of: dict[int, list[Element]] = defaultdict(list)  # by dpid, oldest first
-        self._actions: dict[tuple, Action] = {}
+        self._actions: dict[tuple, Forwarding] = {}
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
         self._groups: dict[tuple[int, int], Group] = {}
@@ -181,12 +181,12 @@ class Model:
         els = self._elements
         return els.get((dpid, table, in_port)) or els.get((dpid, table, None))
 
-    def lookup(self, dpid: int, table: int, in_port: int, ap: int):
-        """(element, action) that (dpid, table) applies to class ap arriving on in_port."""
+    def lookup(self, dpid: int, table: int, in_port: int, class_id: int):
+        """(element, action) that (dpid, table) applies to class `class_id` arriving on in_port."""
         el = self.element_for(dpid, table, in_port)
         if el is None:
             return None, None
-        return el, self.part.owners[ap].get(el.idx)
+        return el, self.part.owners[class_id].get(el.idx)
 
     def _targets(self, el: Element) -> list[Element]:
         """The elements an entry living in el takes part in."""
@@ -207,7 +207,7 @@ class Model:
         ak = (e.dpid, e.table, e.instructions)
         act = self._actions.get(ak)
         if act is None and not (e.table == 0 and e.instructions.drops()):
-            act = self._actions[ak] = Action(*ak)
+            act = self._actions[ak] = Forwarding(*ak)
         # A table-0 entry that only drops (no action set can be pending yet) forwards like
         # the table-miss: the same (None) action, so the deny lines of an ACL do not cut
         # classes apart from its unmatched headers.
@@ -433,7 +433,9 @@ class Model:
         for region, old in el.ident.insert(entry, beh, m):
             self._transfer(el, region, old.action if old is not None else None, act)
 
-    def _transfer(self, el: Element, region, old: Action | None, new: Action | None) -> None:
+    def _transfer(
+        self, el: Element, region, old: Forwarding | None, new: Forwarding | None
+    ) -> None:
         """Element el's headers in region now match another entry: move classes where the
         action changes; where only the entry does, note it for the tester's hold-back."""
         if old is not new:
@@ -444,7 +446,9 @@ class Model:
         elif self._subscribers:  # only Update.classes reads it
             self._id_region = self._id_region | region
 
-    def _defer_move(self, el: Element, region, act: Action | None, old: Action | None) -> None:
+    def _defer_move(
+        self, el: Element, region, act: Forwarding | None, old: Forwarding | None
+    ) -> None:
         """Within a batch, collect an element's moves by action and make them once per
         action at the end: moves of disjoint regions commute. A region that overlaps one
         already collected must come after it: what was collected is moved first."""
@@ -463,7 +467,9 @@ class Model:
         for act, regions in d.by_action.items():
             self._move(d.el, self.space.union(regions), act)
 
-    def _move(self, el: Element, region, act: Action | None, old: Action | None = None) -> None:
+    def _move(
+        self, el: Element, region, act: Forwarding | None, old: Forwarding | None = None
+    ) -> None:
         """Element el now applies act to the headers of region: split and move classes.
 
         old, when given, is the action el applied to all of region until now: only its
@@ -473,10 +479,10 @@ class Model:
         part = self.part
         false = self.space.false
         few = part.members.get(el.idx, {}).get(old) if old is not None else None
-        for ap in list(few) if few and len(few) <= 4 else part.candidates(region):
-            p = part.bdd_of[ap] & region
+        for class_id in list(few) if few and len(few) <= 4 else part.candidates(region):
+            p = part.bdd_of[class_id] & region
             if p != false:
-                part.move(ap, p, el.idx, act)
+                part.move(class_id, p, el.idx, act)
 
     def _replace(self, old: FlowEntry, new) -> None:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
@@ -602,12 +608,12 @@ class Model:
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
         elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
-        for o, ap, _ in self._templates(egress, header):
+        for o, class_id, _ in self._templates(egress, header):
             if verify_port is not None and o.verify_port != verify_port:
                 continue
             if o.final_hdr is not None:
                 if self.space.contains(o.final_hdr, header):
-                    again.setdefault((ap, o.ingress), set()).update(o.rw)
+                    again.setdefault((class_id, o.ingress), set()).update(o.rw)
                 continue
             vrule = VERIFY_RULE_INIT
             hops = []
@@ -622,10 +628,10 @@ class Model:
                     refs.append(ur_ref[1])
                 hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
             out.append(Expected(o.ingress, tuple(hops), o.verify_port, vrule))
-        for (ap, ingress), rw in again.items():
+        for (class_id, ingress), rw in again.items():
             out += [
                 e
-                for e in self._expected_rewritten(ap, ingress, egress, header, rw)
+                for e in self._expected_rewritten(class_id, ingress, egress, header, rw)
                 if verify_port is None or e.verify_port == verify_port
             ]
         return out
@@ -661,12 +667,14 @@ class Model:
     def _templates(self, egress: Port, header) -> list:
         return self.index.templates_of(self.part.classify(header)).get(egress, ())
 
-    def _expected_rewritten(self, ap: int, ingress: Port, egress: Port, header, rw) -> list:
+    def _expected_rewritten(self, class_id: int, ingress: Port, egress: Port, header, rw) -> list:
         space = self.space
         # The ingress headers that can end as this one agree with it on every field that
         # no action rewrote.
-        start = self.part.bdd_of[ap] & space.exist_fields(space.header_bdd(header), sorted(rw))
-        res = self.walker.walk(ap, [ingress], hdr=start, identity=True)
+        start = self.part.bdd_of[class_id] & space.exist_fields(
+            space.header_bdd(header), sorted(rw)
+        )
+        res = self.walker.walk(class_id, [ingress], hdr=start, identity=True)
         return [
             Expected(o.ingress, o.hops, o.verify_port, o.verify_rule)
             for o in res.outcomes
@@ -680,8 +688,10 @@ class Model:
         """The walk outcomes of one concrete header sent in at ingress."""
         if ingress[0] not in self.topo.switches:
             raise ModelError(f"unknown switch dpid {ingress[0]}")
-        ap = self.part.classify(header)
-        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
+        class_id = self.part.classify(header)
+        res = self.walker.walk(
+            class_id, [ingress], hdr=self.space.header_bdd(header), identity=True
+        )
         return res.outcomes
 
     def trace(self, ingress: Port, header) -> list[Delivery]:
@@ -709,15 +719,15 @@ class Model:
         # A scan of the classes' pair sets (hash lookups): cheaper overall than keeping an
         # index from pairs to classes up to date on every update.
         walks, rewriting = self.index.walks, self.index.rewriting
-        for ap, walk in walks.items():
+        for class_id, walk in walks.items():
             if pair not in walk.pair_set():
                 continue
-            if ap not in rewriting:
-                parts.append(bdd_of[ap])
+            if class_id not in rewriting:
+                parts.append(bdd_of[class_id])
                 continue
-            for o in walks[ap].expanded():
+            for o in walks[class_id].expanded():
                 if o.kind == "egress" and o.ingress == ingress and o.egress == egress:
-                    parts.append(o.src if o.src is not None else bdd_of[ap])
+                    parts.append(o.src if o.src is not None else bdd_of[class_id])
         return self.space.union(parts)
 
     def corpus(self, ingress: Port, egress: Port):
@@ -736,10 +746,10 @@ class Model:
         parts = []
         bdd_of = self.part.bdd_of
         for el in self._elems_of.get(dpid, ()):
-            for beh, aps in self.part.members.get(el.idx, {}).items():
+            for beh, class_ids in self.part.members.get(el.idx, {}).items():
                 outs = self._out_ports(beh)
                 if port in outs or _ANY_PORT in outs:
-                    parts += [bdd_of[ap] for ap in aps]
+                    parts += [bdd_of[class_id] for class_id in class_ids]
         s_e = self.space.union(parts)
         self._s_e[egress] = (self.version, s_e)  # shared by every ingress of this egress
         return s_i, s_e
@@ -763,9 +773,9 @@ class Model:
     def loops(self) -> list[Loop]:
         """Every (class, ingress) walk that ends in a forwarding loop."""
         return [
-            Loop(o.ingress, ap, o.delivery())
-            for ap, walk in self.index.walks.items()
-            for o in walk.expanded(ap)
+            Loop(o.ingress, class_id, o.delivery())
+            for class_id, walk in self.index.walks.items()
+            for o in walk.expanded(class_id)
             if o.kind == "loop"
         ]
 

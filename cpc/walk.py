@@ -44,8 +44,10 @@ class State:
     ingress: tuple[int, int]
     dpid: int
     in_port: int
-    ap: int
-    hdr: object | None  # None: the whole class ap; else a BDD subset of it (after a rewrite)
+    class_id: int
+    hdr: (
+        object | None
+    )  # None: the whole class `class_id`; else a BDD subset of it (after a rewrite)
     src: object | None  # the headers at the ingress that lead here (None: the whole start class)
     vport: int
     vrule: int
@@ -60,14 +62,14 @@ class State:
     def moved_to(self, dpid: int, in_port: int, hops: tuple) -> State:
         """This packet as it arrives at the next switch (the walk's most frequent copy)."""
         return State(
-            self.ingress, dpid, in_port, self.ap, self.hdr, self.src, self.vport, self.vrule,
+            self.ingress, dpid, in_port, self.class_id, self.hdr, self.src, self.vport, self.vrule,
             hops, self.visited, self.rules, self.action_set, self.alternative, self.rewritten,
             self.rw,
         )  # fmt: skip
 
     def copy(self, **kw) -> State:
         s = State(
-            self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
+            self.ingress, self.dpid, self.in_port, self.class_id, self.hdr, self.src, self.vport,
             self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
             self.rewritten, self.rw,
         )  # fmt: skip
@@ -87,7 +89,7 @@ class Outcome(NamedTuple):
     verify_rule: int  # 0 in class walks (filled in per header)
     alternative: bool
     reason: str
-    final_ap: int  # the class the header is in at the end
+    final_class: int  # the class the header is in at the end
     final_hdr: object | None  # set when the header was rewritten
     src: object | None  # the ingress headers that take this path (None: the whole class)
     rewritten: bool
@@ -205,11 +207,14 @@ class WalkResult:
             self._pair_set = frozenset(self.pairs())
         return self._pair_set
 
-    def expanded(self, ap: int | None = None) -> list[Outcome]:
-        """Every outcome; with ap, the shared ones are relabelled as ending in class ap."""
+    def expanded(self, class_id: int | None = None) -> list[Outcome]:
+        """Every outcome; with class_id, the shared ones are relabelled as ending in class `class_id`."""
         out = self.outcomes + _expand_links(self.links) + _expand_entries(self.entries)
-        if ap is not None:
-            out = [o if o.rewritten or o.final_ap == ap else o._replace(final_ap=ap) for o in out]
+        if class_id is not None:
+            out = [
+                o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+                for o in out
+            ]
         return out
 
     def pairs(self) -> set:
@@ -360,14 +365,14 @@ class Walker:
 
     def walk(
         self,
-        ap: int,
+        class_id: int,
         ingresses,
         hdr=None,
         local: bool = False,
         identity: bool = False,
         switches=(),
     ) -> WalkResult:
-        """Walk class ap (or its subset hdr) in at each ingress, and at every edge port of
+        """Walk class `class_id` (or its subset hdr) in at each ingress, and at every edge port of
         each of `switches` (class walks).
 
         identity=True (needs hdr) follows the entries and computes both tags; otherwise
@@ -376,18 +381,18 @@ class Walker:
         self.m = self._model()
         self._identity = identity
         try:
-            return self._walk(ap, ingresses, hdr, local, switches)
+            return self._walk(class_id, ingresses, hdr, local, switches)
         finally:
             self.m = None
             self._identity = False
 
-    def _walk(self, ap: int, ingresses, hdr, local: bool, switches) -> WalkResult:
+    def _walk(self, class_id: int, ingresses, hdr, local: bool, switches) -> WalkResult:
         res = WalkResult()
         shared = hdr is None and not local
         self._memo = {} if shared else None
         direct = []
         for dpid in switches:
-            direct += self._edge_switch(res, dpid, ap)
+            direct += self._edge_switch(res, dpid, class_id)
         switches = set(switches)
         entries: dict[int, tuple[Node, frozenset, list] | None] = {}
         port_dpids = self.m.port_dpids
@@ -399,19 +404,19 @@ class Walker:
             if shared and dpid not in port_dpids and dpid not in switches:
                 entry = entries.get(dpid, _UNSET)
                 if entry is _UNSET:
-                    entry = entries[dpid] = self._shared_entry(res, dpid, ap)
+                    entry = entries[dpid] = self._shared_entry(res, dpid, class_id)
                 if entry is not None and port not in entry[1]:
                     entry[2].append((ing, port_bits(dpid, port)))
                     continue
-            st = State(ing, dpid, port, ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
+            st = State(ing, dpid, port, class_id, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
         res.entries += [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
         return res
 
-    def _edge_switch(self, res: WalkResult, dpid: int, ap: int) -> list:
-        """Walk class ap in at every edge port of switch dpid through its shared entry node;
+    def _edge_switch(self, res: WalkResult, dpid: int, class_id: int) -> list:
+        """Walk class `class_id` in at every edge port of switch dpid through its shared entry node;
         returns the ingresses that must be walked one by one."""
         group = self._edge_groups.get(dpid)
         if group is None:
@@ -422,7 +427,7 @@ class Walker:
                 frozenset(p[1] for p in ings),
             )
         ivs, ports = group
-        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, ap)
+        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, class_id)
         if entry is None:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
@@ -434,8 +439,8 @@ class Walker:
             res.entries.append((entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
 
-    def _shared_entry(self, res: WalkResult, dpid: int, ap: int):
-        """The outcomes of class ap entering switch dpid at any edge port, shared by its
+    def _shared_entry(self, res: WalkResult, dpid: int, class_id: int):
+        """The outcomes of class `class_id` entering switch dpid at any edge port, shared by its
         ingresses, and the ports its first hop outputs to; None when they depend on the port.
 
         A switch without in_port-specific entries treats a class alike whatever edge port it
@@ -444,7 +449,7 @@ class Walker:
         IN_PORT, FLOOD and ALL, or back to that port (walked per ingress instead).
         """
         self._port_dependent = False
-        st = State((dpid, None), dpid, None, ap, None, None, 0, 0, (), frozenset())
+        st = State((dpid, None), dpid, None, class_id, None, None, 0, 0, (), frozenset())
         node = self._suffix(res, st, False)
         if node is None or self._port_dependent:
             return None
@@ -456,7 +461,7 @@ class Walker:
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
         memo = self._memo
         if memo is not None and st.hdr is None:
-            key = (st.dpid, st.in_port, st.ap)
+            key = (st.dpid, st.in_port, st.class_id)
             if (*key, None) not in st.visited:
                 suffix = memo.get(key, _UNSET)
                 if suffix is _UNSET:
@@ -475,13 +480,13 @@ class Walker:
         _switch_direct, _pipeline, _output and _switch do for it, without their State
         copies; everything else goes the general way (_suffix_general).
         """
-        dpid, in_port, ap = st.dpid, st.in_port, st.ap
-        el, act = self.m.lookup(dpid, 0, in_port, ap)
+        dpid, in_port, class_id = st.dpid, st.in_port, st.class_id
+        el, act = self.m.lookup(dpid, 0, in_port, class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None or local or self._identity or any(p >= OFPP_MAX for p, _ in plan[0]):
             return self._suffix_general(res, st, local)
         ports, groups = plan
-        key = (dpid, in_port, ap, None)
+        key = (dpid, in_port, class_id, None)
         states = {key}
         visited = frozenset(states)
         sub = WalkResult()
@@ -496,39 +501,47 @@ class Walker:
             for port, alt in ports:
                 if port == in_port:  # OpenFlow drops output to the input port
                     outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                             vport, alt, "output to the input port", ap))  # fmt: skip
+                                             vport, alt, "output to the input port", class_id))  # fmt: skip
                     continue
                 hop = Hop(dpid, in_port, rules, port)
                 loc = (dpid, port)
                 if loc in topo.down:
                     reason = f"port {topo.port_name(loc)} is down"
-                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+                    outcomes.append(
+                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                    )
                 elif loc in topo.edges:
-                    outcomes.append(_outcome(ingress, "egress", port, (hop,), vport, alt, "", ap))
+                    outcomes.append(
+                        _outcome(ingress, "egress", port, (hop,), vport, alt, "", class_id)
+                    )
                 elif loc in topo.links:
                     nd, np = topo.links[loc]
                     child = None
-                    if (nd, np, ap, None) not in visited:
-                        ckey = (nd, np, ap)
+                    if (nd, np, class_id, None) not in visited:
+                        ckey = (nd, np, class_id)
                         child = memo.get(ckey, _UNSET)
                         if child is _UNSET:
                             memo[ckey] = None  # re-entered while computing it: walk directly
-                            nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited)
+                            nxt = State(
+                                ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited
+                            )
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
                         links.append((ingress, (hop,), vport, alt, child))
                     else:
-                        nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited,
+                        nxt = State(ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited,
                                     rules, (), alt)  # fmt: skip
                         self._switch_direct(sub, nxt, False)
                 else:
                     reason = f"port {topo.port_name(loc)} leads nowhere"
-                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+                    outcomes.append(
+                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                    )
         finally:
             self._states.pop()
         if not outcomes and not links:  # matched, but the actions send it nowhere
             outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                     vport, False, "dropped by the entry's actions", ap))  # fmt: skip
+                                     vport, False, "dropped by the entry's actions", class_id))  # fmt: skip
         if sub.through:
             res.through |= sub.through
         if sub.groups:
@@ -539,7 +552,9 @@ class Walker:
 
     def _suffix_general(self, res: WalkResult, st: State, local: bool) -> Node | None:
         sub = WalkResult()
-        fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
+        fresh = State(
+            st.ingress, st.dpid, st.in_port, st.class_id, None, None, 0, 0, (), frozenset()
+        )
         self._states.append(set())
         try:
             self._switch_direct(sub, fresh, local)
@@ -556,7 +571,7 @@ class Walker:
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         # A loop is the same headers back at the same port: a rewritten header set (and a
         # traced header) counts, not only its class, which other headers share.
-        key = (st.dpid, st.in_port, st.ap, st.hdr)
+        key = (st.dpid, st.in_port, st.class_id, st.hdr)
         if self._states:
             self._states[-1].add(key)
         st.rules = ()
@@ -583,7 +598,7 @@ class Walker:
         if self._identity:
             self._table(res, st, 0, local)
             return
-        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
+        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None:
             self._table(res, st, 0, local)
@@ -601,7 +616,7 @@ class Walker:
 
     def _table(self, res: WalkResult, st: State, table: int, local: bool) -> None:
         if not self._identity:
-            el, act = self.m.lookup(st.dpid, table, st.in_port, st.ap)
+            el, act = self.m.lookup(st.dpid, table, st.in_port, st.class_id)
             self._entry(res, st, table, local, act, el.idx if el is not None else None)
             return
         el = self.m.element_for(st.dpid, table, st.in_port)
@@ -708,7 +723,7 @@ class Walker:
 
     def _rewrite(self, res: WalkResult, st: State, a) -> list[State]:
         space = self.space
-        src = st.hdr if st.hdr is not None else self.part.bdd_of[st.ap]
+        src = st.hdr if st.hdr is not None else self.part.bdd_of[st.class_id]
         op = a[0]
         if op == "set_field":
             fname, value = a[1], a[2]
@@ -729,14 +744,14 @@ class Walker:
         else:
             raise AssertionError(op)
         out = []
-        for ap in self.part.candidates(img):
-            sub = img & self.part.bdd_of[ap]
-            res.through.add(ap)
-            pre = (st.src if st.src is not None else self.part.bdd_of[st.ap]) & space.exist_fields(
-                sub, [fname]
-            )
+        for class_id in self.part.candidates(img):
+            sub = img & self.part.bdd_of[class_id]
+            res.through.add(class_id)
+            pre = (
+                st.src if st.src is not None else self.part.bdd_of[st.class_id]
+            ) & space.exist_fields(sub, [fname])
             rw = st.rw if fname in st.rw else tuple(sorted((*st.rw, fname)))
-            out.append(st.copy(ap=ap, hdr=sub, src=pre, rewritten=True, rw=rw))
+            out.append(st.copy(class_id=class_id, hdr=sub, src=pre, rewritten=True, rw=rw))
         if not out:  # cannot happen while classes cover the header space; keep the path visible
             self._end(res, st, "drop", None, "rewrite produced no header")
         return out
@@ -746,16 +761,20 @@ class Walker:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
         res.outcomes.append(Outcome(
             st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.alternative,
-            reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
+            reason, st.class_id, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
         ))  # fmt: skip
 
 
 _UNSET = object()
 
 
-def _outcome(ingress, kind: str, port, hops: tuple, vport: int, alt: bool, reason: str, ap: int):
+def _outcome(
+    ingress, kind: str, port, hops: tuple, vport: int, alt: bool, reason: str, class_id: int
+):
     """An Outcome of a class walk's fresh suffix: no Verify_Rule, header and class as they came."""
-    return Outcome(ingress, kind, port, hops, vport, 0, alt, reason, ap, None, None, False, ())
+    return Outcome(
+        ingress, kind, port, hops, vport, 0, alt, reason, class_id, None, None, False, ()
+    )
 
 
 _PORT_DEPENDENT = frozenset((OFPP_IN_PORT, OFPP_FLOOD, OFPP_ALL))
