@@ -579,14 +579,10 @@ class Model:
 
     def drop_caches(self) -> None:
         """Forget the BDDs kept only to answer faster (encodings, candidate lists, id cubes)."""
-        space = self.space
-        space._field_cache.clear()
-        space._byte_cache.clear()
-        space._match_cache.clear()
-        space._id_cubes.clear()
-        self.part._cand_cache.clear()
+        self.space.drop_caches()
+        self.part.drop_caches()
         for el in self._elem_list:
-            el.ident._cand_cache.clear()
+            el.ident.drop_caches()
 
     # --- queries -----------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Update], None]) -> None:

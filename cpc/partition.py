@@ -48,6 +48,10 @@ class Labels:
         self._cand_label = 0
         self._cand_cache: dict[int, tuple] = {}
 
+    def drop_caches(self) -> None:
+        """Forget the candidate lists kept only to answer faster."""
+        self._cand_cache.clear()
+
     def _new_id(self) -> int:
         if self._free:
             ident = self._free.pop()

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import weakref
 from binascii import crc_hqx
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .fields import OFPVID_PRESENT, WIDTH
 from .results import Delivery, Hop
@@ -116,7 +117,7 @@ class Node:
 
     def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
         self.outcomes = outcomes
-        self.links = links  # [(ingress, hops before the node, Verify_Port so far, alt, Node)]
+        self.links = links  # [Link] to deeper nodes
         self._own = own  # the states its paths pass before they reach a linked node
         self._states = None
         self._expanded = None
@@ -130,7 +131,7 @@ class Node:
             states = set(self._own)
             seen: set[int] = set()
             for link in self.links:
-                node = link[4]
+                node = link.node
                 if id(node) not in seen:
                     seen.add(id(node))
                     states |= node.states
@@ -147,7 +148,7 @@ class Node:
         if self._egresses is None:
             eg = {o.egress for o in self.outcomes if o.kind == "egress"}
             for link in self.links:
-                eg |= link[4].egresses()
+                eg |= link.node.egresses()
             self._egresses = frozenset(eg)
         return self._egresses
 
@@ -157,6 +158,26 @@ class Node:
         if self._dpids is None:
             self._dpids = frozenset([s[0] for s in self.states])
         return self._dpids
+
+
+class Link(NamedTuple):
+    """A path of a walk that reaches a shared suffix: its ingress, the hops before the
+    suffix's first switch, the Verify_Port bits so far, whether it took an alternative
+    (SELECT), and the suffix (Node)."""
+
+    ingress: tuple[int, int]
+    hops: tuple
+    verify_port: int
+    alternative: bool
+    node: Node
+
+
+class SharedEntry(NamedTuple):
+    """The ingresses of one switch whose walks share its entry node: each as (ingress, its
+    Verify_Port bit); the node's first hop takes each ingress's port when expanded."""
+
+    node: Node
+    ingresses: Sequence[tuple[tuple[int, int], int]]
 
 
 def _expand_links(links) -> list[Outcome]:
@@ -191,9 +212,9 @@ class WalkResult:
     `expanded()` spells every path out (on demand: updates need only pairs and switches)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
-    links: list = field(default_factory=list)
-    # [(entry Node, [(ingress, its Verify_Port bit)])]: ingresses sharing their switch's entry
-    entries: list = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    # ingresses sharing their switch's entry node
+    entries: list[SharedEntry] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
     _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
@@ -221,8 +242,7 @@ class WalkResult:
         """(ingress, egress) for every path that leaves the network."""
         p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
         for link in self.links:
-            ing = link[0]
-            p.update((ing, e) for e in link[4].egresses())
+            p.update((link.ingress, e) for e in link.node.egresses())
         for node, ings in self.entries:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
@@ -295,16 +315,37 @@ class WalkResult:
         return (
             WalkResult(
                 [o for o in self.outcomes if o.ingress[0] not in whole and o.ingress not in redo],
-                [k for k in self.links if k[0][0] not in whole and k[0] not in redo],
-                [e for e in self.entries if e[1][0][0][0] not in whole],
+                [k for k in self.links if k.ingress[0] not in whole and k.ingress not in redo],
+                [e for e in self.entries if e.ingresses[0][0][0] not in whole],
             ),
             whole,
             redo,
         )
 
 
+class Pipeline(Protocol):
+    """What a walk reads of the network's forwarding state; cpc.model.Model implements it.
+
+    The classes (part), their header space and the topology are read as attributes;
+    lookup gives the (element, forwarding) that a table applies to a class arriving on a
+    port (None, None where the table has nothing), element_for the element alone."""
+
+    part: object  # cpc.partition.Partition
+    space: object  # cpc.space.HeaderSpace
+    topo: object  # cpc.topology.Topology
+    port_dpids: set[int]  # switches with in_port-specific entries
+
+    def lookup(self, dpid: int, table: int, in_port: int, class_id: int) -> tuple: ...
+
+    def element_for(self, dpid: int, table: int, in_port: int): ...
+
+    def group(self, dpid: int, gid: int): ...
+
+    def port_bits(self, dpid: int, port: int | None) -> int: ...
+
+
 class Walker:
-    """Walks header classes through a model (see cpc.model.Model for the state it reads).
+    """Walks header classes through a Pipeline (cpc.model.Model).
 
     Within one class walk, the outcomes from a switch onwards (a suffix) do not depend on
     how the packet got there, except through Verify_Port, which ORs, and through loop
@@ -313,11 +354,11 @@ class Walker:
     directly instead.
     """
 
-    def __init__(self, model) -> None:
+    def __init__(self, model: Pipeline) -> None:
         # A weak reference: a model and its walker would otherwise form a cycle that only the
         # cyclic GC frees, and model builds freeze the GC's view (cpc.gcpause.gc_paused).
         self._model = weakref.ref(model)
-        self.m = None  # the model, during a walk
+        self.m: Pipeline | None = None  # the model, during a walk
         self._identity = False
         self.part = model.part
         self.space = model.space
@@ -411,7 +452,7 @@ class Walker:
             st = State(ing, dpid, port, class_id, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
-        res.entries += [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
+        res.entries += [SharedEntry(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
         return res
 
@@ -432,11 +473,11 @@ class Walker:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
         if first.isdisjoint(ports) and (not down or down.isdisjoint(iv[0] for iv in ivs)):
-            res.entries.append((entry[0], ivs))  # the switch's own tuple: shared, never changed
+            res.entries.append(SharedEntry(entry[0], ivs))  # the switch's own tuple: never changed
             return []
         shared = [iv for iv in ivs if iv[0][1] not in first and iv[0] not in down]
         if shared:
-            res.entries.append((entry[0], shared))
+            res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
 
     def _shared_entry(self, res: WalkResult, dpid: int, class_id: int):
@@ -454,7 +495,7 @@ class Walker:
         if node is None or self._port_dependent:
             return None
         first = {o.hops[0].out_port for o in node.outcomes}
-        first.update(link[1][0].out_port for link in node.links)
+        first.update(link.hops[0].out_port for link in node.links)
         return node, frozenset(first), []  # the node, its first hop's ports, its ingresses
 
     # --- one switch -------------------------------------------------------------------------
@@ -468,7 +509,7 @@ class Walker:
                     memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
-                    res.links.append((st.ingress, st.hops, st.vport, st.alternative, suffix))
+                    res.links.append(Link(st.ingress, st.hops, st.vport, st.alternative, suffix))
                     return
         self._switch_direct(res, st, local)
 
@@ -527,7 +568,7 @@ class Walker:
                             )
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
-                        links.append((ingress, (hop,), vport, alt, child))
+                        links.append(Link(ingress, (hop,), vport, alt, child))
                     else:
                         nxt = State(ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited,
                                     rules, (), alt)  # fmt: skip
