@@ -21,7 +21,7 @@ deps:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,lab]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -49,7 +49,7 @@ bench: venv
 # The end-to-end demo (root): emulated network, pazzd, traffic, one fault of each class.
 # DEMO_ARGS="--topology grid16 --duration 120" for the other topologies.
 demo: deps venv ovs
-	PAZZ_OVS_PREFIX=$$(cat $(OVS_PREFIX_FILE)) $(PY) -m pazzd.demo $(DEMO_ARGS)
+	PAZZ_OVS_PREFIX=$$(cat $(OVS_PREFIX_FILE)) $(PY) -m pazzlab.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OVS_PREFIX_FILE) .pytest_cache

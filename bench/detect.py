@@ -5,8 +5,8 @@ churn running all the while; detection, localization and false alarms as JSON.
     python bench/detect.py --seeds 3 --sampling 1 --fuzz-rate 1000 --out /tmp/detect.json
     python bench/detect.py --plot docs/detection-cdf.png /tmp/detect.json [more.json ...]
 
-Per seed (bench/detectnet.py): a random network is written as pazzd's topology and rule
-files and built on patched userspace OVS (pazzd.lab); the example os-ken controller app
+Per seed (datasets/detectnet.py): a random network is written as pazzd's topology and rule
+files and built on patched userspace OVS (pazzlab.lab); the example os-ken controller app
 installs the rules through pazzd's OpenFlow proxy, production traffic runs with tcpreplay
 in the host namespaces, sFlow samples every `--sampling`-th packet, the fuzzer sends
 `--fuzz-rate` probes/s, and the controller app sends benign updates (`--churn-rate`
@@ -42,18 +42,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct  # noqa: E402
-from bench.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
-from cpc.ofctl import parse_flow  # noqa: E402
+from cpc.ofctl import format_flow, parse_flow  # noqa: E402
+from datasets.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzd.api import ApiError, call  # noqa: E402
-from pazzd.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
-from pazzd.lab import (  # noqa: E402
-    Lab,
-    free_tcp_port,
-    ofctl_flow,
-    ovs_prefix,
-    start_controller,
-    stop_processes,
-)
+from pazzlab.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
+from pazzlab.lab import Lab, ovs_prefix  # noqa: E402
+from pazzlab.ovs import free_tcp_port, start_controller, stop_processes  # noqa: E402
 
 AUDIT = "audit"
 
@@ -64,7 +58,7 @@ def _key(e) -> tuple:
 
 def _head(e) -> str:
     """An entry's table, priority and match in ovs-ofctl syntax (for del-flows --strict)."""
-    head = ofctl_flow(e).partition(",actions=")[0]
+    head = format_flow(e).partition(",actions=")[0]
     return ",".join(w for w in head.split(",") if not w.startswith("cookie="))
 
 
@@ -89,7 +83,7 @@ def inject(lab: Lab, f: FaultSpec) -> dict:
         )
         if was is not None:  # the intended entry, changed: its identity stays
             e = dataclasses.replace(e, cookie=was[0].cookie, rule_id=was[0].rule_id)
-        lab.ofctl(f.dpid, "add-flow", ofctl_flow(e))
+        lab.ofctl(f.dpid, "add-flow", format_flow(e))
     return {k: before.get(k) for k in f.keys}
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scapy.all import IP, UDP, Ether, wrpcap  # noqa: E402
 
 from cpc import tags  # noqa: E402
-from pazzd.lab import Cleanup, Netns, OvsInstance, VethPair, unique_name  # noqa: E402
+from pazzlab.ovs import Cleanup, Netns, OvsInstance, VethPair, unique_name  # noqa: E402
 
 
 def frames(size: int, tagged: bool, n: int = 64) -> list[bytes]:

@@ -10,7 +10,7 @@ probes_per_s       crafting throughput: canonical headers to Ethernet frames wit
 plan_probes_per_s  planning throughput in steady state (Fuzzer.next_probes + record)
 rss_mb             peak resident size of the process (model included)
 --effect           probes to first detection of injected faults on the reference data
-                   plane, fuzzer vs uniform random probing (fuzzer.sim); median and p90
+                   plane, fuzzer vs uniform random probing (pazzlab.sim); median and p90
                    per fault kind, misses counted as the budget
 """
 
@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import median, pct, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.rules import FlowMod  # noqa: E402
-from cpc.workloads import generate  # noqa: E402
+from datasets.workloads import generate  # noqa: E402
 from fuzzer.craft import Crafter  # noqa: E402
 from fuzzer.engine import Fuzzer  # noqa: E402
 from fuzzer.hspace import CountCache, Sampler, valid_headers  # noqa: E402
 from fuzzer.plan import IngressPlan  # noqa: E402
-from fuzzer.sim import first_detections, fuzzer_stream, make_faults, uniform_stream  # noqa: E402
+from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream  # noqa: E402
 
 
 def effect(model, wl, nfaults: int, budget: int, seeds: int, random_share: float) -> dict:

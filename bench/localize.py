@@ -1,6 +1,6 @@
 """Localization benchmark: `pazzctl localize ID` on the 16-switch grid (target <= 5 s).
 
-Builds the emulated network of pazzd.lab (patched userspace OVS, hosts in network
+Builds the emulated network of pazzlab.lab (patched userspace OVS, hosts in network
 namespaces; kind grid, size 4: 16 switches, 400 rules), starts the example os-ken
 controller app and pazzd with its OpenFlow proxy exactly as the demo does (the model is
 fed by the FlowMods the proxy relays; --no-controller: ovs-ofctl and the rule file),
@@ -38,8 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from bench.common import median  # noqa: E402
 from pazzd.api import call  # noqa: E402
-from pazzd.demo import EXPECT, TOPOLOGIES, bring_up, ovs_prefix  # noqa: E402
-from pazzd.lab import Lab, stop_processes  # noqa: E402
+from pazzlab.demo import EXPECT, TOPOLOGIES, bring_up, ovs_prefix  # noqa: E402
+from pazzlab.lab import Lab  # noqa: E402
+from pazzlab.ovs import stop_processes  # noqa: E402
 
 
 class Interrupted(Exception):

@@ -1,4 +1,4 @@
-"""Steady-state detection on random networks (fuzzer.steady): hidden rules installed at a
+"""Steady-state detection on random networks (pazzlab.steady): hidden rules installed at a
 random moment long after the last intended change, benign churn running, the real Fuzzer
 at a simulated clock and the reference data plane as the network.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fuzzer.steady import FAULT_KINDS, run_case  # noqa: E402
+from pazzlab.steady import FAULT_KINDS, run_case  # noqa: E402
 
 
 def _pct(xs: list[float], q: float) -> float | None:

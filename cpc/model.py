@@ -10,117 +10,44 @@
 
 Classes are kept apart by forwarding action only (cpc.partition); which entry a header
 matches at each table is kept per element (cpc.tables.Identities). An update moves
-classes only where an action changes, and re-walks only those classes (cpc.walk). Walks
+classes only where an action changes, and re-walks only those classes (cpc.index,
+cpc.walk); the entries a FlowMod selects are cpc.flowmod's. Walks
 record path templates: the elements a path consults. expected() and trace() fill in the
 entries, and the Verify_Rule chain, for the concrete header.
 """
 
 from __future__ import annotations
 
-import functools
-import gc
 import logging
 from binascii import crc_hqx
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from . import ofctl
+from . import flowmod, ofctl
+from .gcpause import gc_paused, gc_paused_update
+from .index import WalkIndex
 from .partition import Partition
 from .results import Delivery, Expected, Hop, Port
 from .routes import cut_route_classes
 from .rules import (
-    OFPG_ANY,
     OFPP_ALL,
-    OFPP_ANY,
     OFPP_FLOOD,
-    OFPTT_ALL,
     FlowEntry,
     FlowMod,
     Group,
     ModelError,
 )
 from .space import HeaderSpace
-from .tables import Action, Behaviour, Element, dst_prefix
+from .tables import Behaviour, Element, Forwarding, dst_prefix
 from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
-from .walk import Walker, WalkResult
+from .walk import Walker
 
 log = logging.getLogger(__name__)
-FLAG_CHECK_OVERLAP = 2
 _ANY_PORT = -1  # in an output port set: FLOOD or ALL
-
-
-class UnknownSwitchError(ModelError):
-    """A message names a switch that is not in the topology."""
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Run a model build with Python's cyclic GC paused, then freeze what it built.
-
-    The model allocates many small containers and makes no reference cycles
-    (tests/cpc/test_model_gc.py). Left on, the collector can only rescan them: it tripled
-    build times, and took a tenth of the Stanford replay as walks allocate their paths.
-    Freezing keeps them out of later collections; reference counting still frees them.
-    The young generations are collected first, so that freezing keeps none of the cycles
-    the rest of the process just made; not the old one, which before a first build can be
-    the whole heap. Updates do the same in _gc_paused_update, with their own rules.
-    """
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        gc.collect(1)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.freeze()
-
-
-_seen_collections: list[tuple[int, int]] = [(-1, -1)]  # (young-1, full) after our last
-
-
-def _collect_unfrozen() -> None:
-    """Collect every object not frozen. Objects get into the old generation only by a
-    collection other than ours since our last one: without one, the young generations
-    are all there is. (A full collection also empties the interpreter's free lists of
-    tuples, lists and dicts, which the update would then allocate afresh.)"""
-    stats = gc.get_stats()
-    young, full = stats[1]["collections"], stats[2]["collections"]
-    if (young, full) != _seen_collections[0]:
-        gc.collect()
-        _seen_collections[0] = (young, full + 1)
-    else:
-        gc.collect(1)
-        _seen_collections[0] = (young + 1, full)
-
-
-def _gc_paused_update(method):
-    """A model update, run as under gc_paused() (written out: this runs on every update),
-    except that a small update is not frozen."""
-
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        if not gc.isenabled():  # within a build, or the collector is off anyway
-            return method(self, *args, **kwargs)
-        _collect_unfrozen()
-        gc.disable()
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            gc.enable()
-            # Freeze only after an update that allocated enough for a collection to run:
-            # each freeze also keeps whatever else is alive from later collections, and
-            # the few objects of a small update cost the young collection little.
-            if gc.get_count()[0] >= gc.get_threshold()[0]:
-                gc.freeze()
-
-    return run
 
 
 @dataclass(frozen=True)
@@ -190,6 +117,20 @@ class _Deferred:
 
 
 class Model:
+    """The intended network: every entry and group on every switch, the classes of headers
+    that the whole network treats alike, and each class's walk from the edge ingresses.
+
+    Rules in: load_rules / add_entries (bulk, then build), apply / apply_many (FlowMods,
+    OpenFlow 1.3 semantics: cpc.flowmod), set_group / delete_group, port_status,
+    flow_removed. Each update returns an Update and sends it to the subscribe()rs.
+    Queries: expected and allows (the tester), trace and trace_headers, reach and corpus
+    (the fuzzer's S_i and S_e), loops, entries, identity_collisions.
+
+    The parts: the classes (cpc.partition), the per-table elements and identities
+    (cpc.tables), the walk index (cpc.index, over cpc.walk), the GC policy of builds and
+    updates (cpc.gcpause).
+    """
+
     def __init__(self, topology: Topology) -> None:
         self.topo = topology
         self.space = HeaderSpace()
@@ -198,22 +139,12 @@ class Model:
         self._elements: dict[tuple[int, int, int | None], Element] = {}
         self._elem_list: list[Element] = []
         self._elems_of: dict[int, list[Element]] = defaultdict(list)  # by dpid, oldest first
-        self._actions: dict[tuple, Action] = {}
+        self._actions: dict[tuple, Forwarding] = {}
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
         self._groups: dict[tuple[int, int], Group] = {}
-        self._ingresses = topology.edge_ports()
-        self._ingress_pos = {p: i for i, p in enumerate(self._ingresses)}
-        self._edge_switches = sorted({p[0] for p in self._ingresses})
         # Walk results, per start class, and the indexes built from them.
-        self._walks: dict[int, WalkResult] = {}
-        self._through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
-        self._group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
-        self._groups_of: dict[int, set[tuple[int, int]]] = defaultdict(set)  # the reverse
-        # Path templates by the class a path ends in and its egress, built when first asked
-        # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
-        self._expect: dict[int, dict[Port, list]] = {}
-        self._rewriting: set[int] = set()  # classes with a walk that rewrites the header
+        self.index = WalkIndex(self.walker, self._elem_list, topology.edge_ports())
         self._s_e: dict[Port, tuple[int, object]] = {}  # egress -> (version, S_e)
         self._built = False
         self.version = 0
@@ -250,12 +181,12 @@ class Model:
         els = self._elements
         return els.get((dpid, table, in_port)) or els.get((dpid, table, None))
 
-    def lookup(self, dpid: int, table: int, in_port: int, ap: int):
-        """(element, action) that (dpid, table) applies to class ap arriving on in_port."""
+    def lookup(self, dpid: int, table: int, in_port: int, class_id: int):
+        """(element, action) that (dpid, table) applies to class `class_id` arriving on in_port."""
         el = self.element_for(dpid, table, in_port)
         if el is None:
             return None, None
-        return el, self.part.owners[ap].get(el.idx)
+        return el, self.part.owners[class_id].get(el.idx)
 
     def _targets(self, el: Element) -> list[Element]:
         """The elements an entry living in el takes part in."""
@@ -276,7 +207,7 @@ class Model:
         ak = (e.dpid, e.table, e.instructions)
         act = self._actions.get(ak)
         if act is None and not (e.table == 0 and e.instructions.drops()):
-            act = self._actions[ak] = Action(*ak)
+            act = self._actions[ak] = Forwarding(*ak)
         # A table-0 entry that only drops (no action set can be pending yet) forwards like
         # the table-miss: the same (None) action, so the deny lines of an ACL do not cut
         # classes apart from its unmatched headers.
@@ -293,7 +224,7 @@ class Model:
         for it in items:  # check everything first: a bad file is never half-applied
             self._check_switch(it.dpid, it.source)
             if isinstance(it, FlowEntry):
-                self._check_goto(it)
+                flowmod.check_goto(it)
         for it in items:
             if isinstance(it, Group):
                 self._groups[(it.dpid, it.group_id)] = it
@@ -315,13 +246,13 @@ class Model:
             self._bulk_add(list(entries))
             self.build()
 
-    @_gc_paused_update
+    @gc_paused_update
     def apply(self, fm: FlowMod) -> Update:
         """Apply one FlowMod with OpenFlow 1.3 semantics; returns what changed."""
         self._apply_one(fm)
         return self._commit()
 
-    @_gc_paused_update
+    @gc_paused_update
     def apply_many(self, fms: Iterable[FlowMod]) -> tuple[Update, list[tuple[FlowMod, ModelError]]]:
         """Apply several FlowMods in order and re-walk once (a barrier's worth from the proxy).
 
@@ -346,12 +277,16 @@ class Model:
     def _apply_one(self, fm: FlowMod) -> None:
         self._check_switch(fm.dpid, fm.source)
         if fm.command == "add":
-            self._add(fm.entry(), check_overlap=bool(fm.flags & FLAG_CHECK_OVERLAP))
+            self._add(fm.entry(), check_overlap=bool(fm.flags & flowmod.OFPFF_CHECK_OVERLAP))
         elif fm.command in ("modify", "modify_strict"):
-            for e in self._select(fm, strict=fm.command == "modify_strict"):
+            for e in flowmod.select(
+                self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict"
+            ):
                 self._replace(e, fm)
         elif fm.command in ("delete", "delete_strict"):
-            for e in self._select(fm, strict=fm.command == "delete_strict"):
+            for e in flowmod.select(
+                self._elems_of.get(fm.dpid, ()), fm, fm.command == "delete_strict"
+            ):
                 self._remove(e)
         else:
             raise ModelError(f"unknown FlowMod command {fm.command!r}")
@@ -363,23 +298,23 @@ class Model:
         )
         return self.apply(fm)
 
-    @_gc_paused_update
+    @gc_paused_update
     def set_group(self, group: Group) -> Update:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
         self._touch_switch(group.dpid)
-        return self._commit_classes(self._group_users.get((group.dpid, group.group_id), set()))
+        return self._commit_classes(self.index.group_users.get((group.dpid, group.group_id), set()))
 
-    @_gc_paused_update
+    @gc_paused_update
     def delete_group(self, dpid: int, group_id: int) -> Update:
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
         self._touch_switch(dpid)
-        return self._commit_classes(self._group_users.get((dpid, group_id), set()))
+        return self._commit_classes(self.index.group_users.get((dpid, group_id), set()))
 
-    @_gc_paused_update
+    @gc_paused_update
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
         """A port went up or down: outputs to a down port are dropped."""
         loc = (dpid, port)
@@ -389,7 +324,7 @@ class Model:
             self.topo.down.add(loc)
         self._touch_switch(dpid)
         self._touched.append(self.space.true)
-        return self._commit(extra=set(self._walks))
+        return self._commit(extra=set(self.index.walks))
 
     def _commit_classes(self, classes: set[int]) -> Update:
         """Commit a change that re-walks these classes; their extent is the touched region."""
@@ -397,43 +332,12 @@ class Model:
         return self._commit(extra=set(classes))
 
     def _check_switch(self, dpid: int, source: str = "") -> None:
-        if dpid not in self.topo.switches:
-            where = f"{source}: " if source else ""
-            raise UnknownSwitchError(f"{where}unknown switch dpid {dpid} (not in the topology)")
-
-    @staticmethod
-    def _check_goto(entry: FlowEntry) -> None:
-        if entry.instructions.goto is not None and entry.instructions.goto <= entry.table:
-            raise ModelError(f"{entry.source or 'flow'}: goto_table must go to a later table")
-
-    def _select(self, fm: FlowMod, strict: bool) -> list[FlowEntry]:
-        """Entries a MODIFY or DELETE applies to (OpenFlow 1.3, section 6.4)."""
-        out = []
-        for el in self._elems_of.get(fm.dpid, ()):
-            if fm.table != OFPTT_ALL and el.table != fm.table:
-                continue
-            if strict:
-                if el.in_port != fm.match.in_port:
-                    continue
-                e = el.entries.get((fm.match.fields, fm.priority))
-                cands = [e] if e is not None else []
-            else:
-                cands = [e for e in el.entries.values() if e.match.within(fm.match)]
-            for e in cands:
-                if (e.cookie ^ fm.cookie) & fm.cookie_mask:
-                    continue
-                if fm.command.startswith("delete"):
-                    if fm.out_port != OFPP_ANY and fm.out_port not in e.instructions.outputs():
-                        continue
-                    if fm.out_group != OFPG_ANY and fm.out_group not in e.instructions.groups():
-                        continue
-                out.append(e)
-        return out
+        flowmod.check_switch(self.topo.switches, dpid, source)
 
     # --- the partition edits ---------------------------------------------------------------------
     def _add(self, entry: FlowEntry, check_overlap: bool) -> None:
         self._check_switch(entry.dpid, entry.source)
-        self._check_goto(entry)
+        flowmod.check_goto(entry)
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         key = Element.key_of(entry)
         old = el.entries.get(key)
@@ -441,10 +345,8 @@ class Model:
             self._replace(old, entry)
             return
         targets = self._targets(el)
-        if check_overlap and any(
-            o.priority == entry.priority for t in targets for o in t.ident.overlapping(entry)
-        ):
-            raise ModelError("check_overlap: an entry with the same priority overlaps")
+        if check_overlap:
+            flowmod.check_overlap(entry, targets)
         el.entries[key] = entry
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
@@ -468,7 +370,7 @@ class Model:
             if e.dpid not in switches:
                 self._check_switch(e.dpid, e.source)
             if e.instructions.goto is not None:
-                self._check_goto(e)
+                flowmod.check_goto(e)
             pfx = dst_prefix(e)
             ms = masks[(e.dpid, e.table)]
             ms[0].add(pfx and pfx[0])
@@ -531,7 +433,9 @@ class Model:
         for region, old in el.ident.insert(entry, beh, m):
             self._transfer(el, region, old.action if old is not None else None, act)
 
-    def _transfer(self, el: Element, region, old: Action | None, new: Action | None) -> None:
+    def _transfer(
+        self, el: Element, region, old: Forwarding | None, new: Forwarding | None
+    ) -> None:
         """Element el's headers in region now match another entry: move classes where the
         action changes; where only the entry does, note it for the tester's hold-back."""
         if old is not new:
@@ -542,7 +446,9 @@ class Model:
         elif self._subscribers:  # only Update.classes reads it
             self._id_region = self._id_region | region
 
-    def _defer_move(self, el: Element, region, act: Action | None, old: Action | None) -> None:
+    def _defer_move(
+        self, el: Element, region, act: Forwarding | None, old: Forwarding | None
+    ) -> None:
         """Within a batch, collect an element's moves by action and make them once per
         action at the end: moves of disjoint regions commute. A region that overlaps one
         already collected must come after it: what was collected is moved first."""
@@ -561,7 +467,9 @@ class Model:
         for act, regions in d.by_action.items():
             self._move(d.el, self.space.union(regions), act)
 
-    def _move(self, el: Element, region, act: Action | None, old: Action | None = None) -> None:
+    def _move(
+        self, el: Element, region, act: Forwarding | None, old: Forwarding | None = None
+    ) -> None:
         """Element el now applies act to the headers of region: split and move classes.
 
         old, when given, is the action el applied to all of region until now: only its
@@ -571,10 +479,10 @@ class Model:
         part = self.part
         false = self.space.false
         few = part.members.get(el.idx, {}).get(old) if old is not None else None
-        for ap in list(few) if few and len(few) <= 4 else part.candidates(region):
-            p = part.bdd_of[ap] & region
+        for class_id in list(few) if few and len(few) <= 4 else part.candidates(region):
+            p = part.bdd_of[class_id] & region
             if p != false:
-                part.move(ap, p, el.idx, act)
+                part.move(class_id, p, el.idx, act)
 
     def _replace(self, old: FlowEntry, new) -> None:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
@@ -610,14 +518,7 @@ class Model:
         moved, reshaped, gone = self.part.drain()
         self.part.merge_alike(moved)
         self.part.drain()
-        self._walks.clear()
-        self._through.clear()
-        self._group_users.clear()
-        self._groups_of.clear()
-        self._expect.clear()
-        self._rewriting.clear()
-        for ap in list(self.part.bdd_of):
-            self._walk(ap)
+        self.index.build(list(self.part.bdd_of))
         self.part.forget_changes()
         self.part.track_owners = True
         self._touched_exits.clear()
@@ -635,15 +536,7 @@ class Model:
             gone |= gone2
             reshaped |= reshaped2
             moved = (moved | moved2) - gone
-        full = set(extra)
-        through = self._through
-        for ap in reshaped | gone | moved if through else ():
-            t = through.pop(ap, None)
-            if t:
-                full |= t
-        dirty = (set(moved) | full) - gone
         # Headers that joined an existing class (part.transfers, merges) take its paths.
-        sources = {part.origin.get(f, f) for f, _ in part.transfers}
         joined = {part.survivor(t) if t in gone else t for _, t in part.transfers}
         joined.update(part.survivor(g) for g in gone)
         joined.discard(None)
@@ -658,38 +551,7 @@ class Model:
                     self._touch_switch(dpid)
                 else:
                     self._touched_exits.update((dpid, p) for p in outs if (dpid, p) in edges)
-        diffs: list[tuple[WalkResult | None, WalkResult | None]] = []
-        if self._built:
-            # Plan every re-walk before touching the old walks: split-off classes read theirs.
-            plans = {
-                ap: None if ap in full else self._partial_plan(ap)
-                for ap in dirty
-                if ap in part.bdd_of
-            }
-            before = {
-                ap: self._walks.get(ap) for ap in gone | dirty | sources | set(part.origin.values())
-            }
-            for ap in gone | dirty:
-                self._unwalk(ap)
-            for ap, plan in plans.items():
-                self._walk(ap, plan)
-            # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
-            # compares, when read, each class's walk with the one its headers had before (its
-            # own, its origin's, or the class they joined).
-            walks = self._walks
-            for ap in plans:
-                old = before.get(part.origin.get(ap, ap))
-                diffs.append((old if old is not None else before.get(ap), walks.get(ap)))
-            for ap in gone:
-                keep = part.survivor(ap)
-                old = before.get(part.origin.get(ap, ap))
-                diffs.append((old, walks.get(keep) if keep is not None else None))
-            for f, t in part.transfers:
-                keep = part.survivor(t) if t in gone else t
-                diffs.append((before[part.origin.get(f, f)], walks.get(keep)))
-        else:
-            for ap in gone:
-                self._unwalk(ap)
+        dirty, diffs = self.index.commit(part, moved, reshaped, gone, extra, self._built)
         part.forget_changes()
         self.version += 1
         named = dirty | gone | joined
@@ -712,103 +574,15 @@ class Model:
             fn(upd)
         return upd
 
-    def _partial_plan(self, ap: int):
-        """(what of the walk stays valid, switches to walk again at all their edge ports,
-        other ingresses to walk again, the walk whose entry index the new one takes over)
-        for a class whose owners changed.
-
-        A walk depends only on the class's owners at the switches it visits, so the
-        outcomes of an ingress whose paths avoid every switch where the class moved stay
-        exactly as they were. None asks for a full walk.
-        """
-        base = self.part.origin.get(ap, ap)
-        old = self._walks.get(base)
-        if old is None or base in self._rewriting:
-            return None
-        changed = {self._elem_list[e].dpid for e in self.part.changed_at.get(ap, ())}
-        keep, whole, redo = old.split_via(changed)
-        if base != ap:
-            keep.outcomes = [o._replace(final_ap=ap) for o in keep.outcomes]
-            groups = self._groups_of.get(base, ())
-            for g in groups:
-                self._group_users[g].add(ap)
-            self._groups_of[ap].update(groups)
-        # The class's own walk hands its entry index on to the new one (a split-off class
-        # indexes its walk when first planned).
-        return (
-            keep,
-            whole,
-            sorted(redo, key=self._ingress_pos.__getitem__),
-            old if base == ap else None,
-        )
-
-    def _walk(self, ap: int, plan=None) -> None:
-        if plan is None:
-            res = self.walker.walk(ap, (), switches=self._edge_switches)
-        else:
-            keep, whole, ingresses, old = plan
-            res = self.walker.walk(ap, ingresses, switches=sorted(whole))
-            if old is not None:
-                res.adopt_index(old, whole, res.entries)
-            res.outcomes = keep.outcomes + res.outcomes
-            res.links = keep.links + res.links
-            res.entries = keep.entries + res.entries
-        self._walks[ap] = res
-        # Paths that rewrite the header are never shared: they are all in .outcomes.
-        self._forget_templates(ap, res.outcomes)
-        if any(o.rewritten for o in res.outcomes):
-            self._rewriting.add(ap)
-        for t in res.through:
-            self._through[t].add(ap)
-        for g in res.groups:
-            self._group_users[g].add(ap)
-        if res.groups:
-            self._groups_of[ap].update(res.groups)
-        res.through = res.groups = None  # indexed; the walk keeps only its paths
-
     def _touch_switch(self, dpid: int) -> None:
         self._touched_exits.update(p for p in self.topo.edges if p[0] == dpid)
 
-    def _unwalk(self, ap: int) -> None:
-        walk = self._walks.pop(ap, None)
-        self._forget_templates(ap, walk.outcomes if walk is not None else ())
-        self._rewriting.discard(ap)
-
-    def _forget_templates(self, ap: int, outcomes) -> None:
-        self._expect.pop(ap, None)
-        if ap in self._rewriting or any(o.rewritten for o in outcomes):
-            for o in outcomes:
-                self._expect.pop(o.final_ap, None)
-
-    def _templates_of(self, cls: int) -> dict[Port, list]:
-        """The path templates that end in class cls, by egress (indexed on first use)."""
-        idx = self._expect.get(cls)
-        if idx is not None:
-            return idx
-        idx = {}
-        for start in dict.fromkeys((cls, *self._through.get(cls, ()))):
-            walk = self._walks.get(start)
-            if walk is None:
-                continue
-            # Another class's paths end here only through a rewrite: never shared.
-            for o in walk.expanded(start) if start == cls else walk.outcomes:
-                if o.kind == "egress" and o.final_ap == cls:
-                    elems = tuple(i for h in o.hops for i in h.rules)
-                    idx.setdefault(o.egress, []).append((o, start, elems))
-        if idx:
-            self._expect[cls] = idx
-        return idx
-
     def drop_caches(self) -> None:
         """Forget the BDDs kept only to answer faster (encodings, candidate lists, id cubes)."""
-        space = self.space
-        space._field_cache.clear()
-        space._byte_cache.clear()
-        space._match_cache.clear()
-        space._id_cubes.clear()
-        self.part._cand_cache.clear()
+        self.space.drop_caches()
+        self.part.drop_caches()
         for el in self._elem_list:
-            el.ident._cand_cache.clear()
+            el.ident.drop_caches()
 
     # --- queries -----------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Update], None]) -> None:
@@ -830,12 +604,12 @@ class Model:
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
         elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
-        for o, ap, _ in self._templates(egress, header):
+        for o, class_id, _ in self._templates(egress, header):
             if verify_port is not None and o.verify_port != verify_port:
                 continue
             if o.final_hdr is not None:
                 if self.space.contains(o.final_hdr, header):
-                    again.setdefault((ap, o.ingress), set()).update(o.rw)
+                    again.setdefault((class_id, o.ingress), set()).update(o.rw)
                 continue
             vrule = VERIFY_RULE_INIT
             hops = []
@@ -850,10 +624,10 @@ class Model:
                     refs.append(ur_ref[1])
                 hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
             out.append(Expected(o.ingress, tuple(hops), o.verify_port, vrule))
-        for (ap, ingress), rw in again.items():
+        for (class_id, ingress), rw in again.items():
             out += [
                 e
-                for e in self._expected_rewritten(ap, ingress, egress, header, rw)
+                for e in self._expected_rewritten(class_id, ingress, egress, header, rw)
                 if verify_port is None or e.verify_port == verify_port
             ]
         return out
@@ -887,14 +661,16 @@ class Model:
         return False
 
     def _templates(self, egress: Port, header) -> list:
-        return self._templates_of(self.part.classify(header)).get(egress, ())
+        return self.index.templates_of(self.part.classify(header)).get(egress, ())
 
-    def _expected_rewritten(self, ap: int, ingress: Port, egress: Port, header, rw) -> list:
+    def _expected_rewritten(self, class_id: int, ingress: Port, egress: Port, header, rw) -> list:
         space = self.space
         # The ingress headers that can end as this one agree with it on every field that
         # no action rewrote.
-        start = self.part.bdd_of[ap] & space.exist_fields(space.header_bdd(header), sorted(rw))
-        res = self.walker.walk(ap, [ingress], hdr=start, identity=True)
+        start = self.part.bdd_of[class_id] & space.exist_fields(
+            space.header_bdd(header), sorted(rw)
+        )
+        res = self.walker.walk(class_id, [ingress], hdr=start, identity=True)
         return [
             Expected(o.ingress, o.hops, o.verify_port, o.verify_rule)
             for o in res.outcomes
@@ -908,8 +684,10 @@ class Model:
         """The walk outcomes of one concrete header sent in at ingress."""
         if ingress[0] not in self.topo.switches:
             raise ModelError(f"unknown switch dpid {ingress[0]}")
-        ap = self.part.classify(header)
-        res = self.walker.walk(ap, [ingress], hdr=self.space.header_bdd(header), identity=True)
+        class_id = self.part.classify(header)
+        res = self.walker.walk(
+            class_id, [ingress], hdr=self.space.header_bdd(header), identity=True
+        )
         return res.outcomes
 
     def trace(self, ingress: Port, header) -> list[Delivery]:
@@ -936,15 +714,16 @@ class Model:
         bdd_of = self.part.bdd_of
         # A scan of the classes' pair sets (hash lookups): cheaper overall than keeping an
         # index from pairs to classes up to date on every update.
-        for ap, walk in self._walks.items():
+        walks, rewriting = self.index.walks, self.index.rewriting
+        for class_id, walk in walks.items():
             if pair not in walk.pair_set():
                 continue
-            if ap not in self._rewriting:
-                parts.append(bdd_of[ap])
+            if class_id not in rewriting:
+                parts.append(bdd_of[class_id])
                 continue
-            for o in self._walks[ap].expanded():
+            for o in walks[class_id].expanded():
                 if o.kind == "egress" and o.ingress == ingress and o.egress == egress:
-                    parts.append(o.src if o.src is not None else bdd_of[ap])
+                    parts.append(o.src if o.src is not None else bdd_of[class_id])
         return self.space.union(parts)
 
     def corpus(self, ingress: Port, egress: Port):
@@ -963,10 +742,10 @@ class Model:
         parts = []
         bdd_of = self.part.bdd_of
         for el in self._elems_of.get(dpid, ()):
-            for beh, aps in self.part.members.get(el.idx, {}).items():
+            for beh, class_ids in self.part.members.get(el.idx, {}).items():
                 outs = self._out_ports(beh)
                 if port in outs or _ANY_PORT in outs:
-                    parts += [bdd_of[ap] for ap in aps]
+                    parts += [bdd_of[class_id] for class_id in class_ids]
         s_e = self.space.union(parts)
         self._s_e[egress] = (self.version, s_e)  # shared by every ingress of this egress
         return s_i, s_e
@@ -990,9 +769,9 @@ class Model:
     def loops(self) -> list[Loop]:
         """Every (class, ingress) walk that ends in a forwarding loop."""
         return [
-            Loop(o.ingress, ap, o.delivery())
-            for ap, walk in self._walks.items()
-            for o in walk.expanded(ap)
+            Loop(o.ingress, class_id, o.delivery())
+            for class_id, walk in self.index.walks.items()
+            for o in walk.expanded(class_id)
             if o.kind == "loop"
         ]
 

@@ -18,6 +18,13 @@ from pathlib import Path
 
 from . import yamlpos
 from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
+from .flowmod import (
+    OFPFF_CHECK_OVERLAP,
+    OFPFF_NO_BYT_COUNTS,
+    OFPFF_NO_PKT_COUNTS,
+    OFPFF_RESET_COUNTS,
+    OFPFF_SEND_FLOW_REM,
+)
 from .rules import (
     GROUP_TYPES,
     OFPP_ALL,
@@ -48,11 +55,11 @@ PROTOCOL_WORDS = {
 # Keys of dump-flows output and FlowMod options that carry no match semantics.
 STAT_KEYS = {"duration", "n_packets", "n_bytes", "idle_age", "hard_age", "importance"}
 FLAG_WORDS = {
-    "send_flow_rem": 1,
-    "check_overlap": 2,
-    "reset_counts": 4,
-    "no_packet_counts": 8,
-    "no_byte_counts": 16,
+    "send_flow_rem": OFPFF_SEND_FLOW_REM,
+    "check_overlap": OFPFF_CHECK_OVERLAP,
+    "reset_counts": OFPFF_RESET_COUNTS,
+    "no_packet_counts": OFPFF_NO_PKT_COUNTS,
+    "no_byte_counts": OFPFF_NO_BYT_COUNTS,
 }
 SPECIAL_PORTS = {
     "in_port": OFPP_IN_PORT,
@@ -381,10 +388,15 @@ OFCTL_NAMES = {
 
 
 def format_match(match: Match) -> str:
-    """A match in ovs-ofctl syntax (OVS names: nw_dst, tp_dst, dl_type, vlan_tci...)."""
+    """A match in ovs-ofctl syntax (OVS names: nw_dst, dl_type, vlan_tci, and tcp_dst or
+    udp_dst where the match fixes the protocol, tp_dst otherwise)."""
     parts = [] if match.in_port is None else [f"in_port={match.in_port}"]
+    proto = match.get("ip_proto")
+    tp = {(6, 0xFF): "tcp_", (17, 0xFF): "udp_"}.get(proto, "tp_")
     for f, v, m in match.fields:
-        if f == "vlan_vid":
+        if f in ("tp_src", "tp_dst"):
+            parts.append(f"{tp}{f[3:]}={format_value(f, v, m)}")
+        elif f == "vlan_vid":
             parts.append(f"vlan_tci=0x{v:04x}/0x{m:04x}")
         elif f == "ip_proto" and m == 0xFF and match.get("eth_type") == (0x0800, 0xFFFF):
             continue  # written as the tcp/udp/ip keyword below
@@ -393,7 +405,6 @@ def format_match(match: Match) -> str:
         else:
             parts.append(f"{OFCTL_NAMES[f][0]}={format_value(f, v, m)}")
     if match.get("eth_type") == (0x0800, 0xFFFF):
-        proto = match.get("ip_proto")
         word = {(6, 0xFF): "tcp", (17, 0xFF): "udp", (1, 0xFF): "icmp"}.get(proto)
         if word is None and proto is not None:
             parts.insert(0, f"nw_proto={proto[0]}")

@@ -48,6 +48,10 @@ class Labels:
         self._cand_label = 0
         self._cand_cache: dict[int, tuple] = {}
 
+    def drop_caches(self) -> None:
+        """Forget the candidate lists kept only to answer faster."""
+        self._cand_cache.clear()
+
     def _new_id(self) -> int:
         if self._free:
             ident = self._free.pop()
@@ -169,57 +173,57 @@ class Partition(Labels):
         return len(self.bdd_of)
 
     # --- structure ------------------------------------------------------------------------
-    def split(self, ap: int, part) -> int:
-        """Carve `part` (a strict, non-empty subset of class ap) into a new class with ap's owners."""
+    def split(self, class_id: int, part) -> int:
+        """Carve `part` (a strict, non-empty subset of class `class_id`) into a new class with class_id's owners."""
         new = self._new_id()
         self.bdd_of[new] = part
-        self.bdd_of[ap] = self.bdd_of[ap] & ~part
+        self.bdd_of[class_id] = self.bdd_of[class_id] & ~part
         self._relabel(part, new)
-        owners = dict(self.owners[ap])
+        owners = dict(self.owners[class_id])
         self.owners[new] = owners
         for elem, key in owners.items():
             self.members[elem][key].add(new)
-        sig = self._sig[ap]
+        sig = self._sig[class_id]
         self._sig[new] = sig
         self._by_sig[sig].add(new)
         self.moved.add(new)
-        self.reshaped.add(ap)
-        self.origin[new] = self.origin.get(ap, ap)
-        if ap in self.changed_at:
-            self.changed_at[new] = set(self.changed_at[ap])
+        self.reshaped.add(class_id)
+        self.origin[new] = self.origin.get(class_id, class_id)
+        if class_id in self.changed_at:
+            self.changed_at[new] = set(self.changed_at[class_id])
         return new
 
-    def move(self, ap: int, part, elem: int, key) -> None:
-        """Headers `part` (a non-empty subset of class ap) now get action key at elem.
+    def move(self, class_id: int, part, elem: int, key) -> None:
+        """Headers `part` (a non-empty subset of class `class_id`) now get action key at elem.
 
         They join the class that already has exactly the resulting owners, when there is
         one (one relabel, and that class's walks stay valid); otherwise they become a new
-        class split off ap, or ap itself when part is all of it.
+        class split off class_id, or class_id itself when part is all of it.
         """
-        owners = self.owners[ap]
+        owners = self.owners[class_id]
         old = owners.get(elem)
         if old is key:
             return
-        sig = self._sig[ap]
+        sig = self._sig[class_id]
         if old is not None:
             sig -= hash((elem, old))
         if key is not None:
             sig += hash((elem, key))
-        target = self._with_owners(sig & _MASK64, owners, elem, key, ap)
-        whole = part == self.bdd_of[ap]
+        target = self._with_owners(sig & _MASK64, owners, elem, key, class_id)
+        whole = part == self.bdd_of[class_id]
         if target is None:
-            self.set_owner(ap if whole else self.split(ap, part), elem, key)
+            self.set_owner(class_id if whole else self.split(class_id, part), elem, key)
             return
         if self.track_owners:
             self.owner_changes[elem].update((old, key))
         if whole:
-            self._merge(keep=target, drop=ap)
+            self._merge(keep=target, drop=class_id)
             return
-        self.bdd_of[ap] = self.bdd_of[ap] & ~part
+        self.bdd_of[class_id] = self.bdd_of[class_id] & ~part
         self.bdd_of[target] = self.bdd_of[target] | part
         self._relabel(part, target)
-        self.reshaped.update((ap, target))
-        self.transfers.append((ap, target))
+        self.reshaped.update((class_id, target))
+        self.transfers.append((class_id, target))
 
     def _with_owners(self, sig: int, owners: dict, elem: int, key, skip: int) -> int | None:
         """The class (other than skip) whose owners are `owners` with elem set to key."""
@@ -236,20 +240,20 @@ class Partition(Labels):
                 return other
         return None
 
-    def set_owner(self, ap: int, elem: int, key) -> None:
-        """Record that element elem applies action key to class ap (None: table-miss)."""
-        owners = self.owners[ap]
+    def set_owner(self, class_id: int, elem: int, key) -> None:
+        """Record that element elem applies action key to class `class_id` (None: table-miss)."""
+        owners = self.owners[class_id]
         old = owners.get(elem)
         if old is key:
             return
-        sig = self._sig[ap]
-        self._unindex_sig(ap, sig)
+        sig = self._sig[class_id]
+        self._unindex_sig(class_id, sig)
         if self.track_owners:
             self.owner_changes[elem].update((old, key))
         if old is not None:
             sig -= hash((elem, old))
             bucket = self.members[elem][old]
-            bucket.discard(ap)
+            bucket.discard(class_id)
             if not bucket:
                 del self.members[elem][old]
         if key is None:
@@ -257,30 +261,30 @@ class Partition(Labels):
         else:
             owners[elem] = key
             sig += hash((elem, key))
-            self.members[elem][key].add(ap)
+            self.members[elem][key].add(class_id)
         sig &= _MASK64
-        self._sig[ap] = sig
-        self._by_sig[sig].add(ap)
-        self.moved.add(ap)
-        self.changed_at[ap].add(elem)
+        self._sig[class_id] = sig
+        self._by_sig[sig].add(class_id)
+        self.moved.add(class_id)
+        self.changed_at[class_id].add(elem)
 
-    def _unindex_sig(self, ap: int, sig: int) -> None:
+    def _unindex_sig(self, class_id: int, sig: int) -> None:
         bucket = self._by_sig.get(sig)
         if bucket is not None:
-            bucket.discard(ap)
+            bucket.discard(class_id)
             if not bucket:
                 del self._by_sig[sig]
 
-    def merge_alike(self, aps) -> None:
-        """Merge each of aps into another class with exactly the same owners, if there is one."""
-        for ap in list(aps):
-            if ap not in self.owners:
+    def merge_alike(self, class_ids) -> None:
+        """Merge each of class_ids into another class with exactly the same owners, if there is one."""
+        for class_id in list(class_ids):
+            if class_id not in self.owners:
                 continue
-            sig = self._sig[ap]
-            owners = self.owners[ap]
+            sig = self._sig[class_id]
+            owners = self.owners[class_id]
             for other in self._by_sig.get(sig, ()):
-                if other != ap and self.owners[other] == owners:
-                    self._merge(keep=min(ap, other), drop=max(ap, other))
+                if other != class_id and self.owners[other] == owners:
+                    self._merge(keep=min(class_id, other), drop=max(class_id, other))
                     break
 
     def _merge(self, keep: int, drop: int) -> None:
@@ -299,9 +303,9 @@ class Partition(Labels):
         self.moved.discard(drop)
         self.reshaped.add(keep)
 
-    def survivor(self, ap: int) -> int | None:
+    def survivor(self, class_id: int) -> int | None:
         """The class that a class merged away in this update ended up in (None: not merged)."""
-        keep = self.merged_into.get(ap)
+        keep = self.merged_into.get(class_id)
         while keep is not None and keep in self.merged_into:
             keep = self.merged_into[keep]
         return keep

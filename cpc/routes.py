@@ -75,7 +75,7 @@ def cut_route_classes(part, space, at: dict[tuple[int, int], list]) -> dict[int,
     (first,) = part.bdd_of
     for owners, regions in classes.items():
         if owners:  # headers with no owner stay in the first class
-            ap = part.split(first, space.union(regions))
+            class_id = part.split(first, space.union(regions))
             for el, act in owners:
-                part.set_owner(ap, el, act)
+                part.set_owner(class_id, el, act)
     return {el: space.union(regions) for el, regions in matched.items()}

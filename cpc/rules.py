@@ -105,15 +105,16 @@ class Match:
         return ",".join(parts) or "any"
 
 
-# Actions are small tuples: ("output", port), ("group", gid), ("set_field", field, value),
-# ("push_vlan",), ("pop_vlan",).
-Action = tuple
+# One OpenFlow action, a small tuple: ("output", port), ("group", gid),
+# ("set_field", field, value), ("push_vlan",), ("pop_vlan",). Not cpc.tables.Forwarding,
+# which is what a whole entry does with the headers it owns.
+OfpAction = tuple
 
 
 @dataclass(frozen=True, slots=True)
 class Instructions:
-    apply: tuple[Action, ...] = ()
-    write: tuple[Action, ...] = ()
+    apply: tuple[OfpAction, ...] = ()
+    write: tuple[OfpAction, ...] = ()
     clear: bool = False
     goto: int | None = None
 
@@ -168,7 +169,7 @@ class Group:
     dpid: int
     group_id: int
     type: str
-    buckets: tuple[tuple[Action, ...], ...]
+    buckets: tuple[tuple[OfpAction, ...], ...]
     source: str = ""
 
 

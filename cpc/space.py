@@ -68,6 +68,16 @@ class HeaderSpace:
         self._byte_cache: dict[tuple[str, int, int, int], object] = {}
         self._match_cache: dict[tuple, object] = {}
         self._id_cubes: dict[int, object] = {}
+        # BDDs that other packages derive from this space and keep with it, by name
+        # (fuzzer.hspace: the valid headers). Not dropped by drop_caches.
+        self.derived: dict[str, object] = {}
+
+    def drop_caches(self) -> None:
+        """Forget the encodings kept only to answer faster (fields, bytes, matches, id cubes)."""
+        self._field_cache.clear()
+        self._byte_cache.clear()
+        self._match_cache.clear()
+        self._id_cubes.clear()
 
     # --- encoding -------------------------------------------------------------------------
     def field_bdd(self, field: str, value: int, mask: int):

@@ -26,8 +26,10 @@ from .tags import rule_bytes
 _seq = itertools.count()
 
 
-class Action:
-    """What an element does with the headers it owns, without the entry's identity.
+class Forwarding:
+    """What an element does with the headers it owns (the entry's instructions), without
+    the entry's identity: the "action" that keeps classes apart (cpc.partition). Not
+    cpc.rules.OfpAction, one OpenFlow action of an instruction list.
 
     Interned by the model. The network's classes are kept apart only where their
     actions differ (cpc.partition); which entry a header matched is the element's
@@ -49,7 +51,7 @@ class Behaviour:
     __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
                  "_ur", "_ref")  # fmt: skip
 
-    def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Action):
+    def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Forwarding):
         self.dpid = dpid
         self.table = table
         self.priority = priority
@@ -179,7 +181,7 @@ class Identities(Labels):
     def in_bulk(self) -> bool:
         return self._below is not None
 
-    def finish_bulk(self, routed) -> list[tuple[Action | None, object]]:
+    def finish_bulk(self, routed) -> list[tuple[Forwarding | None, object]]:
         """End bulk mode, given the headers that the routes here match (cpc.routes).
 
         Returns (action, region) of the entries that are not routes, by action, for the
@@ -431,9 +433,9 @@ class Identities(Labels):
             self._end_bulk_miss(self.space.union([region for _, region in out]))
         return out
 
-    def _by_action(self, keys) -> list[tuple[Action | None, object]]:
+    def _by_action(self, keys) -> list[tuple[Forwarding | None, object]]:
         """(action, the union of these entries' regions) for every action among them."""
-        by: dict[Action | None, list] = {}
+        by: dict[Forwarding | None, list] = {}
         for key in keys:
             by.setdefault(self.beh[self._id[key]].action, []).append(self.eff[key])
         return [(act, self.space.union(regions)) for act, regions in by.items()]

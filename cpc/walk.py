@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import weakref
 from binascii import crc_hqx
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .fields import OFPVID_PRESENT, WIDTH
 from .results import Delivery, Hop
@@ -44,8 +45,10 @@ class State:
     ingress: tuple[int, int]
     dpid: int
     in_port: int
-    ap: int
-    hdr: object | None  # None: the whole class ap; else a BDD subset of it (after a rewrite)
+    class_id: int
+    hdr: (
+        object | None
+    )  # None: the whole class `class_id`; else a BDD subset of it (after a rewrite)
     src: object | None  # the headers at the ingress that lead here (None: the whole start class)
     vport: int
     vrule: int
@@ -60,14 +63,14 @@ class State:
     def moved_to(self, dpid: int, in_port: int, hops: tuple) -> State:
         """This packet as it arrives at the next switch (the walk's most frequent copy)."""
         return State(
-            self.ingress, dpid, in_port, self.ap, self.hdr, self.src, self.vport, self.vrule,
+            self.ingress, dpid, in_port, self.class_id, self.hdr, self.src, self.vport, self.vrule,
             hops, self.visited, self.rules, self.action_set, self.alternative, self.rewritten,
             self.rw,
         )  # fmt: skip
 
     def copy(self, **kw) -> State:
         s = State(
-            self.ingress, self.dpid, self.in_port, self.ap, self.hdr, self.src, self.vport,
+            self.ingress, self.dpid, self.in_port, self.class_id, self.hdr, self.src, self.vport,
             self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
             self.rewritten, self.rw,
         )  # fmt: skip
@@ -87,7 +90,7 @@ class Outcome(NamedTuple):
     verify_rule: int  # 0 in class walks (filled in per header)
     alternative: bool
     reason: str
-    final_ap: int  # the class the header is in at the end
+    final_class: int  # the class the header is in at the end
     final_hdr: object | None  # set when the header was rewritten
     src: object | None  # the ingress headers that take this path (None: the whole class)
     rewritten: bool
@@ -114,7 +117,7 @@ class Node:
 
     def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
         self.outcomes = outcomes
-        self.links = links  # [(ingress, hops before the node, Verify_Port so far, alt, Node)]
+        self.links = links  # [Link] to deeper nodes
         self._own = own  # the states its paths pass before they reach a linked node
         self._states = None
         self._expanded = None
@@ -128,7 +131,7 @@ class Node:
             states = set(self._own)
             seen: set[int] = set()
             for link in self.links:
-                node = link[4]
+                node = link.node
                 if id(node) not in seen:
                     seen.add(id(node))
                     states |= node.states
@@ -145,7 +148,7 @@ class Node:
         if self._egresses is None:
             eg = {o.egress for o in self.outcomes if o.kind == "egress"}
             for link in self.links:
-                eg |= link[4].egresses()
+                eg |= link.node.egresses()
             self._egresses = frozenset(eg)
         return self._egresses
 
@@ -155,6 +158,26 @@ class Node:
         if self._dpids is None:
             self._dpids = frozenset([s[0] for s in self.states])
         return self._dpids
+
+
+class Link(NamedTuple):
+    """A path of a walk that reaches a shared suffix: its ingress, the hops before the
+    suffix's first switch, the Verify_Port bits so far, whether it took an alternative
+    (SELECT), and the suffix (Node)."""
+
+    ingress: tuple[int, int]
+    hops: tuple
+    verify_port: int
+    alternative: bool
+    node: Node
+
+
+class SharedEntry(NamedTuple):
+    """The ingresses of one switch whose walks share its entry node: each as (ingress, its
+    Verify_Port bit); the node's first hop takes each ingress's port when expanded."""
+
+    node: Node
+    ingresses: Sequence[tuple[tuple[int, int], int]]
 
 
 def _expand_links(links) -> list[Outcome]:
@@ -189,9 +212,9 @@ class WalkResult:
     `expanded()` spells every path out (on demand: updates need only pairs and switches)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
-    links: list = field(default_factory=list)
-    # [(entry Node, [(ingress, its Verify_Port bit)])]: ingresses sharing their switch's entry
-    entries: list = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    # ingresses sharing their switch's entry node
+    entries: list[SharedEntry] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
     _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
@@ -205,19 +228,21 @@ class WalkResult:
             self._pair_set = frozenset(self.pairs())
         return self._pair_set
 
-    def expanded(self, ap: int | None = None) -> list[Outcome]:
-        """Every outcome; with ap, the shared ones are relabelled as ending in class ap."""
+    def expanded(self, class_id: int | None = None) -> list[Outcome]:
+        """Every outcome; with class_id, the shared ones are relabelled as ending in class `class_id`."""
         out = self.outcomes + _expand_links(self.links) + _expand_entries(self.entries)
-        if ap is not None:
-            out = [o if o.rewritten or o.final_ap == ap else o._replace(final_ap=ap) for o in out]
+        if class_id is not None:
+            out = [
+                o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+                for o in out
+            ]
         return out
 
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""
         p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
         for link in self.links:
-            ing = link[0]
-            p.update((ing, e) for e in link[4].egresses())
+            p.update((link.ingress, e) for e in link.node.egresses())
         for node, ings in self.entries:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
@@ -290,16 +315,37 @@ class WalkResult:
         return (
             WalkResult(
                 [o for o in self.outcomes if o.ingress[0] not in whole and o.ingress not in redo],
-                [k for k in self.links if k[0][0] not in whole and k[0] not in redo],
-                [e for e in self.entries if e[1][0][0][0] not in whole],
+                [k for k in self.links if k.ingress[0] not in whole and k.ingress not in redo],
+                [e for e in self.entries if e.ingresses[0][0][0] not in whole],
             ),
             whole,
             redo,
         )
 
 
+class Pipeline(Protocol):
+    """What a walk reads of the network's forwarding state; cpc.model.Model implements it.
+
+    The classes (part), their header space and the topology are read as attributes;
+    lookup gives the (element, forwarding) that a table applies to a class arriving on a
+    port (None, None where the table has nothing), element_for the element alone."""
+
+    part: object  # cpc.partition.Partition
+    space: object  # cpc.space.HeaderSpace
+    topo: object  # cpc.topology.Topology
+    port_dpids: set[int]  # switches with in_port-specific entries
+
+    def lookup(self, dpid: int, table: int, in_port: int, class_id: int) -> tuple: ...
+
+    def element_for(self, dpid: int, table: int, in_port: int): ...
+
+    def group(self, dpid: int, gid: int): ...
+
+    def port_bits(self, dpid: int, port: int | None) -> int: ...
+
+
 class Walker:
-    """Walks header classes through a model (see cpc.model.Model for the state it reads).
+    """Walks header classes through a Pipeline (cpc.model.Model).
 
     Within one class walk, the outcomes from a switch onwards (a suffix) do not depend on
     how the packet got there, except through Verify_Port, which ORs, and through loop
@@ -308,11 +354,11 @@ class Walker:
     directly instead.
     """
 
-    def __init__(self, model) -> None:
+    def __init__(self, model: Pipeline) -> None:
         # A weak reference: a model and its walker would otherwise form a cycle that only the
-        # cyclic GC frees, and model builds freeze the GC's view (cpc.model.gc_paused).
+        # cyclic GC frees, and model builds freeze the GC's view (cpc.gcpause.gc_paused).
         self._model = weakref.ref(model)
-        self.m = None  # the model, during a walk
+        self.m: Pipeline | None = None  # the model, during a walk
         self._identity = False
         self.part = model.part
         self.space = model.space
@@ -360,14 +406,14 @@ class Walker:
 
     def walk(
         self,
-        ap: int,
+        class_id: int,
         ingresses,
         hdr=None,
         local: bool = False,
         identity: bool = False,
         switches=(),
     ) -> WalkResult:
-        """Walk class ap (or its subset hdr) in at each ingress, and at every edge port of
+        """Walk class `class_id` (or its subset hdr) in at each ingress, and at every edge port of
         each of `switches` (class walks).
 
         identity=True (needs hdr) follows the entries and computes both tags; otherwise
@@ -376,18 +422,18 @@ class Walker:
         self.m = self._model()
         self._identity = identity
         try:
-            return self._walk(ap, ingresses, hdr, local, switches)
+            return self._walk(class_id, ingresses, hdr, local, switches)
         finally:
             self.m = None
             self._identity = False
 
-    def _walk(self, ap: int, ingresses, hdr, local: bool, switches) -> WalkResult:
+    def _walk(self, class_id: int, ingresses, hdr, local: bool, switches) -> WalkResult:
         res = WalkResult()
         shared = hdr is None and not local
         self._memo = {} if shared else None
         direct = []
         for dpid in switches:
-            direct += self._edge_switch(res, dpid, ap)
+            direct += self._edge_switch(res, dpid, class_id)
         switches = set(switches)
         entries: dict[int, tuple[Node, frozenset, list] | None] = {}
         port_dpids = self.m.port_dpids
@@ -399,19 +445,19 @@ class Walker:
             if shared and dpid not in port_dpids and dpid not in switches:
                 entry = entries.get(dpid, _UNSET)
                 if entry is _UNSET:
-                    entry = entries[dpid] = self._shared_entry(res, dpid, ap)
+                    entry = entries[dpid] = self._shared_entry(res, dpid, class_id)
                 if entry is not None and port not in entry[1]:
                     entry[2].append((ing, port_bits(dpid, port)))
                     continue
-            st = State(ing, dpid, port, ap, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
+            st = State(ing, dpid, port, class_id, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
                        (), frozenset())  # fmt: skip
             self._switch(res, st, local)
-        res.entries += [(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
+        res.entries += [SharedEntry(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
         return res
 
-    def _edge_switch(self, res: WalkResult, dpid: int, ap: int) -> list:
-        """Walk class ap in at every edge port of switch dpid through its shared entry node;
+    def _edge_switch(self, res: WalkResult, dpid: int, class_id: int) -> list:
+        """Walk class `class_id` in at every edge port of switch dpid through its shared entry node;
         returns the ingresses that must be walked one by one."""
         group = self._edge_groups.get(dpid)
         if group is None:
@@ -422,20 +468,20 @@ class Walker:
                 frozenset(p[1] for p in ings),
             )
         ivs, ports = group
-        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, ap)
+        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, class_id)
         if entry is None:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
         if first.isdisjoint(ports) and (not down or down.isdisjoint(iv[0] for iv in ivs)):
-            res.entries.append((entry[0], ivs))  # the switch's own tuple: shared, never changed
+            res.entries.append(SharedEntry(entry[0], ivs))  # the switch's own tuple: never changed
             return []
         shared = [iv for iv in ivs if iv[0][1] not in first and iv[0] not in down]
         if shared:
-            res.entries.append((entry[0], shared))
+            res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
 
-    def _shared_entry(self, res: WalkResult, dpid: int, ap: int):
-        """The outcomes of class ap entering switch dpid at any edge port, shared by its
+    def _shared_entry(self, res: WalkResult, dpid: int, class_id: int):
+        """The outcomes of class `class_id` entering switch dpid at any edge port, shared by its
         ingresses, and the ports its first hop outputs to; None when they depend on the port.
 
         A switch without in_port-specific entries treats a class alike whatever edge port it
@@ -444,26 +490,26 @@ class Walker:
         IN_PORT, FLOOD and ALL, or back to that port (walked per ingress instead).
         """
         self._port_dependent = False
-        st = State((dpid, None), dpid, None, ap, None, None, 0, 0, (), frozenset())
+        st = State((dpid, None), dpid, None, class_id, None, None, 0, 0, (), frozenset())
         node = self._suffix(res, st, False)
         if node is None or self._port_dependent:
             return None
         first = {o.hops[0].out_port for o in node.outcomes}
-        first.update(link[1][0].out_port for link in node.links)
+        first.update(link.hops[0].out_port for link in node.links)
         return node, frozenset(first), []  # the node, its first hop's ports, its ingresses
 
     # --- one switch -------------------------------------------------------------------------
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
         memo = self._memo
         if memo is not None and st.hdr is None:
-            key = (st.dpid, st.in_port, st.ap)
+            key = (st.dpid, st.in_port, st.class_id)
             if (*key, None) not in st.visited:
                 suffix = memo.get(key, _UNSET)
                 if suffix is _UNSET:
                     memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
-                    res.links.append((st.ingress, st.hops, st.vport, st.alternative, suffix))
+                    res.links.append(Link(st.ingress, st.hops, st.vport, st.alternative, suffix))
                     return
         self._switch_direct(res, st, local)
 
@@ -475,13 +521,13 @@ class Walker:
         _switch_direct, _pipeline, _output and _switch do for it, without their State
         copies; everything else goes the general way (_suffix_general).
         """
-        dpid, in_port, ap = st.dpid, st.in_port, st.ap
-        el, act = self.m.lookup(dpid, 0, in_port, ap)
+        dpid, in_port, class_id = st.dpid, st.in_port, st.class_id
+        el, act = self.m.lookup(dpid, 0, in_port, class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None or local or self._identity or any(p >= OFPP_MAX for p, _ in plan[0]):
             return self._suffix_general(res, st, local)
         ports, groups = plan
-        key = (dpid, in_port, ap, None)
+        key = (dpid, in_port, class_id, None)
         states = {key}
         visited = frozenset(states)
         sub = WalkResult()
@@ -496,39 +542,47 @@ class Walker:
             for port, alt in ports:
                 if port == in_port:  # OpenFlow drops output to the input port
                     outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                             vport, alt, "output to the input port", ap))  # fmt: skip
+                                             vport, alt, "output to the input port", class_id))  # fmt: skip
                     continue
                 hop = Hop(dpid, in_port, rules, port)
                 loc = (dpid, port)
                 if loc in topo.down:
                     reason = f"port {topo.port_name(loc)} is down"
-                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+                    outcomes.append(
+                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                    )
                 elif loc in topo.edges:
-                    outcomes.append(_outcome(ingress, "egress", port, (hop,), vport, alt, "", ap))
+                    outcomes.append(
+                        _outcome(ingress, "egress", port, (hop,), vport, alt, "", class_id)
+                    )
                 elif loc in topo.links:
                     nd, np = topo.links[loc]
                     child = None
-                    if (nd, np, ap, None) not in visited:
-                        ckey = (nd, np, ap)
+                    if (nd, np, class_id, None) not in visited:
+                        ckey = (nd, np, class_id)
                         child = memo.get(ckey, _UNSET)
                         if child is _UNSET:
                             memo[ckey] = None  # re-entered while computing it: walk directly
-                            nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited)
+                            nxt = State(
+                                ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited
+                            )
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
-                        links.append((ingress, (hop,), vport, alt, child))
+                        links.append(Link(ingress, (hop,), vport, alt, child))
                     else:
-                        nxt = State(ingress, nd, np, ap, None, None, vport, 0, (hop,), visited,
+                        nxt = State(ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited,
                                     rules, (), alt)  # fmt: skip
                         self._switch_direct(sub, nxt, False)
                 else:
                     reason = f"port {topo.port_name(loc)} leads nowhere"
-                    outcomes.append(_outcome(ingress, "drop", port, (hop,), vport, alt, reason, ap))
+                    outcomes.append(
+                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                    )
         finally:
             self._states.pop()
         if not outcomes and not links:  # matched, but the actions send it nowhere
             outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                     vport, False, "dropped by the entry's actions", ap))  # fmt: skip
+                                     vport, False, "dropped by the entry's actions", class_id))  # fmt: skip
         if sub.through:
             res.through |= sub.through
         if sub.groups:
@@ -539,7 +593,9 @@ class Walker:
 
     def _suffix_general(self, res: WalkResult, st: State, local: bool) -> Node | None:
         sub = WalkResult()
-        fresh = State(st.ingress, st.dpid, st.in_port, st.ap, None, None, 0, 0, (), frozenset())
+        fresh = State(
+            st.ingress, st.dpid, st.in_port, st.class_id, None, None, 0, 0, (), frozenset()
+        )
         self._states.append(set())
         try:
             self._switch_direct(sub, fresh, local)
@@ -556,7 +612,7 @@ class Walker:
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         # A loop is the same headers back at the same port: a rewritten header set (and a
         # traced header) counts, not only its class, which other headers share.
-        key = (st.dpid, st.in_port, st.ap, st.hdr)
+        key = (st.dpid, st.in_port, st.class_id, st.hdr)
         if self._states:
             self._states[-1].add(key)
         st.rules = ()
@@ -583,7 +639,7 @@ class Walker:
         if self._identity:
             self._table(res, st, 0, local)
             return
-        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.ap)
+        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None:
             self._table(res, st, 0, local)
@@ -601,7 +657,7 @@ class Walker:
 
     def _table(self, res: WalkResult, st: State, table: int, local: bool) -> None:
         if not self._identity:
-            el, act = self.m.lookup(st.dpid, table, st.in_port, st.ap)
+            el, act = self.m.lookup(st.dpid, table, st.in_port, st.class_id)
             self._entry(res, st, table, local, act, el.idx if el is not None else None)
             return
         el = self.m.element_for(st.dpid, table, st.in_port)
@@ -708,7 +764,7 @@ class Walker:
 
     def _rewrite(self, res: WalkResult, st: State, a) -> list[State]:
         space = self.space
-        src = st.hdr if st.hdr is not None else self.part.bdd_of[st.ap]
+        src = st.hdr if st.hdr is not None else self.part.bdd_of[st.class_id]
         op = a[0]
         if op == "set_field":
             fname, value = a[1], a[2]
@@ -729,14 +785,14 @@ class Walker:
         else:
             raise AssertionError(op)
         out = []
-        for ap in self.part.candidates(img):
-            sub = img & self.part.bdd_of[ap]
-            res.through.add(ap)
-            pre = (st.src if st.src is not None else self.part.bdd_of[st.ap]) & space.exist_fields(
-                sub, [fname]
-            )
+        for class_id in self.part.candidates(img):
+            sub = img & self.part.bdd_of[class_id]
+            res.through.add(class_id)
+            pre = (
+                st.src if st.src is not None else self.part.bdd_of[st.class_id]
+            ) & space.exist_fields(sub, [fname])
             rw = st.rw if fname in st.rw else tuple(sorted((*st.rw, fname)))
-            out.append(st.copy(ap=ap, hdr=sub, src=pre, rewritten=True, rw=rw))
+            out.append(st.copy(class_id=class_id, hdr=sub, src=pre, rewritten=True, rw=rw))
         if not out:  # cannot happen while classes cover the header space; keep the path visible
             self._end(res, st, "drop", None, "rewrite produced no header")
         return out
@@ -746,16 +802,20 @@ class Walker:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
         res.outcomes.append(Outcome(
             st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.alternative,
-            reason, st.ap, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
+            reason, st.class_id, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
         ))  # fmt: skip
 
 
 _UNSET = object()
 
 
-def _outcome(ingress, kind: str, port, hops: tuple, vport: int, alt: bool, reason: str, ap: int):
+def _outcome(
+    ingress, kind: str, port, hops: tuple, vport: int, alt: bool, reason: str, class_id: int
+):
     """An Outcome of a class walk's fresh suffix: no Verify_Rule, header and class as they came."""
-    return Outcome(ingress, kind, port, hops, vport, 0, alt, reason, ap, None, None, False, ())
+    return Outcome(
+        ingress, kind, port, hops, vport, 0, alt, reason, class_id, None, None, False, ()
+    )
 
 
 _PORT_DEPENDENT = frozenset((OFPP_IN_PORT, OFPP_FLOOD, OFPP_ALL))

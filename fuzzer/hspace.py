@@ -69,7 +69,7 @@ def range_bdd(space: HeaderSpace, field: str, lo: int, hi: int):
 
 def valid_headers(space: HeaderSpace):
     """BDD of the headers that `canonicalize` leaves unchanged (real, parseable packets)."""
-    cache = getattr(space, "_fuzzer_valid", None)
+    cache = space.derived.get("fuzzer_valid")
     if cache is not None:
         return cache
     f = space.field_bdd
@@ -84,7 +84,7 @@ def valid_headers(space: HeaderSpace):
     ip_zero = exact("ipv4_dst", 0) & exact("ipv4_src", 0) & exact("ip_proto", 0) & tp0
     vlan_ok = exact("vlan_vid", 0) | f("vlan_vid", OFPVID_PRESENT, OFPVID_PRESENT)
     v = vlan_ok & (ip_ok | (etype_ok & ip_zero))
-    space._fuzzer_valid = v
+    space.derived["fuzzer_valid"] = v
     return v
 
 

@@ -24,12 +24,11 @@ import os
 import sys
 import time
 
-from cpc.fields import FIELD_NAMES, format_value, parse_header
 from cpc.model import Model
 from cpc.rules import PORT_NAMES, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
-from . import version
+from . import answers, version
 from .api import ApiError, call
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
@@ -58,11 +57,17 @@ def _load(args) -> tuple[Topology, Model]:
     return topo, model
 
 
-def _port(topo: Topology, text: str, what: str) -> tuple[int, int]:
+# The options that carry the arguments of trace and reach (pazzd.answers.QueryError.arg).
+OPTION_OF = {"ingress": "--in", "header": "--header", "src": "--from", "dst": "--to"}
+
+
+def _answer(fn, *args):
+    """pazzd.answers' answer from a model loaded from files; a bad argument is a usage
+    error that names the option."""
     try:
-        return topo.resolve_port(text)
-    except TopologyError as e:
-        raise CliError(f"{what}: {e}") from None
+        return fn(*args)
+    except answers.QueryError as e:
+        raise CliError(f"{OPTION_OF[e.arg]}: {e.reason}") from None
 
 
 def _fuzz_line(fz: dict | None) -> str:
@@ -83,28 +88,6 @@ def _port_text(p: int | None) -> str:
     return "-" if p is None else PORT_NAMES.get(p, str(p))
 
 
-def delivery_json(topo: Topology, d) -> dict:
-    return {
-        "ingress": topo.port_name(d.ingress),
-        "kind": d.kind,
-        "egress": topo.port_name(d.egress) if d.egress else None,
-        "reason": d.reason,
-        "alternative": d.alternative,
-        "verify_port": f"0x{d.verify_port:08x}",
-        "verify_rule": f"0x{d.verify_rule:04x}",
-        "hops": [
-            {
-                "dpid": h.dpid,
-                "switch": topo.switches[h.dpid].name,
-                "in_port": h.in_port,
-                "rules": [r._asdict() for r in h.rules],
-                "out_port": h.out_port,
-            }
-            for h in d.hops
-        ],
-    }
-
-
 def cmd_trace(args) -> int:
     if _live(args):
         res = _call(args, "trace", ingress=args.ingress, header=args.header)
@@ -114,20 +97,12 @@ def cmd_trace(args) -> int:
             print_outcomes_json(res["outcomes"])
         return 0
     topo, model = _load(args)
-    ingress = _port(topo, args.ingress, "--in")
-    try:
-        header = parse_header(args.header)
-    except ValueError as e:
-        raise CliError(f"--header: {e}") from None
-    deliveries = model.trace(ingress, header)
     if args.json:
-        print(
-            json.dumps(
-                {"header": args.header, "outcomes": [delivery_json(topo, d) for d in deliveries]},
-                indent=2,
-            )
-        )
+        res = _answer(answers.trace, topo, model, args.ingress, args.header)
+        print(json.dumps(res, indent=2))
         return 0
+    ingress = _answer(answers.port_arg, topo, args.ingress, "ingress")
+    deliveries = model.trace(ingress, _answer(answers.header_arg, args.header))
     for n, d in enumerate(deliveries, 1):
         title = f"outcome {n}: {d.kind}"
         if d.egress:
@@ -157,39 +132,19 @@ def cmd_trace(args) -> int:
     return 0
 
 
-def cube_text(cube: dict[str, tuple[int, int]]) -> str:
-    parts = [f"{f}={format_value(f, *cube[f])}" for f in FIELD_NAMES if f in cube]
-    return ",".join(parts) or "any"
-
-
 def cmd_reach(args) -> int:
     if _live(args):
         res = _call(args, "reach", src=args.src, dst=args.dst, limit=args.limit)
-        if args.json:
-            print(json.dumps(res, indent=2))
-            return 0
-        print(f"{res['from']} -> {res['to']}: {res['headers']} headers ({res['headers']:.3e})")
-        for c in res["cubes"]:
-            print(f"  {c}")
-        if res["truncated"]:
-            print(f"  ... more cubes (raise --limit above {args.limit})")
-        return 0
-    topo, model = _load(args)
-    src = _port(topo, args.src, "--from")
-    dst = _port(topo, args.dst, "--to")
-    u = model.reach(src, dst)
-    count = model.space.count(u)
-    cubes = [cube_text(c) for c in model.space.cubes(u, limit=args.limit + 1)]
-    more = len(cubes) > args.limit
-    cubes = cubes[: args.limit]
+    else:
+        topo, model = _load(args)
+        res = _answer(answers.reach, topo, model, args.src, args.dst, args.limit)
     if args.json:
-        print(json.dumps({"from": topo.port_name(src), "to": topo.port_name(dst), "headers": count,
-                          "cubes": cubes, "truncated": more}, indent=2))  # fmt: skip
+        print(json.dumps(res, indent=2))
         return 0
-    print(f"{topo.port_name(src)} -> {topo.port_name(dst)}: {count} headers ({count:.3e})")
-    for c in cubes:
+    print(f"{res['from']} -> {res['to']}: {res['headers']} headers ({res['headers']:.3e})")
+    for c in res["cubes"]:
         print(f"  {c}")
-    if more:
+    if res["truncated"]:
         print(f"  ... more cubes (raise --limit above {args.limit})")
     return 0
 

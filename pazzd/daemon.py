@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from cpc.fields import format_header, parse_header
+from cpc.fields import format_header
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.results import RuleRef
@@ -42,7 +42,7 @@ from tester.ifmap import IfMap
 from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
-from . import version
+from . import answers, version
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
@@ -795,39 +795,20 @@ class Daemon:
     async def api_localize(self, req) -> dict:
         return await self.localize(_int_arg(req, "id"))
 
-    def _port(self, text: str, what: str):
-        try:
-            return self.cfg.topology.resolve_port(str(text))
-        except TopologyError as e:
-            raise ApiError(f"{what}: {e}") from None
-
     def api_trace(self, req) -> dict:
-        from .cli import delivery_json
-
-        ingress = self._port(req["ingress"], "--in")
         try:
-            header = parse_header(req["header"])
-        except ValueError as e:
-            raise ApiError(f"--header: {e}") from None
-        ds = self.model.trace(ingress, header)
-        return {
-            "header": req["header"],
-            "outcomes": [delivery_json(self.cfg.topology, d) for d in ds],
-        }
+            return answers.trace(self.cfg.topology, self.model, req["ingress"], req["header"])
+        except answers.QueryError as e:
+            raise ApiError(str(e)) from None
 
     def api_reach(self, req) -> dict:
-        from .cli import cube_text
-
-        topo = self.cfg.topology
-        src, dst = self._port(req["src"], "--from"), self._port(req["dst"], "--to")
         limit = req.get("limit", 20)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100000:
             raise ApiError(f"limit must be an integer from 0 to 100000, not {limit!r}")
-        u = self.model.reach(src, dst)
-        cubes = [cube_text(c) for c in self.model.space.cubes(u, limit=limit + 1)]
-        return {"from": topo.port_name(src), "to": topo.port_name(dst),
-                "headers": self.model.space.count(u), "cubes": cubes[:limit],
-                "truncated": len(cubes) > limit}  # fmt: skip
+        try:
+            return answers.reach(self.cfg.topology, self.model, req["src"], req["dst"], limit)
+        except answers.QueryError as e:
+            raise ApiError(str(e)) from None
 
     def api_flowmod(self, req) -> dict:
         """Apply a FlowMod to the model (when the controller does not go through the proxy)."""

@@ -57,6 +57,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pazzd import version
 from pazzd.audit import AUDIT
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
+from tester.engine import TesterStats
 
 __all__ = ["FAULT_CLASSES", "Metrics", "config_hash", "version"]
 
@@ -87,20 +88,20 @@ class _StateCollector:
         except Exception:  # a scrape must never take the daemon down
             log.exception("metrics: reading daemon state failed")
             return
-        st = s.get("tester", {})
+        st = TesterStats.from_dict(s.get("tester") or {})
         c = CounterMetricFamily(
             "pazz_reports", "sFlow report samples judged, by result", labels=["result"]
         )
-        for result, key in (
-            ("consistent", "consistent"), ("fault", "fault_samples"),
-            ("held", "held_transient"), ("undecodable", "undecodable_reports"),
-            ("unknown_interface", "unknown_interface"),
+        for result, value in (
+            ("consistent", st.consistent), ("fault", st.fault_samples),
+            ("held", st.held_transient), ("undecodable", st.undecodable_reports),
+            ("unknown_interface", st.unknown_interface),
         ):  # fmt: skip
-            c.add_metric([result], st.get(key, 0))
+            c.add_metric([result], value)
         yield c
         # Label values that partition one quantity: received = decoded + malformed. Lost
         # datagrams were never received, and reordered ones are decoded: metrics of their own.
-        received, malformed = st.get("datagrams", 0), st.get("malformed", 0)
+        received, malformed = st.datagrams, st.malformed
         c = CounterMetricFamily(
             "pazz_sflow_datagrams_received",
             "sFlow datagrams received, by result (decoded or malformed)",
@@ -112,12 +113,12 @@ class _StateCollector:
         yield CounterMetricFamily(
             "pazz_sflow_datagrams_lost",
             "sFlow datagrams that agents sent and pazzd never received (sequence gaps)",
-            value=st.get("lost_datagrams", 0),
+            value=st.lost_datagrams,
         )
         yield CounterMetricFamily(
             "pazz_sflow_datagrams_reordered",
             "decoded sFlow datagrams that arrived after a later one of the same agent",
-            value=st.get("reordered_datagrams", 0),
+            value=st.reordered_datagrams,
         )
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from cpc.fields import format_header
@@ -137,6 +137,15 @@ class TesterStats:
         d = {k: v for k, v in self.__dict__.items() if k != "extra"}
         d.update(self.extra)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TesterStats:
+        """as_dict() (or a sum of several, as pazzd's status has it) back as TesterStats:
+        keys that are not counters of this class go to extra."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        st = cls(**{k: v for k, v in d.items() if k in names})
+        st.extra = {k: v for k, v in d.items() if k not in names}
+        return st
 
 
 def egress_if_index(sample) -> int:

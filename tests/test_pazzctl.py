@@ -6,7 +6,7 @@ import json
 
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from cpc.workloads import generate
+from datasets.workloads import generate
 from pazzd.cli import main
 
 

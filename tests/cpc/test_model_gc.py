@@ -1,4 +1,4 @@
-"""Model updates run with the cyclic GC paused (cpc.model._gc_paused_update): they must
+"""Model updates run with the cyclic GC paused (cpc.gcpause.gc_paused_update): they must
 make no reference cycles, or the paused collector would leak them."""
 
 from __future__ import annotations

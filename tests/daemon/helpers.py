@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from cpc import workloads
+from datasets import workloads
 from pazzd.api import ApiError, call
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from pazzd.api import ApiError
-from pazzd.demo import metrics_of as scrape
+from pazzlab.demo import metrics_of as scrape
 from tester.sflow import encode_datagram  # noqa: F401  (the tester's encoder is importable)
 
 from .helpers import Pazzd, base_config, pazzctl, write_config

@@ -1,5 +1,5 @@
 """pazzd end to end on real patched OVS, on the real control path: the 4-switch grid of
-pazzd.lab, the example os-ken controller app (examples/controller_app.py) installing the
+pazzlab.lab, the example os-ken controller app (examples/controller_app.py) installing the
 generator's rules through pazzd's OpenFlow proxy, production traffic from the host
 namespaces, pazzd as a subprocess (the demo's bring_up).
 
@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from cpc.ofctl import parse_flow
-from pazzd.demo import EXPECT, bring_up, metrics_of
-from pazzd.lab import Lab, dotted, stop_processes
+from pazzlab.demo import EXPECT, bring_up, metrics_of
+from pazzlab.lab import Lab, dotted
+from pazzlab.ovs import stop_processes
 
 from .helpers import pazzctl
 

@@ -1,4 +1,4 @@
-"""pazzd.lab on real patched OVS: the 4-switch grid is a Mininet network whose bridges,
+"""pazzlab.lab on real patched OVS: the 4-switch grid is a Mininet network whose bridges,
 ports and hosts are what the demo and the daemon's integration test rely on, traffic
 crosses it on the generator's rules, and stop() removes exactly what the lab created,
 also after a failed start."""
@@ -15,7 +15,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from pazzd.daemon import netns_packet_socket
-from pazzd.lab import LINK_MTU, Lab
+from pazzlab.lab import Lab
+from pazzlab.ovs import LINK_MTU
 
 from .helpers import lab_leftovers
 

@@ -1,4 +1,4 @@
-"""`python -m pazzd.lab --topology FILE --rules FILE`: the lab of any network, here the
+"""`python -m pazzlab.lab --topology FILE --rules FILE`: the lab of any network, here the
 example in examples/rehearsal-*. Unit tests check the file errors (file, line, field); the
 ovs tests start the lab on real patched OVS, ping between hosts across the transit switch
 (addresses from the topology, static ARP, the rules), look at the installed rules, and check
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pazzd import lab as labmod
-from pazzd.lab import Lab, LabError, load_network
+from pazzlab import lab as labmod
+from pazzlab.lab import Lab, LabError, load_network
 
 from .helpers import lab_leftovers
 
@@ -141,7 +141,7 @@ class _Lines:
 @pytest.mark.ovs
 def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
     env = dict(os.environ, PAZZ_OVS_PREFIX=prefix)
-    cmd = [sys.executable, "-m", "pazzd.lab", "--topology", str(NET), "--rules", str(RULES),
+    cmd = [sys.executable, "-m", "pazzlab.lab", "--topology", str(NET), "--rules", str(RULES),
            "--dir", str(tmp_path)]  # fmt: skip
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from cpc import workloads
 from cpc.fields import format_header, parse_header
 from cpc.refdp import RefDataPlane
+from datasets import workloads
 from tester.emit import ReferenceEmitter, agent_of
 
 from .helpers import Pazzd, base_config, pazzctl, write_config

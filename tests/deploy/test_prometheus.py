@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cpc import workloads
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
+from datasets import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
 from tests.tools import require_tool

@@ -8,7 +8,7 @@ import pytest
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.refdp import RefDataPlane
-from cpc.workloads import generate
+from datasets.workloads import generate
 from fuzzer.craft import Crafter
 from fuzzer.engine import Fuzzer
 from tester.packet import parse_frame

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.detectnet import make_faults, random_network
 from cpc.model import Model
+from datasets.detectnet import make_faults, random_network
 from fuzzer.engine import Fuzzer
 from fuzzer.plan import DEFAULT_SHARES, shares_with_delivered
-from fuzzer.sim import detects
+from pazzlab.sim import detects
 
 
 def _model(net) -> Model:

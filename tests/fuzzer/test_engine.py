@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cpc.fields import parse_header
 from cpc.model import Model
-from cpc.workloads import generate
+from datasets.workloads import generate
 from fuzzer.engine import CriticalFlow, Fuzzer
 from fuzzer.inject import RecordingInjector
 

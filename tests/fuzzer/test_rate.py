@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from cpc.model import Model
-from cpc.workloads import generate
+from datasets.workloads import generate
 from fuzzer.engine import Fuzzer
 from fuzzer.inject import RecordingInjector
 from fuzzer.rate import TokenBucket

@@ -1,6 +1,6 @@
 """Private Open vSwitch instances and network namespaces for integration tests.
 
-The implementation is pazzd.lab's (the demo's lab uses the same pieces); this module
+The implementation is pazzlab.ovs's (the demo's lab uses the same pieces); this module
 names what the tests use. Everything runs as root and cleans up after itself, also
 when a test fails.
 
@@ -46,7 +46,7 @@ API
 import socket
 import threading
 
-from pazzd.lab import Cleanup, Netns, OvsInstance, VethPair, run, unique_name
+from pazzlab.ovs import Cleanup, Netns, OvsInstance, VethPair, run, unique_name
 
 __all__ = ["Cleanup", "Netns", "OvsInstance", "SflowSink", "VethPair", "run", "unique_name"]
 

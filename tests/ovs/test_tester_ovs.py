@@ -1,6 +1,6 @@
 """The tester on real patched OVS: a 2x2 grid of verify-tagging userspace bridges.
 
-    h1 -5- s1 -2====4- s2 -5- h2        ports 1..4 = N, E, S, W links (cpc.workloads.grid(2)),
+    h1 -5- s1 -2====4- s2 -5- h2        ports 1..4 = N, E, S, W links (datasets.workloads.grid(2)),
            3          3                  port 5 = the host (verify-edge), one namespace each
            |          |
            1          1
@@ -8,7 +8,7 @@
 
 One ovs-vswitchd with four netdev bridges, veth links (MTU 1508 for the Verify shim), sFlow
 at sampling 1 from every bridge to the tester's SflowCollector on 127.0.0.1, the IfMap read
-from OVSDB. The rules are a generated routing workload with ACLs (cpc.workloads), installed
+from OVSDB. The rules are a generated routing workload with ACLs (datasets.workloads), installed
 with ovs-ofctl and loaded into the model. Frames sent with raw sockets from the host
 namespaces are judged by the Tester; every fault class is injected with ovs-ofctl, one at
 a time, and the intended flow tables are restored between tests.
@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw
 
-from cpc import workloads
 from cpc.model import Model
-from cpc.ofctl import format_group, parse_flow, split_top
+from cpc.ofctl import format_flow, format_group, parse_flow, split_top
 from cpc.results import RuleRef
+from datasets import workloads
 from pazzd.daemon import netns_packet_socket
-from pazzd.lab import ofctl_flow, wire_links
+from pazzlab.ovs import wire_links
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, hop_bits
 from tester.engine import Tester
@@ -215,7 +215,7 @@ def grid(ovs_prefix):
             ovs.ofctl("add-group", Grid.br(grp.dpid), format_group(grp))
         for d in sorted(topo.switches):
             path = Path(rundir) / f"flows-{d}.txt"
-            path.write_text("".join(ofctl_flow(e) + "\n" for e in wl.entries if e.dpid == d))
+            path.write_text("".join(format_flow(e) + "\n" for e in wl.entries if e.dpid == d))
             g.flow_files[d] = path
             ovs.ofctl("add-flows", Grid.br(d), str(path))
         for d, ns in namespaces.items():
@@ -378,7 +378,7 @@ def test_hidden_higher_priority_rule_is_type_p_match(grid, tmp_path):
     target = net + 77
     x = 1
     route = grid.route(x, net)
-    acts = ",".join(split_top(ofctl_flow(route).partition(",actions=")[2])[1:])
+    acts = ",".join(split_top(format_flow(route).partition(",actions=")[2])[1:])
     hidden = f"priority=100,cookie={HIDDEN_COOKIE:#x},ip,nw_dst={dotted(target)},actions={acts}"
     traffic = [(1, grid.frame(1, target, 2000 + i)) for i in range(3)]
     traffic += [(1, grid.frame(1, net + 5, 2100))]  # same prefix, not the hidden /32
@@ -458,7 +458,7 @@ def test_changed_output_port_is_type_p_action(grid, tmp_path):
     assert route.instructions.apply == (("output", 4),)
     frames = {sp: grid.frame(2, net + 9, sp) for sp in range(3000, 3012)}
     s3_hop = hop_bits(3, 2)  # s3 entered from s4
-    text = ofctl_flow(route).replace("output:4", "output:3")
+    text = format_flow(route).replace("output:4", "output:3")
 
     async def main():
         async with Run(grid, tmp_path, resolve_after=1.0) as r:
@@ -497,7 +497,7 @@ def test_changed_output_port_is_type_p_action(grid, tmp_path):
                 r.tester.tick(t + 1.1)
                 resolved = r.store.faults("resolved")
             finally:
-                grid.model.add_flow(x, ofctl_flow(route))
+                grid.model.add_flow(x, format_flow(route))
             return r, faults, resolved
 
     try:
@@ -538,7 +538,7 @@ def test_hidden_rule_admitting_acl_dropped_traffic_is_type_a(grid, tmp_path):
     )
     allowed = grid.frame(src, dst_net + 9, 4001)  # same prefix, no ACL match
     # The hidden entry: the ACL's match above it, forwarding like the route.
-    hidden = ofctl_flow(acl).replace(
+    hidden = format_flow(acl).replace(
         f"priority={workloads.ACL_PRIORITY},cookie=0x20", f"priority=2000,cookie={HIDDEN_COOKIE:#x}"
     )
     hidden = hidden.replace(f"set_verify_rule:{acl.rule_id}", "output:5")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cpc.model import Model
-from cpc.workloads import generate
+from datasets.workloads import generate
 from fuzzer.engine import Fuzzer
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester

@@ -8,9 +8,9 @@ import random
 import socket
 import time
 
-from cpc import workloads
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
+from datasets import workloads
 from pazzd import openflow as of
 from pazzd.api import call
 from tester.emit import ReferenceEmitter, agent_of

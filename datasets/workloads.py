@@ -14,9 +14,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ofctl import write_rules
-from .rules import FlowEntry, Group, Instructions, Match
-from .topology import Topology
+from cpc.ofctl import write_rules
+from cpc.rules import FlowEntry, Group, Instructions, Match
+from cpc.topology import Topology
 
 ROUTE_PRIORITY = 24
 ACL_PRIORITY = 1000
@@ -83,7 +83,7 @@ def fattree(k: int = 4) -> tuple[Topology, dict[str, tuple[int, int]]]:
     return topo, hosts
 
 
-def _next_hops(topo: Topology, dst: int) -> dict[int, list[int]]:
+def next_hops(topo: Topology, dst: int) -> dict[int, list[int]]:
     """For each switch, the ports on shortest paths towards switch dst."""
     dist = {dst: 0}
     q = deque([dst])
@@ -103,6 +103,21 @@ def _next_hops(topo: Topology, dst: int) -> dict[int, list[int]]:
     }
 
 
+def random_links(rng: random.Random, switches: int, extra: tuple[int, int], ports: int = 8):
+    """A random connected graph of switches 1..switches: a random tree, then
+    rng.randrange(*extra) more links between random pairs. Returns the links
+    (((dpid, port), (dpid, port)), ...) and each switch's ports still free."""
+    free = {d: list(range(1, ports + 1)) for d in range(1, switches + 1)}
+    links = []
+    for d in range(2, switches + 1):
+        peer = rng.randrange(1, d)
+        links.append(((peer, free[peer].pop(0)), (d, free[d].pop(0))))
+    for _ in range(rng.randrange(*extra)):
+        a, b = rng.sample(range(1, switches + 1), 2)
+        links.append(((a, free[a].pop(0)), (b, free[b].pop(0))))
+    return links, free
+
+
 def generate(
     kind: str, size: int, rules: int, seed: int = 1, rule_ids: bool = False, acls: int = 8
 ) -> Workload:
@@ -115,7 +130,7 @@ def generate(
     nprefix = max(len(host_names), (rules - acls * len(host_names)) // nsw)
     # Group table: one SELECT group per (switch, next-hop set), created on demand.
     gids: dict[tuple[int, tuple[int, ...]], int] = {}
-    hops_to = {d: _next_hops(topo, d) for d in {p[0] for p in hosts.values()}}
+    hops_to = {d: next_hops(topo, d) for d in {p[0] for p in hosts.values()}}
     ident = 0
 
     def action_for(dpid: int, ports: list[int]):

@@ -1,4 +1,4 @@
-"""The detection harness's networks, faults and churn (bench/detectnet.py), checked with the
+"""The detection harness's networks, faults and churn (datasets/detectnet.py), checked with the
 reference data plane and the lab's own file loader: what the lab builds is what the
 harness reasons about, every fault is a real difference, and the churn is benign."""
 
@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from bench.detectnet import (
+from cpc.ofctl import parse_flow
+from datasets.detectnet import (
     CHURN_HOST,
     FAULT_KINDS,
     Churn,
@@ -16,8 +17,7 @@ from bench.detectnet import (
     make_faults,
     random_network,
 )
-from cpc.ofctl import parse_flow
-from pazzd.lab import load_network
+from pazzlab.lab import load_network
 
 SEEDS = range(11, 19)
 

@@ -1,4 +1,4 @@
-"""Steady state on random networks (fuzzer.steady): hidden rules installed long after the
+"""Steady state on random networks (pazzlab.steady): hidden rules installed long after the
 last intended change, with benign churn running, are found; and with no fault, no probe
 is ever judged a fault while the churn goes on (the reference data plane is the oracle)."""
 
@@ -11,8 +11,8 @@ import pytest
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from fuzzer.engine import Fuzzer
-from fuzzer.sim import detects
-from fuzzer.steady import _churn, make_fault, random_network, run_case
+from pazzlab.sim import detects
+from pazzlab.steady import _churn, make_fault, random_network, run_case
 
 
 @pytest.mark.parametrize("seed", [7, 8, 9])

@@ -1,7 +1,7 @@
 """The Stanford backbone importer and the incremental model on its update trace.
 
 The forwarding oracle here reads the dataset files itself (longest prefix match, ACL
-first match, VLAN fan-out, directed links) and shares nothing with cpc.stanford or the
+first match, VLAN fan-out, directed links) and shares nothing with datasets.stanford or the
 model but the header dict format.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from cpc.model import Model
-from cpc.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
 from cpc.topology import load_topology
+from datasets.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
 
 DATA = Path("/work/shared/datasets")
 ACL = DATA / "stanford"
@@ -461,14 +461,14 @@ def _check_empty(net, model, headers):
     assert model.class_count() == 1
     assert (
         model.loops() == []
-        and not model._walks
-        or all(o.kind == "drop" for w in model._walks.values() for o in w.expanded())
+        and not model.index.walks
+        or all(o.kind == "drop" for w in model.index.walks.values() for o in w.expanded())
     )
     for h in headers:
         for eg in net.topo.edge_ports():
             assert model.expected(eg, h) == []
-    assert not model._expect
-    assert len(model._walks) == 1  # the single class, walked to its table-miss drops
+    assert not model.index.expect
+    assert len(model.index.walks) == 1  # the single class, walked to its table-miss drops
     # BDD nodes: nothing beyond a fresh model's once the encoding caches are dropped.
     fresh = Model(net.topo)
     fresh.add_entries([], net.groups)

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Instructions, Match
-from cpc.workloads import ROUTE_PRIORITY, Workload, _next_hops
-
-from .engine import Fuzzer
-from .hspace import Sampler, valid_headers
+from datasets.workloads import ROUTE_PRIORITY, Workload, next_hops
+from fuzzer.engine import Fuzzer
+from fuzzer.hspace import Sampler, valid_headers
 
 __all__ = ["Fault", "detects", "make_faults", "fuzzer_stream", "uniform_stream", "first_detections"]
 
@@ -42,7 +41,7 @@ class Fault:
 
 def _hidden_route(wl: Workload, net: int, mask: int, host: str) -> list[FlowEntry]:
     hdpid, hport = wl.hosts[host]
-    hops = _next_hops(wl.topo, hdpid)
+    hops = next_hops(wl.topo, hdpid)
     m = Match.build({"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (net, mask)})
     out = []
     for dpid in sorted(wl.topo.switches):

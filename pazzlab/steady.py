@@ -30,9 +30,9 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, FlowMod, Instructions, Match
 from cpc.topology import Topology
-from cpc.workloads import _next_hops
+from datasets.workloads import next_hops, random_links
+from fuzzer.engine import Fuzzer
 
-from .engine import Fuzzer
 from .sim import detects
 
 __all__ = ["Net", "random_links", "random_network", "make_fault", "run_case", "FAULT_KINDS"]
@@ -63,21 +63,6 @@ def _mask(n: int) -> int:
     return (0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF
 
 
-def random_links(rng: random.Random, switches: int, extra: tuple[int, int], ports: int = 8):
-    """A random connected graph of switches 1..switches: a random tree, then
-    rng.randrange(*extra) more links between random pairs. Returns the links
-    (((dpid, port), (dpid, port)), ...) and each switch's ports still free."""
-    free = {d: list(range(1, ports + 1)) for d in range(1, switches + 1)}
-    links = []
-    for d in range(2, switches + 1):
-        peer = rng.randrange(1, d)
-        links.append(((peer, free[peer].pop(0)), (d, free[d].pop(0))))
-    for _ in range(rng.randrange(*extra)):
-        a, b = rng.sample(range(1, switches + 1), 2)
-        links.append(((a, free[a].pop(0)), (b, free[b].pop(0))))
-    return links, free
-
-
 def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int = 24) -> Net:
     rng = random.Random(seed)
     topo = Topology()
@@ -93,7 +78,7 @@ def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int =
         p = (d, free[d].pop(0))
         topo.add_edge(p, f"h{d}-{p[1]}")
     edges = topo.edge_ports()
-    net.next_hop = {d: _next_hops(topo, d) for d in topo.switches}
+    net.next_hop = {d: next_hops(topo, d) for d in topo.switches}
     ident = 0
     # Overlapping prefixes inside 10.0.0.0/8 (and the /8 itself): /8 to /26.
     nets: list[tuple[int, int]] = [(0x0A000000, 8)]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cpc.model import Model
-from cpc.workloads import generate
-from fuzzer.sim import first_detections, fuzzer_stream, make_faults, uniform_stream
+from datasets.workloads import generate
+from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream
 
 
 def test_fuzzer_finds_fat_finger_routes_uniform_probing_does_not():

@@ -1,8 +1,8 @@
-"""The lab's network as a Mininet network (pazzd.lab builds it with these pieces).
+"""The lab's network as a Mininet network (pazzlab.lab builds it with these pieces).
 
 Mininet makes the hosts (each a shell in its own network namespace, `mnexec`), the veth
 links and the switch objects; the switches are patched OVS bridges of the lab's private
-ovs-vswitchd (`pazzd.lab.OvsInstance`, userspace datapath), never the system's OVS:
+ovs-vswitchd (`pazzlab.ovs.OvsInstance`, userspace datapath), never the system's OVS:
 
 - `OvsBridge`, an OVSSwitch whose every ovs-vsctl and ovs-ofctl call goes to the private
   instance's database and tools. All bridges and their ports are created in one ovs-vsctl
@@ -48,7 +48,7 @@ class LabIntf(Intf):
 
 class OvsBridge(OVSSwitch):
     """An OVSSwitch on a private OvsInstance (`ovs=`), userspace datapath, Verify tagging on.
-    `ovs` is a pazzd.lab.OvsInstance; the bridge is named after the switch."""
+    `ovs` is a pazzlab.ovs.OvsInstance; the bridge is named after the switch."""
 
     def __init__(self, name, *, ovs, **params):
         self.ovs = ovs

@@ -1,6 +1,6 @@
-"""The end-to-end demo: `make demo` (or `python -m pazzd.demo`, as root).
+"""The end-to-end demo: `make demo` (or `python -m pazzlab.demo`, as root).
 
-Builds a Mininet network of patched userspace OVS bridges (pazzd.lab), starts the example
+Builds a Mininet network of patched userspace OVS bridges (pazzlab.lab), starts the example
 os-ken controller app (examples/controller_app.py) on the generator's rule file and pazzd
 with its OpenFlow proxy (model + tester + sFlow collector + fuzzer); the bridges connect to
 the proxy, which relays the controller's GroupMods and FlowMods and builds the model from
@@ -11,7 +11,7 @@ with a summary table and removes everything (namespaces, veths, OVS processes, c
 pazzd, temp dirs), also on Ctrl-C. With --no-controller the rules go on with ovs-ofctl and
 pazzd loads its model from the same rule file.
 
-    python -m pazzd.demo [--duration 75] [--topology grid4|grid16|fattree] [--no-fuzz]
+    python -m pazzlab.demo [--duration 75] [--topology grid4|grid16|fattree] [--no-fuzz]
                          [--no-controller]
 """
 
@@ -33,24 +33,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpc import workloads
 from cpc.fields import parse_header
-from cpc.ofctl import format_match, split_top
+from cpc.ofctl import format_flow, format_match, split_top
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
+from datasets import workloads
+from pazzd.api import ApiError, call
 
-from .api import ApiError, call
-from .lab import (
-    Lab,
-    LabError,
-    dotted,
-    free_tcp_port,
-    load_network,
-    ofctl_flow,
-    ovs_prefix,
-    start_controller,
-    stop_processes,
-)
+from .lab import Lab, LabError, dotted, load_network, ovs_prefix
+from .ovs import free_tcp_port, start_controller, stop_processes
 
 TOPOLOGIES = {
     "grid4": ("grid", 2, 100, 2, 100),  # kind, size, rules, acls, pps per host
@@ -214,7 +205,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     # 1. hidden higher-priority rule, same output: h1 -> a /32 in h2's first prefix.
     net = nets_of[h2][0]
     target = net + 77
-    acts = ",".join(a for a in split_top(ofctl_flow(route(x1, net)).partition(",actions=")[2])
+    acts = ",".join(a for a in split_top(format_flow(route(x1, net)).partition(",actions=")[2])
                     if not a.startswith("set_verify_rule"))  # fmt: skip
     hidden = f"priority=100,cookie={HIDDEN_COOKIE:#x},ip,nw_dst={dotted(target)},actions={acts}"
     extra[h1] += [(target, 7000 + i, 17, 80, None) for i in range(4)]
@@ -262,7 +253,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
         best = _transit_misroute(lab, entries, groups)
     e2, p_old, p_new, src2 = best
     net2 = e2.match.get("ipv4_dst")[0]
-    text2 = ofctl_flow(e2).replace(f"output:{p_old}", f"dec_ttl,output:{p_new}")
+    text2 = format_flow(e2).replace(f"output:{p_old}", f"dec_ttl,output:{p_new}")
     extra[src2] += [(net2 + 20 + i, 7100 + i, 17, 443, None) for i in range(12)]
     f2 = Fault("misroute", f"route on {topo.switches[e2.dpid].name} to {dotted(net2)}/24: "
                f"output {p_old} -> {p_new} (same match)", e2.dpid,
@@ -277,7 +268,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     proto, dport = acl.match.get("ip_proto")[0], acl.match.get("tp_dst")[0]
     x3 = acl.dpid
     host_port = wl.hosts[wl.prefixes[dst_net]][1]
-    head = ofctl_flow(acl).partition(",actions=")[0]
+    head = format_flow(acl).partition(",actions=")[0]
     head = head.replace(f"priority={workloads.ACL_PRIORITY}", "priority=2000").replace(
         "cookie=0x20", f"cookie={HIDDEN_COOKIE:#x}"
     )
@@ -307,7 +298,7 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
 
 def _acts(e) -> str:
     """The entry's actions in ovs-ofctl syntax, without its rule ID."""
-    return ",".join(a for a in split_top(ofctl_flow(e).partition(",actions=")[2])
+    return ",".join(a for a in split_top(format_flow(e).partition(",actions=")[2])
                     if not a.startswith("set_verify_rule")) or "drop"  # fmt: skip
 
 
@@ -378,7 +369,7 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
                     break
     if mis:
         e2, port, q, text2 = mis
-        new = ofctl_flow(e2).replace(f"output:{port}", f"dec_ttl,output:{q}")
+        new = format_flow(e2).replace(f"output:{port}", f"dec_ttl,output:{q}")
         faults.append(Fault("misroute", f"{topo.switches[e2.dpid].name}: "
                             f"{format_match(e2.match)} output {port} -> {q} (same match)",
                             e2.dpid, [("mod-flows", "--strict", new)],
@@ -421,7 +412,7 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
         e4 = _winner(entries, hop, hdr)
         ds = RefDataPlane(topo, [x for x in entries if x is not e4], groups)
         if e4 is not None and all(x.kind == "drop" for x in ds.send(lab.wl.hosts[a], hdr)):
-            head = ofctl_flow(e4).partition(",actions=")[0]
+            head = format_flow(e4).partition(",actions=")[0]
             head = ",".join(w for w in head.split(",") if not w.startswith("cookie="))
             faults.append(Fault("delete", f"{topo.switches[e4.dpid].name}: {format_match(e4.match)}"
                                 f" deleted (critical flow {a}->{b})", e4.dpid,
@@ -481,7 +472,7 @@ def write_pcaps(lab: Lab, extra: dict, outdir: Path) -> dict[str, Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="pazzd.demo", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="pazzlab.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=75.0, help="total seconds (about)")
     ap.add_argument(
         "--topology",
@@ -527,10 +518,10 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="pazz-demo-"))
     view = View(sys.stdout.isatty())
     procs: list[subprocess.Popen] = []
-    lab = None
+    labs: list[Lab] = []  # the lab, once _run has made it: stopped on the way out
     rc = 1
     try:
-        rc = _run(args, prefix, workdir, view, procs, lambda lb: None)
+        rc = _run(args, prefix, workdir, view, procs, labs)
     except Interrupted as e:
         print(f"\ndemo: interrupted ({e}); cleaning up", flush=True)
         rc = 130
@@ -545,20 +536,17 @@ def main(argv=None) -> int:
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)  # no second interruption mid-cleanup
-        _cleanup(procs, lab, workdir, args.keep)
+        _cleanup(procs, labs, workdir, args.keep)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
     return rc
 
 
-_LAB: list[Lab] = []
-
-
-def _cleanup(procs, lab, workdir: Path, keep: bool) -> None:
+def _cleanup(procs, labs: list[Lab], workdir: Path, keep: bool) -> None:
     stop_processes(procs)
-    for lb in _LAB:
+    for lb in labs:
         lb.stop()
-    _LAB.clear()
+    labs.clear()
     if keep:
         print(f"demo: work directory kept: {workdir}")
     else:
@@ -712,7 +700,7 @@ def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, p
     return Running(sock, cfg_path, pz, ctl, status, faults, traffic)
 
 
-def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
+def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int:
     say = view.event
     say(f"topology {args.topology}: building the network (patched OVS at {prefix})")
     if args.network is None:
@@ -721,7 +709,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, _unused) -> int:
     else:  # the operator's own network
         lab, pps = Lab(prefix, workdir, network=args.network, sampling=1), 50
         lab.sources = (Path(args.topology), Path(args.rules))
-    _LAB.append(lab)
+    labs.append(lab)
     lab.start(say=say)
     run = bring_up(lab, workdir, procs, controller=not args.no_controller, pps=pps,
                    fuzz_rate=0.0 if args.no_fuzz else 200.0, say=say)  # fmt: skip

@@ -48,8 +48,8 @@ from pathlib import Path
 
 import yaml
 
-from .rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
-from .topology import Topology
+from cpc.rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
+from cpc.topology import Topology
 
 ETH_IP = (0x0800, 0xFFFF)
 IFACE_PORTS = ("inport", "permit")  # the two ports of an ACL element
@@ -196,7 +196,7 @@ class Stanford:
     def write(self, topo_path, rules_path, ports_path=None, rules=None) -> int:
         """Write the topology YAML, the rule JSON lines (default: the rules present after
         the inserts) and optionally the port map JSON. Returns the number of flows."""
-        from .ofctl import write_rules
+        from cpc.ofctl import write_rules
 
         Path(topo_path).write_text(self.topology_yaml())
         entries = self.entries_of(self.inserted() if rules is None else rules)

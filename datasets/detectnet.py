@@ -1,11 +1,11 @@
 """Random networks, faults and benign churn for the steady-state detection harness
 (bench/detect.py). Pure Python and seeded: the same seed gives the same network, faults
-and churn. Not the demo's grids and fat-trees, nor fuzzer.steady's single-table networks.
+and churn. Not the demo's grids and fat-trees, nor pazzlab.steady's single-table networks.
 
 A network (`random_network(seed)`):
 - a random connected graph of 4-7 switches (a random tree plus extra links), with hosts on
   3-5 edge ports and some switches that carry no host (transit only);
-- host k has the lab's default address 10.0.(k-1).1 (pazzd.lab.default_addr) and MAC;
+- host k has the lab's default address 10.0.(k-1).1 (pazzlab.lab.default_addr) and MAC;
 - a two-table pipeline. Table 0 holds drop ACLs on TCP/UDP services (priority 1000) at the
   destination's switch and a table-miss `goto_table:1`. Table 1 routes overlapping
   destination prefixes, from the covering 10.0.0.0/8 to /26 (priority 100 + prefix length,
@@ -34,8 +34,8 @@ from cpc.ofctl import format_flow, write_rules
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Group, Instructions, Match
 from cpc.topology import Topology
-from cpc.workloads import _next_hops
-from fuzzer.steady import random_links
+
+from .workloads import next_hops, random_links
 
 __all__ = ["DetectNet", "FaultSpec", "Churn", "FAULT_KINDS", "random_network", "make_faults"]
 
@@ -69,7 +69,7 @@ def dotted(ip: int) -> str:
 
 
 def host_addr(k: int) -> tuple[int, str]:
-    """Host k's address and MAC, as pazzd.lab.default_addr gives them."""
+    """Host k's address and MAC, as pazzlab.lab.default_addr gives them."""
     return 0x0A000001 | (k - 1) << 8, f"02:00:00:00:{k >> 8 & 0xFF:02x}:{k & 0xFF:02x}"
 
 
@@ -125,7 +125,7 @@ class DetectNet:
                           "tcp_src=7300,tcp_dst=80", "timeout": 3.0}  # fmt: skip
 
     def traffic(self) -> dict[str, list[tuple]]:
-        """Production flows per source host, as pazzd.demo.write_pcaps takes them:
+        """Production flows per source host, as pazzlab.demo.write_pcaps takes them:
         (dst, sport, proto, dport, src, dst host). Every ordered pair gets TCP/80 and UDP/53
         to the host's address and to .77 of its /24, the critical pair also its own flow."""
         out: dict[str, list[tuple]] = {h: [] for h in self.hosts}
@@ -171,7 +171,7 @@ def random_network(seed: int) -> DetectNet:
         hosts[name] = p
         ips[name], macs[name] = host_addr(k)
     net = DetectNet(topo, hosts, ips, macs)
-    net.next_hop = {d: _next_hops(topo, d) for d in topo.switches}
+    net.next_hop = {d: next_hops(topo, d) for d in topo.switches}
     names = sorted(hosts)
     # Each host's own /24, the covering /8, and overlapping prefixes /12 to /26 that hold
     # no host address (a host is always reached through its own /24).

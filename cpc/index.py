@@ -1,0 +1,174 @@
+"""The walk index: every class's walk from the edge ingresses (cpc.walk), the indexes
+built from the walks, and the re-walk of the classes an update touched.
+
+    index.walks[c]            the walk of class c (its outcomes and path templates)
+    index.through[c]          start classes whose rewriting paths end in class c
+    index.group_users[g]      classes whose walks use group g = (dpid, group_id)
+    index.templates_of(c)     path templates ending in class c, by egress (built on use)
+    index.rewriting           classes with a walk that rewrites the header
+
+cpc.model owns one and calls build() after a bulk load and commit() after each update.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .results import Port
+from .walk import Walker, WalkResult
+
+
+class WalkIndex:
+    """The walks of every class and the indexes built from them."""
+
+    def __init__(self, walker: Walker, elem_list: list, ingresses: list[Port]) -> None:
+        self.walker = walker
+        self._elems = elem_list  # the model's elements, by index (shared, grows)
+        self._ingress_pos = {p: i for i, p in enumerate(ingresses)}
+        self._edge_switches = sorted({p[0] for p in ingresses})
+        self.walks: dict[int, WalkResult] = {}
+        self.through: dict[int, set[int]] = defaultdict(set)  # class -> start classes via rewrite
+        self.group_users: dict[tuple[int, int], set[int]] = defaultdict(set)
+        self.groups_of: dict[int, set[tuple[int, int]]] = defaultdict(set)  # the reverse
+        # Path templates by the class a path ends in and its egress, built when first asked
+        # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
+        self.expect: dict[int, dict[Port, list]] = {}
+        self.rewriting: set[int] = set()  # classes with a walk that rewrites the header
+
+    def build(self, classes) -> None:
+        """Forget every walk and walk each class afresh."""
+        self.walks.clear()
+        self.through.clear()
+        self.group_users.clear()
+        self.groups_of.clear()
+        self.expect.clear()
+        self.rewriting.clear()
+        for c in classes:
+            self.walk(c)
+
+    def commit(self, part, moved: set, reshaped: set, gone: set, extra, built: bool):
+        """Re-walk the classes an update moved, reshaped (and `extra`); forget those gone.
+
+        Returns (dirty, diffs): the classes walked again, and the walks (before, after) of
+        headers that changed class or path (cpc.model.Update.pair_diffs)."""
+        full = set(extra)
+        through = self.through
+        for c in reshaped | gone | moved if through else ():
+            t = through.pop(c, None)
+            if t:
+                full |= t
+        dirty = (set(moved) | full) - gone
+        diffs: list[tuple[WalkResult | None, WalkResult | None]] = []
+        if not built:
+            for c in gone:
+                self.unwalk(c)
+            return dirty, diffs
+        # Plan every re-walk before touching the old walks: split-off classes read theirs.
+        sources = {part.origin.get(f, f) for f, _ in part.transfers}
+        plans = {
+            c: None if c in full else self.partial_plan(part, c) for c in dirty if c in part.bdd_of
+        }
+        before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
+        for c in gone | dirty:
+            self.unwalk(c)
+        for c, plan in plans.items():
+            self.walk(c, plan)
+        # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
+        # compares, when read, each class's walk with the one its headers had before (its
+        # own, its origin's, or the class they joined).
+        walks = self.walks
+        for c in plans:
+            old = before.get(part.origin.get(c, c))
+            diffs.append((old if old is not None else before.get(c), walks.get(c)))
+        for c in gone:
+            keep = part.survivor(c)
+            old = before.get(part.origin.get(c, c))
+            diffs.append((old, walks.get(keep) if keep is not None else None))
+        for f, t in part.transfers:
+            keep = part.survivor(t) if t in gone else t
+            diffs.append((before[part.origin.get(f, f)], walks.get(keep)))
+        return dirty, diffs
+
+    def partial_plan(self, part, class_id: int):
+        """(what of the walk stays valid, switches to walk again at all their edge ports,
+        other ingresses to walk again, the walk whose entry index the new one takes over)
+        for a class whose owners changed.
+
+        A walk depends only on the class's owners at the switches it visits, so the
+        outcomes of an ingress whose paths avoid every switch where the class moved stay
+        exactly as they were. None asks for a full walk.
+        """
+        base = part.origin.get(class_id, class_id)
+        old = self.walks.get(base)
+        if old is None or base in self.rewriting:
+            return None
+        changed = {self._elems[e].dpid for e in part.changed_at.get(class_id, ())}
+        keep, whole, redo = old.split_via(changed)
+        if base != class_id:
+            keep.outcomes = [o._replace(final_class=class_id) for o in keep.outcomes]
+            groups = self.groups_of.get(base, ())
+            for g in groups:
+                self.group_users[g].add(class_id)
+            self.groups_of[class_id].update(groups)
+        # The class's own walk hands its entry index on to the new one (a split-off class
+        # indexes its walk when first planned).
+        return (
+            keep,
+            whole,
+            sorted(redo, key=self._ingress_pos.__getitem__),
+            old if base == class_id else None,
+        )
+
+    def walk(self, class_id: int, plan=None) -> None:
+        if plan is None:
+            res = self.walker.walk(class_id, (), switches=self._edge_switches)
+        else:
+            keep, whole, ingresses, old = plan
+            res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
+            if old is not None:
+                res.adopt_index(old, whole, res.entries)
+            res.outcomes = keep.outcomes + res.outcomes
+            res.links = keep.links + res.links
+            res.entries = keep.entries + res.entries
+        self.walks[class_id] = res
+        # Paths that rewrite the header are never shared: they are all in .outcomes.
+        self._forget_templates(class_id, res.outcomes)
+        if any(o.rewritten for o in res.outcomes):
+            self.rewriting.add(class_id)
+        for t in res.through:
+            self.through[t].add(class_id)
+        for g in res.groups:
+            self.group_users[g].add(class_id)
+        if res.groups:
+            self.groups_of[class_id].update(res.groups)
+        res.through = res.groups = None  # indexed; the walk keeps only its paths
+
+    def unwalk(self, class_id: int) -> None:
+        walk = self.walks.pop(class_id, None)
+        self._forget_templates(class_id, walk.outcomes if walk is not None else ())
+        self.rewriting.discard(class_id)
+
+    def _forget_templates(self, class_id: int, outcomes) -> None:
+        self.expect.pop(class_id, None)
+        if class_id in self.rewriting or any(o.rewritten for o in outcomes):
+            for o in outcomes:
+                self.expect.pop(o.final_class, None)
+
+    def templates_of(self, cls: int) -> dict[Port, list]:
+        """The path templates that end in class cls, by egress (indexed on first use)."""
+        idx = self.expect.get(cls)
+        if idx is not None:
+            return idx
+        idx = {}
+        for start in dict.fromkeys((cls, *self.through.get(cls, ()))):
+            walk = self.walks.get(start)
+            if walk is None:
+                continue
+            # Another class's paths end here only through a rewrite: never shared.
+            for o in walk.expanded(start) if start == cls else walk.outcomes:
+                if o.kind == "egress" and o.final_class == cls:
+                    elems = tuple(i for h in o.hops for i in h.rules)
+                    idx.setdefault(o.egress, []).append((o, start, elems))
+        if idx:
+            self.expect[cls] = idx
+        return idx
