@@ -182,12 +182,12 @@ class _StateCollector:
         yield CounterMetricFamily(
             "pazz_sflow_unknown_agent_datagrams",
             "sFlow datagrams dropped: agent or UDP source not in sflow.agents",
-            value=st.get("unknown_agent", 0),
+            value=st.unknown_agent,
         )
         yield CounterMetricFamily(
             "pazz_sflow_sequence_resets",
             "sFlow sequence jumps too large to be loss, counted as agent resets",
-            value=st.get("sequence_resets", 0),
+            value=st.sequence_resets,
         )
         c = CounterMetricFamily(
             "pazz_proxy_dropped_connections",
@@ -201,17 +201,17 @@ class _StateCollector:
         yield CounterMetricFamily(
             "pazz_fault_store_errors",
             "failed writes of the fault store (disk full, read-only, broken file)",
-            value=st.get("fault_store_errors", 0),
+            value=st.fault_store_errors,
         )
         yield GaugeMetricFamily(
             "pazz_faults_unrecorded",
             "faults waiting in memory for the fault store to take them",
-            value=st.get("faults_unrecorded", 0),
+            value=st.faults_unrecorded,
         )
         yield CounterMetricFamily(
             "pazz_faults_dropped",
             "faults lost because the fault store kept failing and the memory queue was full",
-            value=st.get("faults_dropped", 0),
+            value=st.faults_dropped,
         )
 
 
