@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import median, pct, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.rules import FlowMod  # noqa: E402
-from datasets.workloads import generate  # noqa: E402
+from pazzdata.workloads import generate  # noqa: E402
 
 
 def readd(model: Model, entries) -> list[float]:

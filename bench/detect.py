@@ -5,7 +5,7 @@ churn running all the while; detection, localization and false alarms as JSON.
     python bench/detect.py --seeds 3 --sampling 1 --fuzz-rate 1000 --out /tmp/detect.json
     python bench/detect.py --plot docs/detection-cdf.png /tmp/detect.json [more.json ...]
 
-Per seed (datasets/detectnet.py): a random network is written as pazzd's topology and rule
+Per seed (pazzdata/detectnet.py): a random network is written as pazzd's topology and rule
 files and built on patched userspace OVS (pazzlab.lab); the example os-ken controller app
 installs the rules through pazzd's OpenFlow proxy, production traffic runs with tcpreplay
 in the host namespaces, sFlow samples every `--sampling`-th packet, the fuzzer sends
@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct  # noqa: E402
 from cpc.ofctl import format_flow, parse_flow  # noqa: E402
-from datasets.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzd.api import ApiError, call  # noqa: E402
+from pazzdata.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzlab.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
 from pazzlab.lab import Lab, ovs_prefix  # noqa: E402
 from pazzlab.ovs import free_tcp_port, start_controller, stop_processes  # noqa: E402

@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import median, pct, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.rules import FlowMod  # noqa: E402
-from datasets.workloads import generate  # noqa: E402
 from fuzzer.craft import Crafter  # noqa: E402
 from fuzzer.engine import Fuzzer  # noqa: E402
 from fuzzer.hspace import CountCache, Sampler, valid_headers  # noqa: E402
 from fuzzer.plan import IngressPlan  # noqa: E402
+from pazzdata.workloads import generate  # noqa: E402
 from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """The tester's transient hold-back under benign controller churn (offline, simulated time).
 
-A 3x3 grid from datasets.workloads; the reference data plane sends a steady stream of reports
+A 3x3 grid from pazzdata.workloads; the reference data plane sends a steady stream of reports
 (every host to several prefixes of every other host); meanwhile benign updates arrive at
 `--rate` FlowMods/s, one at a time or in batches (`--batch N`): a /32 route with the
 covering /24's output (a new Verify identity for that /32 only; by default half of them (`--hit`) on an
@@ -26,7 +26,7 @@ from cpc.fields import parse_header  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.refdp import RefDataPlane  # noqa: E402
 from cpc.rules import FlowMod, Match  # noqa: E402
-from datasets import workloads  # noqa: E402
+from pazzdata import workloads  # noqa: E402
 from tester.emit import ReferenceEmitter, synthetic_ifmap  # noqa: E402
 from tester.engine import Tester  # noqa: E402
 from tester.store import FaultStore  # noqa: E402

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import pct, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from datasets.stanford import load  # noqa: E402
+from pazzdata.stanford import load  # noqa: E402
 
 DATASETS = Path("/work/shared/datasets")
 

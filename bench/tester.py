@@ -1,6 +1,6 @@
 """Tester benchmark: synthetic sFlow report datagrams replayed through the Tester.
 
-The model is the real one (cpc.model) on a datasets.workloads network; reports come from
+The model is the real one (cpc.model) on a pazzdata.workloads network; reports come from
 the reference data plane (cpc.refdp) and are packed by tester.emit into sFlow v5
 datagrams, as patched OVS would send them. Measured:
 
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from cpc.model import Model  # noqa: E402
 from cpc.refdp import RefDataPlane  # noqa: E402
-from datasets import workloads  # noqa: E402
+from pazzdata import workloads  # noqa: E402
 from tester.collector import open_socket  # noqa: E402
 from tester.emit import ReferenceEmitter, synthetic_ifmap  # noqa: E402
 from tester.engine import Tester  # noqa: E402

@@ -1,6 +1,6 @@
 """pazzd with tester workers over Thrift: samples judged per second, end to end.
 
-pazzd runs as a subprocess on a datasets.workloads grid with `--tester-workers N` for each N
+pazzd runs as a subprocess on a pazzdata.workloads grid with `--tester-workers N` for each N
 asked (1 is the in-process tester). Reports from the reference data plane, packed into
 sFlow v5 datagrams as patched OVS sends them, go over UDP from one socket per agent
 (as switches do), paced at each offered rate. The rate is what pazzd's counters say it
@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from bench.tester import reports  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from datasets import workloads  # noqa: E402
 from pazzd.api import ApiError, call  # noqa: E402
+from pazzdata import workloads  # noqa: E402
 from tester.emit import ReferenceEmitter, agent_of  # noqa: E402
 
 BASE = 100

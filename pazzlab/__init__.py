@@ -8,5 +8,5 @@ networks, kept apart from the daemon's production code path.
 - `pazzlab.sim`, `pazzlab.steady`: detection-effect simulations of the real Fuzzer on the
   reference data plane (cpc.refdp), no switches needed.
 
-It uses pazzd, cpc, fuzzer, tester and datasets; none of them imports it.
+It uses pazzd, cpc, fuzzer, tester and pazzdata; none of them imports it.
 """

@@ -37,8 +37,8 @@ from cpc.fields import parse_header
 from cpc.ofctl import format_flow, format_match, split_top
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
-from datasets import workloads
 from pazzd.api import ApiError, call
+from pazzdata import workloads
 
 from .lab import Lab, LabError, dotted, load_network, ovs_prefix
 from .ovs import free_tcp_port, start_controller, stop_processes

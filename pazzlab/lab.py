@@ -12,7 +12,7 @@ pazzlab.demo` and by the daemon's integration test.
     lab.restore()                    # put the intended entries back on every bridge
     lab.stop()                       # Mininet network, namespace names, OVS processes
 
-The topology (a 2x2 or 4x4 grid, a k=4 fat-tree: datasets.workloads) becomes a Mininet network
+The topology (a 2x2 or 4x4 grid, a k=4 fat-tree: pazzdata.workloads) becomes a Mininet network
 (`lab.net`, pazzlab.labnet): Mininet hosts (a shell in a new network namespace each), veth
 links and one OVSSwitch per switch whose bridge lives in the lab's own ovs-vswitchd
 (OvsInstance: private ovsdb-server and ovs-vswitchd, netdev datapath, run directory under
@@ -22,7 +22,7 @@ numbers as OpenFlow ports (interfaces pz<tag>s<dpid>-<port>), `verify-tagging` o
 `verify-edge` on the host ports; the tag is unique on the machine, so names never clash
 with another lab's. Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k
 (h1, h2, ...) has eth0 with address 10.0.(k-1).1/8 and MAC 02:00:00:00:HH:LL; the workload
-routes /24 prefixes 10.0.i.0/24 to host i mod hosts (datasets.workloads). Each host's namespace
+routes /24 prefixes 10.0.i.0/24 to host i mod hosts (pazzdata.workloads). Each host's namespace
 is named pz<tag>h<k> (`ip netns attach`), so that `ip netns exec` (tcpreplay) and pazzd's
 fuzzer (`netns:NAME:eth0`) reach it. stop() removes exactly what start() made, also after
 a failed start: Mininet's own `mn -c` would remove every Mininet network on the machine.
@@ -55,7 +55,7 @@ from cpc import yamlpos
 from cpc.ofctl import format_flow, format_group, read_rules
 from cpc.rules import FlowEntry, ModelError
 from cpc.topology import TopologyError, load_topology
-from datasets import workloads
+from pazzdata import workloads
 
 from .ovs import (
     AGENT,

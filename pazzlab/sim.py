@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Instructions, Match
-from datasets.workloads import ROUTE_PRIORITY, Workload, next_hops
 from fuzzer.engine import Fuzzer
 from fuzzer.hspace import Sampler, valid_headers
+from pazzdata.workloads import ROUTE_PRIORITY, Workload, next_hops
 
 __all__ = ["Fault", "detects", "make_faults", "fuzzer_stream", "uniform_stream", "first_detections"]
 

@@ -30,8 +30,8 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, FlowMod, Instructions, Match
 from cpc.topology import Topology
-from datasets.workloads import next_hops, random_links
 from fuzzer.engine import Fuzzer
+from pazzdata.workloads import next_hops, random_links
 
 from .sim import detects
 

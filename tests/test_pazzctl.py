@@ -6,8 +6,8 @@ import json
 
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from datasets.workloads import generate
 from pazzd.cli import main
+from pazzdata.workloads import generate
 
 
 def test_trace_and_reach(tmp_path, capsys):

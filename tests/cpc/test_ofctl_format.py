@@ -37,7 +37,7 @@ def _ovs_ofctl() -> Path | None:
 
 @pytest.mark.skipif(_ovs_ofctl() is None, reason="needs the patched ovs-ofctl (PAZZ_OVS_PREFIX)")
 def test_patched_ovs_ofctl_parses_every_generated_flow(tmp_path):
-    from datasets.workloads import generate
+    from pazzdata.workloads import generate
 
     wl = generate("grid", 3, 300, rule_ids=True, acls=3)
     extra = [
@@ -83,7 +83,7 @@ def _group_fields(g) -> tuple:  # Group compares by identity
 
 def test_rule_file_round_trip(tmp_path):
     from cpc.ofctl import read_rules, write_rules
-    from datasets.workloads import generate
+    from pazzdata.workloads import generate
 
     wl = generate("grid", 2, 200, seed=3, rule_ids=True)
     assert wl.groups  # the grid's ECMP groups

@@ -15,7 +15,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import ModelError
 from cpc.space import HeaderSpace
-from datasets.workloads import generate
+from pazzdata.workloads import generate
 from tests.cpc.netgen import scenarios
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from datasets import workloads
 from pazzd.api import ApiError, call
+from pazzdata import workloads
 
 
 def free_port(kind=socket.SOCK_STREAM) -> int:

@@ -16,7 +16,7 @@ import pytest
 
 from cpc.fields import format_header, parse_header
 from cpc.refdp import RefDataPlane
-from datasets import workloads
+from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 
 from .helpers import Pazzd, base_config, pazzctl, write_config

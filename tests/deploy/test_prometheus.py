@@ -25,7 +25,7 @@ import yaml
 
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from datasets import workloads
+from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
 from tests.tools import require_tool

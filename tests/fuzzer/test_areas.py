@@ -8,9 +8,9 @@ import pytest
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.refdp import RefDataPlane
-from datasets.workloads import generate
 from fuzzer.craft import Crafter
 from fuzzer.engine import Fuzzer
+from pazzdata.workloads import generate
 from tester.packet import parse_frame
 
 EXTRA = "priority=50,ip,nw_dst=192.168.0.0/16,actions=output:5"  # only on the exit switch

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from cpc.model import Model
-from datasets.detectnet import make_faults, random_network
 from fuzzer.engine import Fuzzer
 from fuzzer.plan import DEFAULT_SHARES, shares_with_delivered
+from pazzdata.detectnet import make_faults, random_network
 from pazzlab.sim import detects
 
 

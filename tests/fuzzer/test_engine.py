@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from cpc.fields import parse_header
 from cpc.model import Model
-from datasets.workloads import generate
 from fuzzer.engine import CriticalFlow, Fuzzer
 from fuzzer.inject import RecordingInjector
+from pazzdata.workloads import generate
 
 
 class Clock:

@@ -1,6 +1,6 @@
 """The fuzzer against real patched OVS: a hidden rule found by the first boundary probes.
 
-Four verify-enabled userspace bridges in the 2x2 grid of datasets.workloads.grid(2), hosts in
+Four verify-enabled userspace bridges in the 2x2 grid of pazzdata.workloads.grid(2), hosts in
 network namespaces on port 5, the generated workload's groups and flows installed with
 ovs-ofctl. A hidden rule on s4 admits traffic that one of the intended ACLs drops. The
 fuzzer plans probes for h1 -> h4 from the model and sends its first batch through a real
@@ -24,10 +24,10 @@ import pytest
 
 from cpc.fields import format_value
 from cpc.model import Model
-from datasets.workloads import generate
 from fuzzer.craft import Crafter, probe_seq
 from fuzzer.engine import Fuzzer
 from fuzzer.inject import PacketOutInjector, ofp13_packet_out
+from pazzdata.workloads import generate
 from tester.packet import is_report, parse_frame
 from tester.sflow import decode
 from tests.ovs.ovsenv import Netns, SflowSink, VethPair, unique_name

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from cpc.model import Model
-from datasets.workloads import generate
 from fuzzer.engine import Fuzzer
 from fuzzer.inject import RecordingInjector
 from fuzzer.rate import TokenBucket
+from pazzdata.workloads import generate
 
 
 class FakeClock:

@@ -1,6 +1,6 @@
 """The tester on real patched OVS: a 2x2 grid of verify-tagging userspace bridges.
 
-    h1 -5- s1 -2====4- s2 -5- h2        ports 1..4 = N, E, S, W links (datasets.workloads.grid(2)),
+    h1 -5- s1 -2====4- s2 -5- h2        ports 1..4 = N, E, S, W links (pazzdata.workloads.grid(2)),
            3          3                  port 5 = the host (verify-edge), one namespace each
            |          |
            1          1
@@ -8,7 +8,7 @@
 
 One ovs-vswitchd with four netdev bridges, veth links (MTU 1508 for the Verify shim), sFlow
 at sampling 1 from every bridge to the tester's SflowCollector on 127.0.0.1, the IfMap read
-from OVSDB. The rules are a generated routing workload with ACLs (datasets.workloads), installed
+from OVSDB. The rules are a generated routing workload with ACLs (pazzdata.workloads), installed
 with ovs-ofctl and loaded into the model. Frames sent with raw sockets from the host
 namespaces are judged by the Tester; every fault class is injected with ovs-ofctl, one at
 a time, and the intended flow tables are restored between tests.
@@ -31,8 +31,8 @@ from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw
 from cpc.model import Model
 from cpc.ofctl import format_flow, format_group, parse_flow, split_top
 from cpc.results import RuleRef
-from datasets import workloads
 from pazzd.daemon import netns_packet_socket
+from pazzdata import workloads
 from pazzlab.ovs import wire_links
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, hop_bits

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cpc.model import Model
-from datasets.workloads import generate
+from pazzdata.workloads import generate
 from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cpc.model import Model
-from datasets.workloads import generate
 from fuzzer.engine import Fuzzer
+from pazzdata.workloads import generate
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester
 from tester.store import FaultStore

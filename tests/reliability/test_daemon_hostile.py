@@ -10,9 +10,9 @@ import time
 
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from datasets import workloads
 from pazzd import openflow as of
 from pazzd.api import call
+from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tester.sflow import encode_datagram
 from tests.daemon.helpers import Pazzd, base_config, free_port, write_config

@@ -1,4 +1,4 @@
-"""End to end on the real model: a grid from datasets.workloads, the reference data plane
+"""End to end on the real model: a grid from pazzdata.workloads, the reference data plane
 sending tagged reports through sFlow datagrams, and faults injected into the reference.
 """
 
@@ -13,7 +13,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.results import RuleRef
 from cpc.rules import FlowEntry, Instructions, Match
-from datasets import workloads
+from pazzdata import workloads
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester

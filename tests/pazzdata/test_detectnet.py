@@ -1,4 +1,4 @@
-"""The detection harness's networks, faults and churn (datasets/detectnet.py), checked with the
+"""The detection harness's networks, faults and churn (pazzdata/detectnet.py), checked with the
 reference data plane and the lab's own file loader: what the lab builds is what the
 harness reasons about, every fault is a real difference, and the churn is benign."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cpc.ofctl import parse_flow
-from datasets.detectnet import (
+from pazzdata.detectnet import (
     CHURN_HOST,
     FAULT_KINDS,
     Churn,

@@ -8,7 +8,7 @@
             model.apply(fm)
     net.write("stanford.yaml", "stanford.jsonl", "stanford-ports.json")
 
-The dataset format is described in datasets/README.md; docs/stanford.md says how each
+The dataset format is described in the dataset directory's README.md; docs/stanford.md says how each
 part of it becomes OpenFlow. In short:
 
 * Every router and every ACL element (`<router>_<acl>_<port>_<in|out>` in topo.txt) is a

@@ -1,7 +1,7 @@
 """The Stanford backbone importer and the incremental model on its update trace.
 
 The forwarding oracle here reads the dataset files itself (longest prefix match, ACL
-first match, VLAN fan-out, directed links) and shares nothing with datasets.stanford or the
+first match, VLAN fan-out, directed links) and shares nothing with pazzdata.stanford or the
 model but the header dict format.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from cpc.model import Model
 from cpc.topology import load_topology
-from datasets.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
+from pazzdata.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
 
 DATA = Path("/work/shared/datasets")
 ACL = DATA / "stanford"
