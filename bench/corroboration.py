@@ -48,9 +48,13 @@ def run(corroborate: int, n: int, rate: float, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         store = FaultStore(str(Path(d) / "f.db"))
         opened: dict[int, float] = {}
-        t = Tester(model, store, synthetic_ifmap(ALL_PORTS), resolve_after=1e9,
-                   on_fault=lambda ev: ev.new and opened.setdefault(ev.header["ipv4_dst"],
-                                                                    clock[0]))  # fmt: skip
+        t = Tester(
+            model,
+            store,
+            synthetic_ifmap(ALL_PORTS),
+            resolve_after=1e9,
+            on_fault=lambda ev: ev.new and opened.setdefault(ev.header["ipv4_dst"], clock[0]),
+        )
         t.corroborate, t.corroborate_window = corroborate, 60.0
         clock = [0.0]
         events = []  # (time, header, is one-off)
@@ -75,10 +79,16 @@ def run(corroborate: int, n: int, rate: float, seed: int) -> dict:
     lat = sorted(opened[k] - first[k] for k in opened if k < 0x0A000000 + n)
     false = sum(1 for k in opened if k >= 0x0A000000 + n)
     q = statistics.quantiles(lat, n=10) if len(lat) > 1 else [0.0] * 9
-    return {"corroborate": corroborate, "rate_per_s": rate, "faults_opened": len(lat),
-            "latency_mean_s": round(statistics.fmean(lat), 3) if lat else None,
-            "latency_p50_s": round(q[4], 3), "latency_p90_s": round(q[8], 3),
-            "one_off_samples": n, "opened_by_one_off": false}  # fmt: skip
+    return {
+        "corroborate": corroborate,
+        "rate_per_s": rate,
+        "faults_opened": len(lat),
+        "latency_mean_s": round(statistics.fmean(lat), 3) if lat else None,
+        "latency_p50_s": round(q[4], 3),
+        "latency_p90_s": round(q[8], 3),
+        "one_off_samples": n,
+        "opened_by_one_off": false,
+    }
 
 
 def main(argv=None) -> int:

@@ -37,10 +37,25 @@ def readd(model: Model, entries) -> list[float]:
     """Delete each entry, then add it back; the time of each FlowMod in µs."""
     out = []
     for e in entries:
-        dm = FlowMod("delete_strict", e.dpid, e.table, e.priority, e.match, cookie=e.cookie,
-                     cookie_mask=(1 << 64) - 1)  # fmt: skip
-        am = FlowMod("add", e.dpid, e.table, e.priority, e.match, e.instructions,
-                     cookie=e.cookie, rule_id=e.rule_id)  # fmt: skip
+        dm = FlowMod(
+            "delete_strict",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            cookie=e.cookie,
+            cookie_mask=(1 << 64) - 1,
+        )
+        am = FlowMod(
+            "add",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            e.instructions,
+            cookie=e.cookie,
+            rule_id=e.rule_id,
+        )
         for fm in (dm, am):
             t = time.perf_counter()
             model.apply(fm)
@@ -81,8 +96,14 @@ def main(argv=None) -> dict:
         nets, ingresses = sorted(wl.prefixes), wl.topo.edge_ports()
         t = time.perf_counter()
         for _ in range(args.traces):
-            h = {"eth_type": 0x0800, "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
-                 "ipv4_src": 7, "ip_proto": 6, "tp_dst": 80, "tp_src": 1234}  # fmt: skip
+            h = {
+                "eth_type": 0x0800,
+                "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
+                "ipv4_src": 7,
+                "ip_proto": 6,
+                "tp_dst": 80,
+                "tp_src": 1234,
+            }
             model.trace(rng.choice(ingresses), h)
         traced["trace_us_avg"] = round((time.perf_counter() - t) / args.traces * 1e6, 1)
         traced["update_us_p50_after_traces"] = round(pct(readd(model, again), 50), 1)
@@ -95,8 +116,14 @@ def main(argv=None) -> dict:
     samples = []
     while len(samples) < args.lookups:
         net = rng.choice(nets)
-        h = {"eth_type": 0x0800, "ipv4_dst": net | rng.randrange(1, 255), "ipv4_src": rng.choice(nets) | 7,
-             "ip_proto": 6, "tp_dst": 80, "tp_src": rng.randrange(1024, 65535)}  # fmt: skip
+        h = {
+            "eth_type": 0x0800,
+            "ipv4_dst": net | rng.randrange(1, 255),
+            "ipv4_src": rng.choice(nets) | 7,
+            "ip_proto": 6,
+            "tp_dst": 80,
+            "tp_src": rng.randrange(1024, 65535),
+        }
         out = [d for d in model.trace(rng.choice(ingresses), h) if d.kind == "egress"]
         if out:
             d = rng.choice(out)

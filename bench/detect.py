@@ -137,8 +137,13 @@ class Faults:
             self.seen[r["id"]] = state
             if r["state"] != "open" or old == state or (old and old[0] == "open"):
                 continue
-            ev = {"id": r["id"], "kind": r["kind"], "t": r["first_seen"] if old is None else now,
-                  "location": r["location"], "row": r}  # fmt: skip
+            ev = {
+                "id": r["id"],
+                "kind": r["kind"],
+                "t": r["first_seen"] if old is None else now,
+                "location": r["location"],
+                "row": r,
+            }
             new.append(ev)
             self.events.append(ev)
         return new
@@ -176,27 +181,45 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
     lab = Lab.from_files(prefix, workdir / "lab", topo_file, rules_file, sampling=a.sampling)
     procs: list[subprocess.Popen] = []
     churn = ChurnThread(Churn(net, seed), workdir / "updates.jsonl", a.churn_rate)
-    out = {"seed": seed, "switches": len(net.topo.switches), "hosts": len(net.hosts),
-           "rules": len(net.entries), "groups": len(net.groups), "faults": []}  # fmt: skip
+    out = {
+        "seed": seed,
+        "switches": len(net.topo.switches),
+        "hosts": len(net.hosts),
+        "rules": len(net.entries),
+        "groups": len(net.groups),
+        "faults": [],
+    }
     try:
         lab.start()
         churn.path.touch()
         ctl_port, proxy_port = free_tcp_port(), free_tcp_port()
-        procs.append(start_controller(lab.rules_file, ctl_port, workdir / "controller.log",
-                                      updates=churn.path))  # fmt: skip
+        procs.append(
+            start_controller(
+                lab.rules_file, ctl_port, workdir / "controller.log", updates=churn.path
+            )
+        )
         sock = str(workdir / "pazzd.sock")
-        cfg = lab.config(api_socket=sock, database=str(workdir / "faults.db"),
-                         fuzz_rate=a.fuzz_rate, resolve_after=a.resolve_after,
-                         critical_flows=[net.critical_flow()],
-                         proxy_listen=f"127.0.0.1:{proxy_port}", controller=f"127.0.0.1:{ctl_port}")  # fmt: skip
+        cfg = lab.config(
+            api_socket=sock,
+            database=str(workdir / "faults.db"),
+            fuzz_rate=a.fuzz_rate,
+            resolve_after=a.resolve_after,
+            critical_flows=[net.critical_flow()],
+            proxy_listen=f"127.0.0.1:{proxy_port}",
+            controller=f"127.0.0.1:{ctl_port}",
+        )
         cfg["fuzz"]["delivered_share"] = a.delivered_share
         cfg_path = workdir / "pazzd.yaml"
         import yaml
 
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         with open(workdir / "pazzd.log", "w") as log:
-            pz = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            pz = subprocess.Popen(
+                [sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         procs.append(pz)
         t_start = time.time()
         wait_for_pazzd(pz, sock)
@@ -204,8 +227,10 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         wait_for_model(lab, pz, sock)
         start_traffic(lab, net.traffic(), workdir, a.pps, procs)
         churn.start()
-        say(f"seed {seed}: {out['switches']} switches, {out['hosts']} hosts, {out['rules']} "
-            f"rules; model up in {time.time() - t_start:.1f}s; {len(faults)} faults")  # fmt: skip
+        say(
+            f"seed {seed}: {out['switches']} switches, {out['hosts']} hosts, {out['rules']} "
+            f"rules; model up in {time.time() - t_start:.1f}s; {len(faults)} faults"
+        )
         polled = Faults(sock)
         time.sleep(a.warm)
         polled.poll()
@@ -226,10 +251,12 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         out["false_alarms"] = quiet_alarms
         st = call(sock, "status", timeout=10)
         out["churn_flowmods"] = churn.churn.count
-        out["status"] = {"reports": st["tester"].get("reports"),
-                         "consistent": st["tester"].get("consistent"),
-                         "held": st["tester"].get("held_transient"),
-                         "probes": (st.get("fuzz") or {}).get("probes_sent_total")}  # fmt: skip
+        out["status"] = {
+            "reports": st["tester"].get("reports"),
+            "consistent": st["tester"].get("consistent"),
+            "held": st["tester"].get("held_transient"),
+            "probes": (st.get("fuzz") or {}).get("probes_sent_total"),
+        }
         out["seconds"] = round(time.time() - t_start, 1)
         if pz.poll() is not None:
             raise RuntimeError(f"pazzd exited with status {pz.returncode}")
@@ -245,16 +272,30 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
 
 
 def _brief(ev: dict) -> dict:
-    return {"id": ev["id"], "kind": ev["kind"], "t": ev["t"], "location": ev["location"],
-            "header": ev["row"].get("header")}  # fmt: skip
+    return {
+        "id": ev["id"],
+        "kind": ev["kind"],
+        "t": ev["t"],
+        "location": ev["location"],
+        "header": ev["row"].get("header"),
+    }
 
 
 def run_fault(lab: Lab, f: FaultSpec, polled: Faults, a, sock: str, say) -> dict:
     t_inj = time.time()
     saved = inject(lab, f)
-    res = {"kind": f.kind, "title": f.title, "dpid": f.dpid, "any_s": None, "dataplane_s": None,
-           "detector": None, "fault_kind": None, "localized": False, "audit_localized": False,
-           "unattributed": []}  # fmt: skip
+    res = {
+        "kind": f.kind,
+        "title": f.title,
+        "dpid": f.dpid,
+        "any_s": None,
+        "dataplane_s": None,
+        "detector": None,
+        "fault_kind": None,
+        "localized": False,
+        "audit_localized": False,
+        "unattributed": [],
+    }
     first_dp = None
     deadline = time.monotonic() + a.horizon
     while time.monotonic() < deadline and first_dp is None:
@@ -290,11 +331,16 @@ def run_fault(lab: Lab, f: FaultSpec, polled: Faults, a, sock: str, say) -> dict
             elif first_dp is None or ev["id"] != first_dp["id"]:
                 res["unattributed"].append(_brief(ev))
         time.sleep(0.5)
-    say(f"  {f.kind:17s} {f.title}: "
-        + (f"{res['fault_kind']} after {res['dataplane_s']:.1f}s, localized "
-           f"{'right' if res['localized'] else 'WRONG'}" if first_dp else
-           f"data plane MISSED in {a.horizon:.0f}s")
-        + (f"; first any {res['detector']} {res['any_s']:.1f}s" if res["any_s"] is not None else ""))  # fmt: skip
+    say(
+        f"  {f.kind:17s} {f.title}: "
+        + (
+            f"{res['fault_kind']} after {res['dataplane_s']:.1f}s, localized "
+            f"{'right' if res['localized'] else 'WRONG'}"
+            if first_dp
+            else f"data plane MISSED in {a.horizon:.0f}s"
+        )
+        + (f"; first any {res['detector']} {res['any_s']:.1f}s" if res["any_s"] is not None else "")
+    )
     return res
 
 
@@ -337,16 +383,23 @@ def table(doc: dict) -> str:
     def s(v):
         return "–" if v is None else f"{v:.1f}"
 
-    rows = ["| fault class | cases | detected (any) | median s | data plane | median / p90 / max s "
-            "| localized right |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| fault class | cases | detected (any) | median s | data plane | median / p90 / max s "
+        "| localized right |",
+        "|---|---|---|---|---|---|---|",
+    ]
     summ = doc["summary"]
     for kind, k in summ["per_kind"].items():
-        rows.append(f"| {kind} | {k['cases']} | {k['detected_any']} | {s(k['any_median_s'])} | "
-                    f"{k['detected_dataplane']} | {s(k['dataplane_median_s'])} / "
-                    f"{s(k['dataplane_p90_s'])} / {s(k['dataplane_max_s'])} | "
-                    f"{k['localized_right']} |")  # fmt: skip
-    rows.append(f"| **all** | {summ['cases']} | {summ['detected_any']} | | "
-                f"{summ['detected_dataplane']} | | {summ['localized_right']} |")  # fmt: skip
+        rows.append(
+            f"| {kind} | {k['cases']} | {k['detected_any']} | {s(k['any_median_s'])} | "
+            f"{k['detected_dataplane']} | {s(k['dataplane_median_s'])} / "
+            f"{s(k['dataplane_p90_s'])} / {s(k['dataplane_max_s'])} | "
+            f"{k['localized_right']} |"
+        )
+    rows.append(
+        f"| **all** | {summ['cases']} | {summ['detected_any']} | | "
+        f"{summ['detected_dataplane']} | | {summ['localized_right']} |"
+    )
     return "\n".join(rows)
 
 
@@ -362,8 +415,9 @@ def plot(paths: list[str], out: str) -> None:
     fig, axes = plt.subplots(2, len(docs), figsize=(6.5 * len(docs), 8.5), squeeze=False)
     for col, doc in enumerate(docs):
         faults = [f for r in doc["runs"] for f in r["faults"]]
-        for row, (key, what) in enumerate((("any_s", "any detector"),
-                                           ("dataplane_s", "the data plane"))):  # fmt: skip
+        for row, (key, what) in enumerate(
+            (("any_s", "any detector"), ("dataplane_s", "the data plane"))
+        ):
             ax = axes[row][col]
             for kind in FAULT_KINDS:
                 rs = [f for f in faults if f["kind"] == kind]
@@ -371,8 +425,12 @@ def plot(paths: list[str], out: str) -> None:
                     continue
                 xs = sorted(f[key] for f in rs if f[key] is not None)
                 ys = [(i + 1) / len(rs) for i in range(len(xs))]
-                ax.step([0, *xs, doc["horizon_s"]], [0, *ys, ys[-1] if ys else 0], where="post",
-                        label=f"{kind} ({len(xs)}/{len(rs)})")  # fmt: skip
+                ax.step(
+                    [0, *xs, doc["horizon_s"]],
+                    [0, *ys, ys[-1] if ys else 0],
+                    where="post",
+                    label=f"{kind} ({len(xs)}/{len(rs)})",
+                )
             ax.set_xscale("symlog", linthresh=1)
             ax.set_xlim(0, doc["horizon_s"])
             ax.set_ylim(0, 1.02)
@@ -381,8 +439,11 @@ def plot(paths: list[str], out: str) -> None:
             extra = (
                 f", delivered share {doc['delivered_share']}" if doc.get("delivered_share") else ""
             )
-            ax.set_title(f"sFlow 1/{doc['sampling']}, {doc['fuzz_rate']:.0f} probes/s{extra}, "
-                         f"{len(doc['runs'])} networks: {what}", fontsize=9)  # fmt: skip
+            ax.set_title(
+                f"sFlow 1/{doc['sampling']}, {doc['fuzz_rate']:.0f} probes/s{extra}, "
+                f"{len(doc['runs'])} networks: {what}",
+                fontsize=9,
+            )
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -397,31 +458,58 @@ def options(argv=None) -> argparse.Namespace:
     ap.add_argument("--sampling", type=int, default=1, help="sFlow: one in N packets")
     ap.add_argument("--fuzz-rate", type=float, default=1000.0, help="probes per second")
     ap.add_argument("--pps", type=int, default=20, help="production packets/s per host")
-    ap.add_argument("--delivered-share", type=float, default=0.0,
-                    help="fuzz.delivered_share: probes into the space the rules deliver")  # fmt: skip
+    ap.add_argument(
+        "--delivered-share",
+        type=float,
+        default=0.0,
+        help="fuzz.delivered_share: probes into the space the rules deliver",
+    )
     ap.add_argument("--churn-rate", type=float, default=2.0, help="benign FlowMods per second")
     ap.add_argument("--horizon", type=float, default=60.0, help="seconds to wait per fault")
-    ap.add_argument("--gap", type=float, nargs=2, default=(10.0, 30.0), metavar=("MIN", "MAX"),
-                    help="steady-state seconds before each fault (uniform)")  # fmt: skip
+    ap.add_argument(
+        "--gap",
+        type=float,
+        nargs=2,
+        default=(10.0, 30.0),
+        metavar=("MIN", "MAX"),
+        help="steady-state seconds before each fault (uniform)",
+    )
     ap.add_argument("--warm", type=float, default=20.0, help="seconds before the first fault")
     ap.add_argument("--resolve-after", type=float, default=8.0)
-    ap.add_argument("--settle", type=float, default=12.0,
-                    help="seconds after a restore that still belong to the fault")  # fmt: skip
-    ap.add_argument("--kinds", default=",".join(FAULT_KINDS),
-                    help="fault classes, comma-separated ('' for none: false alarms only)")  # fmt: skip
-    ap.add_argument("--quiet", type=float, default=0.0,
-                    help="seconds of steady state with churn and no fault after the faults")  # fmt: skip
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=12.0,
+        help="seconds after a restore that still belong to the fault",
+    )
+    ap.add_argument(
+        "--kinds",
+        default=",".join(FAULT_KINDS),
+        help="fault classes, comma-separated ('' for none: false alarms only)",
+    )
+    ap.add_argument(
+        "--quiet",
+        type=float,
+        default=0.0,
+        help="seconds of steady state with churn and no fault after the faults",
+    )
     ap.add_argument("--out", help="write the JSON here too")
     ap.add_argument("--keep", action="store_true", help="keep the work directories")
     ap.add_argument("--table", metavar="RESULT", help="print a result file as a markdown table")
-    ap.add_argument("--plot", nargs="+", metavar="FILE",
-                    help="draw the CDF of these result files into the first argument (PNG)")  # fmt: skip
+    ap.add_argument(
+        "--plot",
+        nargs="+",
+        metavar="FILE",
+        help="draw the CDF of these result files into the first argument (PNG)",
+    )
     a = ap.parse_args(argv)
     a.kinds = tuple(k for k in a.kinds.split(",") if k)
     unknown = set(a.kinds) - set(FAULT_KINDS)
     if unknown:
-        ap.error(f"--kinds: unknown fault class {', '.join(sorted(unknown))} "
-                 f"(known: {', '.join(FAULT_KINDS)})")  # fmt: skip
+        ap.error(
+            f"--kinds: unknown fault class {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(FAULT_KINDS)})"
+        )
     a.parser = ap
     return a
 
@@ -444,10 +532,18 @@ def main(argv=None) -> int:
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    doc = {"sampling": a.sampling, "fuzz_rate": a.fuzz_rate, "pps_per_host": a.pps,
-           "delivered_share": a.delivered_share,
-           "churn_flowmods_per_s": a.churn_rate, "horizon_s": a.horizon, "gap_s": list(a.gap),
-           "warm_s": a.warm, "quiet_s": a.quiet, "runs": []}  # fmt: skip
+    doc = {
+        "sampling": a.sampling,
+        "fuzz_rate": a.fuzz_rate,
+        "pps_per_host": a.pps,
+        "delivered_share": a.delivered_share,
+        "churn_flowmods_per_s": a.churn_rate,
+        "horizon_s": a.horizon,
+        "gap_s": list(a.gap),
+        "warm_s": a.warm,
+        "quiet_s": a.quiet,
+        "runs": [],
+    }
     t0 = time.time()
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         doc["runs"].append(run_seed(seed, a, prefix, say))

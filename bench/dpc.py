@@ -165,8 +165,13 @@ def main() -> int:
                         results.setdefault(f"{role}_{size}", {}).setdefault(build, []).append(pps)
                         if cpp is not None:
                             cpu.setdefault(f"{role}_{size}", {}).setdefault(build, []).append(cpp)
-    out = {"unit": "pps", "reps": args.reps, "window_s": args.window, "offered_pps": args.pps,
-           "cases": {}}  # fmt: skip
+    out = {
+        "unit": "pps",
+        "reps": args.reps,
+        "window_s": args.window,
+        "offered_pps": args.pps,
+        "cases": {},
+    }
     for case, r in results.items():
         stock, pat = statistics.median(r["stock"]), statistics.median(r["patched"])
         c = cpu.get(case, {})

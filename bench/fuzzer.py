@@ -76,8 +76,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--faults", type=int, default=20, help="faults per kind (--effect)")
     ap.add_argument("--budget", type=int, default=50_000, help="probes per trial (--effect)")
     ap.add_argument("--seeds", type=int, default=2, help="probe streams per generator")
-    ap.add_argument("--random-share", type=float, default=None,
-                    help="the random group's share (default: the fuzzer's)")  # fmt: skip
+    ap.add_argument(
+        "--random-share",
+        type=float,
+        default=None,
+        help="the random group's share (default: the fuzzer's)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -108,10 +112,29 @@ def main(argv=None) -> dict:
         plan_cold.append((time.perf_counter() - t) * 1e3)
         assert all(b is not None for b in batch)
         e = rng.choice(wl.entries)
-        model.apply(FlowMod("delete_strict", e.dpid, e.table, e.priority, e.match,
-                            cookie=e.cookie, cookie_mask=(1 << 64) - 1))  # fmt: skip
-        model.apply(FlowMod("add", e.dpid, e.table, e.priority, e.match, e.instructions,
-                            cookie=e.cookie, rule_id=e.rule_id))  # fmt: skip
+        model.apply(
+            FlowMod(
+                "delete_strict",
+                e.dpid,
+                e.table,
+                e.priority,
+                e.match,
+                cookie=e.cookie,
+                cookie_mask=(1 << 64) - 1,
+            )
+        )
+        model.apply(
+            FlowMod(
+                "add",
+                e.dpid,
+                e.table,
+                e.priority,
+                e.match,
+                e.instructions,
+                cookie=e.cookie,
+                rule_id=e.rule_id,
+            )
+        )
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         t = time.perf_counter()
         plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)

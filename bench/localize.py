@@ -77,10 +77,20 @@ def measure(lab: Lab, run, rounds: int, say) -> list[dict]:
                 res.update(detected=True, fault_id=row["id"], detect_s=round(t - t_inj, 3))
                 t0 = time.monotonic()
                 p = subprocess.run(
-                    [sys.executable, "-m", "pazzd.cli", "--socket", sock, "localize",
-                     str(row["id"]), "--json"],
-                    capture_output=True, text=True, timeout=60,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-m",
+                        "pazzd.cli",
+                        "--socket",
+                        sock,
+                        "localize",
+                        str(row["id"]),
+                        "--json",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 res["pazzctl_s"] = round(time.monotonic() - t0, 3)
                 t0 = time.monotonic()
                 call(sock, "localize", id=row["id"], timeout=60)
@@ -153,8 +163,15 @@ def main(argv=None) -> int:
     try:
         t0 = time.monotonic()
         lab.start(say=say)
-        run = bring_up(lab, workdir, procs, controller=not args.no_controller, pps=pps,
-                       fuzz_rate=0.0 if args.no_fuzz else 200.0, say=say)  # fmt: skip
+        run = bring_up(
+            lab,
+            workdir,
+            procs,
+            controller=not args.no_controller,
+            pps=pps,
+            fuzz_rate=0.0 if args.no_fuzz else 200.0,
+            say=say,
+        )
         setup = time.monotonic() - t0
         time.sleep(5)  # warm-up: traffic and fuzz probes, as in the demo
         results = measure(lab, run, args.rounds, say)

@@ -183,8 +183,14 @@ def run_proxy(ctl_port: int, q, db: str, with_model: bool, profile: str | None =
         topo.add_switch(DPID, ports=[1, 2, 3])
         model = Model(topo)
         model.build()
-    cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_port=ctl_port,
-                      db_path=db, audit_interval=0, audit_delay=-1)  # fmt: skip
+    cfg = ProxyConfig(
+        listen_host="127.0.0.1",
+        listen_port=0,
+        controller_port=ctl_port,
+        db_path=db,
+        audit_interval=0,
+        audit_delay=-1,
+    )
     px = Proxy(cfg, model=model)
 
     async def start():
@@ -246,8 +252,9 @@ def _pin(pids: list[int], cpus: set[int]) -> None:
             os.sched_setaffinity(pid, cpus)
 
 
-async def measure(port_for_switch, ctl: Controller, rounds: int, flowmods: int, pids, pin,
-                  profile_pid=None):  # fmt: skip
+async def measure(
+    port_for_switch, ctl: Controller, rounds: int, flowmods: int, pids, pin, profile_pid=None
+):
     sw = Switch()
     task = asyncio.ensure_future(sw.run(await port_for_switch()))
     await asyncio.wait_for(ctl.ready.wait(), 20)
@@ -302,8 +309,9 @@ async def run(args) -> dict:
             db = os.path.join(tempfile.mkdtemp(prefix="pazz-bench-"), "proxy.db")
             target = run_proxy if mode == "proxy" else run_relay
             profile = args.profile if mode == "proxy" else None
-            proc = ctx.Process(target=target, args=(cport, q, db, not args.no_model, profile),
-                               daemon=True)  # fmt: skip
+            proc = ctx.Process(
+                target=target, args=(cport, q, db, not args.no_model, profile), daemon=True
+            )
             proc.start()
             pids.append(proc.pid)
 
@@ -312,9 +320,14 @@ async def run(args) -> dict:
 
         try:
             fm, pi, rate = await measure(
-                port, ctl, args.rounds, 0 if mode == "relay" else args.flowmods, pids, pin,
+                port,
+                ctl,
+                args.rounds,
+                0 if mode == "relay" else args.flowmods,
+                pids,
+                pin,
                 proc.pid if proc is not None and args.profile else None,
-            )  # fmt: skip
+            )
         finally:
             if proc is not None:
                 proc.terminate()  # SIGTERM: the child stops its proxy and exits
@@ -351,10 +364,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--flowmods", type=int, default=20000)
     ap.add_argument("--no-model", action="store_true", help="proxy without the cpc model")
-    ap.add_argument("--no-pin", action="store_true", help="round trips with the processes free "
-                    "to run on different CPUs")  # fmt: skip
-    ap.add_argument("--profile", metavar="FILE", help="cProfile of the proxy process during "
-                    "the FlowMod-rate phase")  # fmt: skip
+    ap.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="round trips with the processes free to run on different CPUs",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="cProfile of the proxy process during the FlowMod-rate phase",
+    )
     args = ap.parse_args()
     res = asyncio.run(run(args))
     if args.json:

@@ -107,9 +107,14 @@ async def _read(reader) -> bytes:
 
 class ProxyChild:
     def __init__(self, src: Path, **kw) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", PROXY_CHILD, json.dumps(kw)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=_env(src), cwd=src)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PROXY_CHILD, json.dumps(kw)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_env(src),
+            cwd=src,
+        )
         self.port = int(self.proc.stdout.readline())
 
     def close(self) -> None:
@@ -137,8 +142,14 @@ async def _stalled(src: Path, seconds: float, total: int, stalled: str) -> dict:
     ready = asyncio.Event()
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     cport = server.sockets[0].getsockname()[1]
-    child = ProxyChild(src, listen_host="127.0.0.1", listen_port=0, controller_port=cport,
-                       audit_interval=0, audit_delay=-1)  # fmt: skip
+    child = ProxyChild(
+        src,
+        listen_host="127.0.0.1",
+        listen_port=0,
+        controller_port=cport,
+        audit_interval=0,
+        audit_delay=-1,
+    )
     sw_w = None
     try:
         sw_r, sw_w = await asyncio.open_connection("127.0.0.1", child.port)
@@ -153,8 +164,13 @@ async def _stalled(src: Path, seconds: float, total: int, stalled: str) -> dict:
         if stalled == "controller":
             w = sw_w
             data = bytes(32 << 10)
-            msg = _msg(10, 1, struct.pack("!IHBBQ", 0xFFFFFFFF, len(data), 0, 0, 0)
-                       + b"\x00\x01\x00\x04\x00\x00\x00\x00\x00\x00" + data)  # fmt: skip
+            msg = _msg(
+                10,
+                1,
+                struct.pack("!IHBBQ", 0xFFFFFFFF, len(data), 0, 0, 0)
+                + b"\x00\x01\x00\x04\x00\x00\x00\x00\x00\x00"
+                + data,
+            )
         else:
             w = conns[0][1]
             data = bytes(32 << 10)
@@ -174,11 +190,14 @@ async def _stalled(src: Path, seconds: float, total: int, stalled: str) -> dict:
                 break
         accepted = sent - w.transport.get_write_buffer_size()
         peak = max(peak, rss(child.proc.pid))
-        return {"stalled": stalled, "seconds": round(time.monotonic() - t0, 1),
-                "offered_mb": round(sent / 2**20, 1),
-                "accepted_by_proxy_mb": round(accepted / 2**20, 1),
-                "proxy_rss_start_mb": round(rss0 / 2**20, 1),
-                "proxy_rss_peak_mb": round(peak / 2**20, 1)}  # fmt: skip
+        return {
+            "stalled": stalled,
+            "seconds": round(time.monotonic() - t0, 1),
+            "offered_mb": round(sent / 2**20, 1),
+            "accepted_by_proxy_mb": round(accepted / 2**20, 1),
+            "proxy_rss_start_mb": round(rss0 / 2**20, 1),
+            "proxy_rss_peak_mb": round(peak / 2**20, 1),
+        }
     finally:
         if sw_w is not None:
             sw_w.transport.abort()
@@ -193,9 +212,14 @@ async def _hello_only(src: Path, n: int) -> dict:
         writer.transport.abort()
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    child = ProxyChild(src, listen_host="127.0.0.1", listen_port=0,
-                       controller_port=server.sockets[0].getsockname()[1],
-                       audit_interval=0, audit_delay=-1)  # fmt: skip
+    child = ProxyChild(
+        src,
+        listen_host="127.0.0.1",
+        listen_port=0,
+        controller_port=server.sockets[0].getsockname()[1],
+        audit_interval=0,
+        audit_delay=-1,
+    )
     conns = []
     try:
         for _ in range(n):
@@ -213,8 +237,11 @@ async def _hello_only(src: Path, n: int) -> dict:
                 open_left += 1  # nothing, not closed: still held
             except ConnectionError:
                 pass
-        return {"connections": n, "still_open_after_12s": open_left,
-                "proxy_rss_mb": round(rss_open / 2**20, 1)}  # fmt: skip
+        return {
+            "connections": n,
+            "still_open_after_12s": open_left,
+            "proxy_rss_mb": round(rss_open / 2**20, 1),
+        }
     finally:
         for _, w in conns:
             w.transport.abort()
@@ -223,8 +250,14 @@ async def _hello_only(src: Path, n: int) -> dict:
 
 
 def _forged_agents(src: Path, n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", SFLOW_CHILD, str(n)], capture_output=True,
-                         text=True, env=_env(src), cwd=src, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", SFLOW_CHILD, str(n)],
+        capture_output=True,
+        text=True,
+        env=_env(src),
+        cwd=src,
+        timeout=300,
+    )
     if out.returncode:
         return {"error": out.stderr[-500:]}
     return json.loads(out.stdout)

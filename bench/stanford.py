@@ -51,8 +51,12 @@ def throughput(net, sizes=(1, 10, 100)) -> dict:
         for i in range(0, len(fms), size):
             errors += len(model.apply_many(fms[i : i + size])[1])
         dt = time.perf_counter() - t
-        out[str(size)] = {"flowmods": len(fms), "seconds": round(dt, 2),
-                          "flowmods_per_s": round(len(fms) / dt), "errors": errors}  # fmt: skip
+        out[str(size)] = {
+            "flowmods": len(fms),
+            "seconds": round(dt, 2),
+            "flowmods_per_s": round(len(fms) / dt),
+            "errors": errors,
+        }
         del model
         gc.collect()
     return out
@@ -72,8 +76,11 @@ def main(argv=None) -> dict:
         help="stop the replay (and skip the build) once this much update time is spent",
     )
     ap.add_argument("--max-classes", type=int, default=300_000, help="stop the replay beyond")
-    ap.add_argument("--throughput", action="store_true",
-                    help="FlowMods/s through apply_many in batches of 1, 10 and 100")  # fmt: skip
+    ap.add_argument(
+        "--throughput",
+        action="store_true",
+        help="FlowMods/s through apply_many in batches of 1, 10 and 100",
+    )
     ap.add_argument("--profile", metavar="N", type=int, help="print the top N cProfile entries")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
@@ -86,8 +93,12 @@ def main(argv=None) -> dict:
 
     entries = net.entries_of(net.inserted())
     if args.throughput:
-        out = {"dataset": ds.name, "rule_ids": not args.no_rule_ids,
-               "throughput": throughput(net), "rss_mb": rss_mb()}  # fmt: skip
+        out = {
+            "dataset": ds.name,
+            "rule_ids": not args.no_rule_ids,
+            "throughput": throughput(net),
+            "rss_mb": rss_mb(),
+        }
         print(json.dumps(out) if args.json else json.dumps(out, indent=2))
         return out
 

@@ -42,13 +42,26 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="JSON only")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    out = {"rate": a.rate, "horizon_s": a.horizon, "churn_s": a.churn, "seeds": a.seeds,
-           "fault_window_s": [a.t_min, a.t_max], "kinds": {}}  # fmt: skip
+    out = {
+        "rate": a.rate,
+        "horizon_s": a.horizon,
+        "churn_s": a.churn,
+        "seeds": a.seeds,
+        "fault_window_s": [a.t_min, a.t_max],
+        "kinds": {},
+    }
     for kind in a.kinds.split(","):
         secs, missed = [], 0
         for seed in range(a.first_seed, a.first_seed + a.seeds):
-            r = run_case(seed, kind, rate=a.rate, t_min=a.t_min, t_max=a.t_max,
-                         horizon=a.horizon, churn_s=a.churn)  # fmt: skip
+            r = run_case(
+                seed,
+                kind,
+                rate=a.rate,
+                t_min=a.t_min,
+                t_max=a.t_max,
+                horizon=a.horizon,
+                churn_s=a.churn,
+            )
             if r["detected"]:
                 secs.append(r["seconds"])
             else:

@@ -62,10 +62,16 @@ def reports(wl, m, flows: int, seed: int = 7):
         net = rng.choice(nets)
         h = dict.fromkeys(("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src"), 0)
         h.update(
-            ipv4_dst=net + rng.randrange(1, 255), ipv4_src=0x0B000000 + rng.randrange(1 << 16),
-            ip_proto=6, tp_dst=rng.choice([80, 443, 8080]), tp_src=rng.randrange(1024, 65535),
-            eth_type=0x0800, vlan_vid=0, eth_dst=0x020000000001, eth_src=0x020000000002,
-        )  # fmt: skip
+            ipv4_dst=net + rng.randrange(1, 255),
+            ipv4_src=0x0B000000 + rng.randrange(1 << 16),
+            ip_proto=6,
+            tp_dst=rng.choice([80, 443, 8080]),
+            tp_src=rng.randrange(1024, 65535),
+            eth_type=0x0800,
+            vlan_vid=0,
+            eth_dst=0x020000000001,
+            eth_src=0x020000000002,
+        )
         for d, final in ref.send_with_headers(wl.hosts[src], h):
             if d.kind == "egress":
                 out.append((d.egress, final, d.verify_port, d.verify_rule))
@@ -164,8 +170,13 @@ def udp_run(wl, m, dgs, n, seconds, senders: int = 8):
         p.join()
     got = sum(r[0] for r in res)
     per = sum(r[1] for r in res)
-    return {"workers": n, "sent_datagrams": sent, "received_datagrams": per,
-            "samples_per_s": got / el, "loss": 1 - per / sent if sent else 0.0}  # fmt: skip
+    return {
+        "workers": n,
+        "sent_datagrams": sent,
+        "received_datagrams": per,
+        "samples_per_s": got / el,
+        "loss": 1 - per / sent if sent else 0.0,
+    }
 
 
 def main() -> None:

@@ -37,14 +37,20 @@ BASE = 100
 def _config(d: Path, wl, port: int) -> Path:
     topo, rules = d / "topology.yaml", d / "rules.jsonl"
     wl.write(topo, rules)
-    ifs = [{"agent": agent_of(s), "ifindex": BASE + p, "port": f"{s}:{p}"}
-           for s in sorted(wl.topo.switches) for p in wl.topo.ports_of(s)]  # fmt: skip
+    ifs = [
+        {"agent": agent_of(s), "ifindex": BASE + p, "port": f"{s}:{p}"}
+        for s in sorted(wl.topo.switches)
+        for p in wl.topo.ports_of(s)
+    ]
     cfg = {
-        "topology": str(topo), "rules": str(rules),
+        "topology": str(topo),
+        "rules": str(rules),
         "sflow": {"listen": f"127.0.0.1:{port}", "interfaces": ifs},
-        "metrics": {"listen": "127.0.0.1:0"}, "api": {"socket": str(d / "pazzd.sock")},
-        "database": str(d / "faults.db"), "log_level": "warning",
-    }  # fmt: skip
+        "metrics": {"listen": "127.0.0.1:0"},
+        "api": {"socket": str(d / "pazzd.sock")},
+        "database": str(d / "faults.db"),
+        "log_level": "warning",
+    }
     path = d / "pazzd.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -61,8 +67,10 @@ def run(wl, m, n: int, seconds: float, per: int, flows: int, rate: float) -> dic
         d = Path(tmp)
         port = _free_udp()
         cfg = _config(d, wl, port)
-        p = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg),
-                              "--tester-workers", str(n)], stderr=subprocess.DEVNULL)  # fmt: skip
+        p = subprocess.Popen(
+            [sys.executable, "-m", "pazzd", "--config", str(cfg), "--tester-workers", str(n)],
+            stderr=subprocess.DEVNULL,
+        )
         sock = str(d / "pazzd.sock")
         try:
             deadline = time.monotonic() + 60
@@ -102,11 +110,14 @@ def run(wl, m, n: int, seconds: float, per: int, flows: int, rate: float) -> dic
             for s in socks.values():
                 s.close()
             return {
-                "workers": n, "offered_per_s": rate, "samples_per_s": round(got / el),
-                "sent_datagrams": sent, "judged_samples": got,
+                "workers": n,
+                "offered_per_s": rate,
+                "samples_per_s": round(got / el),
+                "sent_datagrams": sent,
+                "judged_samples": got,
                 "datagram_loss": round(1 - dgs_got / sent, 3) if sent else 0.0,
                 "fault_samples": st["tester"]["fault_samples"],
-            }  # fmt: skip
+            }
         finally:
             p.terminate()
             p.wait(timeout=15)
@@ -120,8 +131,9 @@ def main() -> None:
     ap.add_argument("--flows", type=int, default=2000)
     ap.add_argument("--per-datagram", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--rates", default="10000,20000,40000",
-                    help="offered samples per second, comma-separated")  # fmt: skip
+    ap.add_argument(
+        "--rates", default="10000,20000,40000", help="offered samples per second, comma-separated"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     wl = workloads.generate("grid", a.size, a.rules, rule_ids=True)
@@ -129,10 +141,15 @@ def main() -> None:
     m.add_entries(wl.entries, wl.groups)
     runs = [
         run(wl, m, int(n), a.seconds, a.per_datagram, a.flows, float(r))
-        for n in a.workers.split(",") for r in a.rates.split(",")
-    ]  # fmt: skip
-    out = {"topology": f"grid{a.size * a.size}", "rules": m.rule_count(),
-           "per_datagram": a.per_datagram, "runs": runs}  # fmt: skip
+        for n in a.workers.split(",")
+        for r in a.rates.split(",")
+    ]
+    out = {
+        "topology": f"grid{a.size * a.size}",
+        "rules": m.rule_count(),
+        "per_datagram": a.per_datagram,
+        "runs": runs,
+    }
     print(json.dumps(out) if a.json else json.dumps(out, indent=2))
 
 

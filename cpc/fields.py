@@ -52,16 +52,28 @@ IPV4_FIELDS = frozenset({"ipv4_dst", "ipv4_src"})
 
 # OpenFlow / ovs-ofctl names accepted in matches and set_field, mapped to model fields.
 ALIASES: dict[str, str] = {
-    "ipv4_dst": "ipv4_dst", "nw_dst": "ipv4_dst", "ip_dst": "ipv4_dst",
-    "ipv4_src": "ipv4_src", "nw_src": "ipv4_src", "ip_src": "ipv4_src",
-    "ip_proto": "ip_proto", "nw_proto": "ip_proto",
-    "tcp_dst": "tp_dst", "udp_dst": "tp_dst", "tp_dst": "tp_dst",
-    "tcp_src": "tp_src", "udp_src": "tp_src", "tp_src": "tp_src",
-    "eth_type": "eth_type", "dl_type": "eth_type",
+    "ipv4_dst": "ipv4_dst",
+    "nw_dst": "ipv4_dst",
+    "ip_dst": "ipv4_dst",
+    "ipv4_src": "ipv4_src",
+    "nw_src": "ipv4_src",
+    "ip_src": "ipv4_src",
+    "ip_proto": "ip_proto",
+    "nw_proto": "ip_proto",
+    "tcp_dst": "tp_dst",
+    "udp_dst": "tp_dst",
+    "tp_dst": "tp_dst",
+    "tcp_src": "tp_src",
+    "udp_src": "tp_src",
+    "tp_src": "tp_src",
+    "eth_type": "eth_type",
+    "dl_type": "eth_type",
     "vlan_vid": "vlan_vid",
-    "eth_dst": "eth_dst", "dl_dst": "eth_dst",
-    "eth_src": "eth_src", "dl_src": "eth_src",
-}  # fmt: skip
+    "eth_dst": "eth_dst",
+    "dl_dst": "eth_dst",
+    "eth_src": "eth_src",
+    "dl_src": "eth_src",
+}
 # Transport aliases that fix the protocol (tcp_dst implies ip_proto=6).
 PROTO_OF_ALIAS = {"tcp_dst": 6, "tcp_src": 6, "udp_dst": 17, "udp_src": 17}
 TRANSPORT_PROTOS = (6, 17)

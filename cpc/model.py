@@ -488,11 +488,18 @@ class Model:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""
         el = self._element(old.dpid, old.table, old.match.in_port)
         entry = FlowEntry(
-            dpid=old.dpid, table=old.table, priority=old.priority, match=old.match,
-            instructions=new.instructions, cookie=new.cookie if isinstance(new, FlowEntry) else old.cookie,
-            rule_id=new.rule_id, idle_timeout=new.idle_timeout, hard_timeout=new.hard_timeout,
-            flags=new.flags, source=new.source,
-        )  # fmt: skip
+            dpid=old.dpid,
+            table=old.table,
+            priority=old.priority,
+            match=old.match,
+            instructions=new.instructions,
+            cookie=new.cookie if isinstance(new, FlowEntry) else old.cookie,
+            rule_id=new.rule_id,
+            idle_timeout=new.idle_timeout,
+            hard_timeout=new.hard_timeout,
+            flags=new.flags,
+            source=new.source,
+        )
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
         el.entries[Element.key_of(entry)] = entry
         if old_b is not new_b:

@@ -152,6 +152,14 @@ class RefDataPlane:
 
     @staticmethod
     def _end(out, ingress, kind, egress, pkt, hops, hop) -> None:
-        d = Delivery(ingress, kind, egress, hops + (hop,), pkt["vport"], pkt["vrule"],
-                     alternative=pkt["alt"], rewritten=pkt["rw"])  # fmt: skip
+        d = Delivery(
+            ingress,
+            kind,
+            egress,
+            hops + (hop,),
+            pkt["vport"],
+            pkt["vrule"],
+            alternative=pkt["alt"],
+            rewritten=pkt["rw"],
+        )
         out.append((d, pkt["h"]))

@@ -48,8 +48,17 @@ class Behaviour:
     """An entry as the Verify tags see it: identity (table, priority, cookie, rule_id), its
     action and the bytes it adds to the Verify_Rule chain. One per entry and element."""
 
-    __slots__ = ("dpid", "table", "priority", "cookie", "rule_id", "instructions", "action",
-                 "_ur", "_ref")  # fmt: skip
+    __slots__ = (
+        "dpid",
+        "table",
+        "priority",
+        "cookie",
+        "rule_id",
+        "instructions",
+        "action",
+        "_ur",
+        "_ref",
+    )
 
     def __init__(self, dpid, table, priority, cookie, rule_id, instructions, action: Forwarding):
         self.dpid = dpid
@@ -68,8 +77,9 @@ class Behaviour:
         bulk load creates one Behaviour per entry, and most are never asked)."""
         ur = self._ur
         if ur is None:
-            ur = self._ur = rule_bytes(self.dpid, self.table, self.priority, self.cookie,
-                                       self.rule_id)  # fmt: skip
+            ur = self._ur = rule_bytes(
+                self.dpid, self.table, self.priority, self.cookie, self.rule_id
+            )
         return ur
 
     @property

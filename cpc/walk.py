@@ -63,17 +63,41 @@ class State:
     def moved_to(self, dpid: int, in_port: int, hops: tuple) -> State:
         """This packet as it arrives at the next switch (the walk's most frequent copy)."""
         return State(
-            self.ingress, dpid, in_port, self.class_id, self.hdr, self.src, self.vport, self.vrule,
-            hops, self.visited, self.rules, self.action_set, self.alternative, self.rewritten,
+            self.ingress,
+            dpid,
+            in_port,
+            self.class_id,
+            self.hdr,
+            self.src,
+            self.vport,
+            self.vrule,
+            hops,
+            self.visited,
+            self.rules,
+            self.action_set,
+            self.alternative,
+            self.rewritten,
             self.rw,
-        )  # fmt: skip
+        )
 
     def copy(self, **kw) -> State:
         s = State(
-            self.ingress, self.dpid, self.in_port, self.class_id, self.hdr, self.src, self.vport,
-            self.vrule, self.hops, self.visited, self.rules, self.action_set, self.alternative,
-            self.rewritten, self.rw,
-        )  # fmt: skip
+            self.ingress,
+            self.dpid,
+            self.in_port,
+            self.class_id,
+            self.hdr,
+            self.src,
+            self.vport,
+            self.vrule,
+            self.hops,
+            self.visited,
+            self.rules,
+            self.action_set,
+            self.alternative,
+            self.rewritten,
+            self.rw,
+        )
         for k, v in kw.items():
             setattr(s, k, v)
         return s
@@ -101,8 +125,17 @@ class Outcome(NamedTuple):
         return (self.hops[-1].dpid, self.port) if self.kind == "egress" else None
 
     def delivery(self) -> Delivery:
-        return Delivery(self.ingress, self.kind, self.egress, self.hops, self.verify_port,
-                        self.verify_rule, self.reason, self.alternative, self.rewritten)  # fmt: skip
+        return Delivery(
+            self.ingress,
+            self.kind,
+            self.egress,
+            self.hops,
+            self.verify_port,
+            self.verify_rule,
+            self.reason,
+            self.alternative,
+            self.rewritten,
+        )
 
 
 class Node:
@@ -185,8 +218,23 @@ def _expand_links(links) -> list[Outcome]:
     append = out.append
     for ing, hops, vport, alt, node in links:
         for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
-            append(Outcome(ing, kind, port, hops + h, vport | vp, 0, alt or a, reason, fap, None,
-                           None, False, ()))  # fmt: skip
+            append(
+                Outcome(
+                    ing,
+                    kind,
+                    port,
+                    hops + h,
+                    vport | vp,
+                    0,
+                    alt or a,
+                    reason,
+                    fap,
+                    None,
+                    None,
+                    False,
+                    (),
+                )
+            )
     return out
 
 
@@ -201,8 +249,11 @@ def _expand_entries(entries) -> list[Outcome]:
             for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
                 h0 = h[0]
                 h = (Hop(h0.dpid, ing[1], h0.rules, h0.out_port), *h[1:])
-                append(Outcome(ing, kind, port, h, vport | vp, 0, a, reason, fap, None, None,
-                               False, ()))  # fmt: skip
+                append(
+                    Outcome(
+                        ing, kind, port, h, vport | vp, 0, a, reason, fap, None, None, False, ()
+                    )
+                )
     return out
 
 
@@ -449,8 +500,18 @@ class Walker:
                 if entry is not None and port not in entry[1]:
                     entry[2].append((ing, port_bits(dpid, port)))
                     continue
-            st = State(ing, dpid, port, class_id, hdr, hdr, VERIFY_PORT_INIT, VERIFY_RULE_INIT,
-                       (), frozenset())  # fmt: skip
+            st = State(
+                ing,
+                dpid,
+                port,
+                class_id,
+                hdr,
+                hdr,
+                VERIFY_PORT_INIT,
+                VERIFY_RULE_INIT,
+                (),
+                frozenset(),
+            )
             self._switch(res, st, local)
         res.entries += [SharedEntry(e[0], e[2]) for e in entries.values() if e is not None and e[2]]
         self._memo = None
@@ -541,8 +602,18 @@ class Walker:
         try:
             for port, alt in ports:
                 if port == in_port:  # OpenFlow drops output to the input port
-                    outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                             vport, alt, "output to the input port", class_id))  # fmt: skip
+                    outcomes.append(
+                        _outcome(
+                            ingress,
+                            "drop",
+                            None,
+                            (Hop(dpid, in_port, rules, None),),
+                            vport,
+                            alt,
+                            "output to the input port",
+                            class_id,
+                        )
+                    )
                     continue
                 hop = Hop(dpid, in_port, rules, port)
                 loc = (dpid, port)
@@ -570,8 +641,21 @@ class Walker:
                     if child is not None and child.states.isdisjoint(visited):
                         links.append(Link(ingress, (hop,), vport, alt, child))
                     else:
-                        nxt = State(ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited,
-                                    rules, (), alt)  # fmt: skip
+                        nxt = State(
+                            ingress,
+                            nd,
+                            np,
+                            class_id,
+                            None,
+                            None,
+                            vport,
+                            0,
+                            (hop,),
+                            visited,
+                            rules,
+                            (),
+                            alt,
+                        )
                         self._switch_direct(sub, nxt, False)
                 else:
                     reason = f"port {topo.port_name(loc)} leads nowhere"
@@ -581,8 +665,18 @@ class Walker:
         finally:
             self._states.pop()
         if not outcomes and not links:  # matched, but the actions send it nowhere
-            outcomes.append(_outcome(ingress, "drop", None, (Hop(dpid, in_port, rules, None),),
-                                     vport, False, "dropped by the entry's actions", class_id))  # fmt: skip
+            outcomes.append(
+                _outcome(
+                    ingress,
+                    "drop",
+                    None,
+                    (Hop(dpid, in_port, rules, None),),
+                    vport,
+                    False,
+                    "dropped by the entry's actions",
+                    class_id,
+                )
+            )
         if sub.through:
             res.through |= sub.through
         if sub.groups:
@@ -725,8 +819,9 @@ class Walker:
         alt = group.type == "select" and len(group.buckets) > 1
         for bucket in group.buckets:
             # Buckets act on a clone of the packet: their rewrites stay inside the bucket.
-            self._run(res, bucket, 0, st.copy(alternative=st.alternative or alt), local,
-                      lambda _s: None)  # fmt: skip
+            self._run(
+                res, bucket, 0, st.copy(alternative=st.alternative or alt), local, lambda _s: None
+            )
 
     def _output(self, res: WalkResult, st: State, port: int, local: bool) -> None:
         topo = self.topo
@@ -800,10 +895,23 @@ class Walker:
     def _end(self, res, st: State, kind: str, port, reason: str, hop: Hop | None = None) -> None:
         if hop is None:
             hop = Hop(st.dpid, st.in_port, st.rules, None)
-        res.outcomes.append(Outcome(
-            st.ingress, kind, port, st.hops + (hop,), st.vport, st.vrule, st.alternative,
-            reason, st.class_id, st.hdr if st.rewritten else None, st.src, st.rewritten, st.rw,
-        ))  # fmt: skip
+        res.outcomes.append(
+            Outcome(
+                st.ingress,
+                kind,
+                port,
+                st.hops + (hop,),
+                st.vport,
+                st.vrule,
+                st.alternative,
+                reason,
+                st.class_id,
+                st.hdr if st.rewritten else None,
+                st.src,
+                st.rewritten,
+                st.rw,
+            )
+        )
 
 
 _UNSET = object()

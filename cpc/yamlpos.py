@@ -42,9 +42,11 @@ def _no_duplicate_keys(loader, node) -> None:
         else:
             line = first[key]
             raise yaml.constructor.ConstructorError(
-                None, None, f"{key}: duplicate key (first given on line {line})",
+                None,
+                None,
+                f"{key}: duplicate key (first given on line {line})",
                 key_node.start_mark,
-            )  # fmt: skip
+            )
 
 
 def _mapping(loader, node):

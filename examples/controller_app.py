@@ -59,8 +59,17 @@ class ExampleApp(app_manager.OSKenApp):
 
     def _log(self, dp, msg) -> None:
         if self.record is not None:
-            self.record.write(json.dumps({"dpid": dp.id, "type": msg.msg_type, "xid": msg.xid,
-                                          "hex": bytes(msg.buf).hex()}) + "\n")  # fmt: skip
+            self.record.write(
+                json.dumps(
+                    {
+                        "dpid": dp.id,
+                        "type": msg.msg_type,
+                        "xid": msg.xid,
+                        "hex": bytes(msg.buf).hex(),
+                    }
+                )
+                + "\n"
+            )
             self.record.flush()
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -77,8 +86,11 @@ class ExampleApp(app_manager.OSKenApp):
             dp.send_msg(p.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, gid, buckets))
         n = 0
         for table, prio, match, inst, cookie in flows:
-            dp.send_msg(p.OFPFlowMod(dp, table_id=table, priority=prio, match=match,
-                                     instructions=inst, cookie=cookie))  # fmt: skip
+            dp.send_msg(
+                p.OFPFlowMod(
+                    dp, table_id=table, priority=prio, match=match, instructions=inst, cookie=cookie
+                )
+            )
             n += 1
         dp.send_msg(p.OFPBarrierRequest(dp))
         dp.send_msg(p.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY))
@@ -109,9 +121,13 @@ class ExampleApp(app_manager.OSKenApp):
 
         from cpc import ofctl
 
-        commands = {"add": "OFPFC_ADD", "modify": "OFPFC_MODIFY",
-                    "modify_strict": "OFPFC_MODIFY_STRICT", "delete": "OFPFC_DELETE",
-                    "delete_strict": "OFPFC_DELETE_STRICT"}  # fmt: skip
+        commands = {
+            "add": "OFPFC_ADD",
+            "modify": "OFPFC_MODIFY",
+            "modify_strict": "OFPFC_MODIFY_STRICT",
+            "delete": "OFPFC_DELETE",
+            "delete_strict": "OFPFC_DELETE_STRICT",
+        }
         done, pending = 0, ""
         while True:
             hub.sleep(0.1)
@@ -134,12 +150,20 @@ class ExampleApp(app_manager.OSKenApp):
                 fm = ofctl.parse_flow(u["flow"], u["dpid"], cmd)
                 ofp, p = dp.ofproto, dp.ofproto_parser
                 proto = (fm.match.get("ip_proto") or (None, 0))[0]
-                dp.send_msg(p.OFPFlowMod(
-                    dp, cookie=fm.cookie, cookie_mask=fm.cookie_mask, table_id=fm.table,
-                    command=getattr(ofp, commands[cmd]), priority=fm.priority,
-                    out_port=fm.out_port, out_group=fm.out_group,
-                    match=_match(p, fm.match),
-                    instructions=_instructions(dp, fm.instructions, proto)))  # fmt: skip
+                dp.send_msg(
+                    p.OFPFlowMod(
+                        dp,
+                        cookie=fm.cookie,
+                        cookie_mask=fm.cookie_mask,
+                        table_id=fm.table,
+                        command=getattr(ofp, commands[cmd]),
+                        priority=fm.priority,
+                        out_port=fm.out_port,
+                        out_group=fm.out_group,
+                        match=_match(p, fm.match),
+                        instructions=_instructions(dp, fm.instructions, proto),
+                    )
+                )
                 touched[dp.id] = dp
             for dp in touched.values():
                 dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
@@ -147,8 +171,9 @@ class ExampleApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats(self, ev):
         self._log(ev.msg.datapath, ev.msg)
-        self.logger.info("switch %#x: flow-stats reply with %d entries", ev.msg.datapath.id,
-                         len(ev.msg.body))  # fmt: skip
+        self.logger.info(
+            "switch %#x: flow-stats reply with %d entries", ev.msg.datapath.id, len(ev.msg.body)
+        )
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier(self, ev):
@@ -157,13 +182,23 @@ class ExampleApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error(self, ev):
         self._log(ev.msg.datapath, ev.msg)
-        self.logger.warning("switch %#x: error type %d code %d", ev.msg.datapath.id,
-                            ev.msg.type, ev.msg.code)  # fmt: skip
+        self.logger.warning(
+            "switch %#x: error type %d code %d", ev.msg.datapath.id, ev.msg.type, ev.msg.code
+        )
 
 
 # --- a cpc rule file as OpenFlow 1.3 messages ----------------------------------------------------
-_WIDTH = {"ipv4_dst": 32, "ipv4_src": 32, "ip_proto": 8, "tp_dst": 16, "tp_src": 16,
-          "eth_type": 16, "vlan_vid": 13, "eth_dst": 48, "eth_src": 48}  # fmt: skip
+_WIDTH = {
+    "ipv4_dst": 32,
+    "ipv4_src": 32,
+    "ip_proto": 8,
+    "tp_dst": 16,
+    "tp_src": 16,
+    "eth_type": 16,
+    "vlan_vid": 13,
+    "eth_dst": 48,
+    "eth_src": 48,
+}
 
 
 def _oxm_value(field: str, v: int):
@@ -238,8 +273,13 @@ def rules_from_file(dp, path):
     from cpc.rules import Group
 
     p, ofp = dp.ofproto_parser, dp.ofproto
-    types = {"all": ofp.OFPGT_ALL, "select": ofp.OFPGT_SELECT, "indirect": ofp.OFPGT_INDIRECT,
-             "ff": ofp.OFPGT_FF, "fast_failover": ofp.OFPGT_FF}  # fmt: skip
+    types = {
+        "all": ofp.OFPGT_ALL,
+        "select": ofp.OFPGT_SELECT,
+        "indirect": ofp.OFPGT_INDIRECT,
+        "ff": ofp.OFPGT_FF,
+        "fast_failover": ofp.OFPGT_FF,
+    }
     groups, flows = [], []
     for e in ofctl.read_rules(path):
         if e.dpid != dp.id:
@@ -270,8 +310,12 @@ def main(argv=None) -> None:
         args[i : i + 2] = ["--ofp-tcp-listen-port", args[i + 1], "--ofp-listen-host", "127.0.0.1"]
     CONF(args=args, project="os_ken")
     mgr = app_manager.AppManager.get_instance()
-    mgr.load_apps([__name__ if __name__ != "__main__" else "examples.controller_app",
-                   "os_ken.controller.ofp_handler"])  # fmt: skip
+    mgr.load_apps(
+        [
+            __name__ if __name__ != "__main__" else "examples.controller_app",
+            "os_ken.controller.ofp_handler",
+        ]
+    )
     services = mgr.instantiate_apps(**mgr.create_contexts())
     try:
         hub.joinall(services)

@@ -105,11 +105,19 @@ class Crafter:
             ip = IP(
                 src=str(ipaddress.IPv4Address(h.get("ipv4_src", 0))),
                 dst=str(ipaddress.IPv4Address(h.get("ipv4_dst", 0))),
-                proto=proto, ttl=64, id=1, flags=0,
-            )  # fmt: skip
+                proto=proto,
+                ttl=64,
+                id=1,
+                flags=0,
+            )
             if proto == 6:
-                l4 = TCP(sport=h.get("tp_src", 0), dport=h.get("tp_dst", 0), flags="S", seq=0,
-                         window=8192)  # fmt: skip
+                l4 = TCP(
+                    sport=h.get("tp_src", 0),
+                    dport=h.get("tp_dst", 0),
+                    flags="S",
+                    seq=0,
+                    window=8192,
+                )
                 pkt = pkt / ip / l4 / Raw(payload)
             elif proto == 17:
                 pkt = (
@@ -124,9 +132,11 @@ class Crafter:
         return data + bytes(max(0, MIN_FRAME - len(data)))
 
     def _build(self, kind: str, vlan: bool) -> _Template:
-        h = {"eth_type": ETH_TYPE_IPV4 if kind != "nonip" else 0x0806,
-             "ip_proto": {"tcp": 6, "udp": 17, "ip": 0}.get(kind, 0),
-             "vlan_vid": OFPVID_PRESENT if vlan else 0}  # fmt: skip
+        h = {
+            "eth_type": ETH_TYPE_IPV4 if kind != "nonip" else 0x0806,
+            "ip_proto": {"tcp": 6, "udp": 17, "ip": 0}.get(kind, 0),
+            "vlan_vid": OFPVID_PRESENT if vlan else 0,
+        }
         buf = bytearray(self.scapy_packet(h, 0))
         l2 = 12 + (8 if self.pretag else 0) + (4 if vlan else 0)
         l3 = l2 + 2

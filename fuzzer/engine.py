@@ -65,8 +65,16 @@ class CriticalFlow:
 
 
 class _IngressState:
-    __slots__ = ("plan", "built_version", "built_at", "probed_cls", "cov", "cov_version", "sent",
-                 "stale")  # fmt: skip
+    __slots__ = (
+        "plan",
+        "built_version",
+        "built_at",
+        "probed_cls",
+        "cov",
+        "cov_version",
+        "sent",
+        "stale",
+    )
 
     def __init__(self, space) -> None:
         self.plan: IngressPlan | None = None
@@ -217,10 +225,19 @@ class Fuzzer:
             if e != ingress and e not in sel
         }
         st.plan = IngressPlan(
-            self.space, ingress, corpora, others, rng=self.rng, seen=self._seen,
-            version=version, random_share=self.random_share, shares=self.shares,
-            classes=self.model.part.bdd_of, cache=self.counts, matches=self._match_bdds(),
-        )  # fmt: skip
+            self.space,
+            ingress,
+            corpora,
+            others,
+            rng=self.rng,
+            seen=self._seen,
+            version=version,
+            random_share=self.random_share,
+            shares=self.shares,
+            classes=self.model.part.bdd_of,
+            cache=self.counts,
+            matches=self._match_bdds(),
+        )
         st.built_version = version
         st.built_at = now
         st.stale = False
@@ -353,8 +370,15 @@ class Fuzzer:
         that takes a fraction f of one area (DETECT_FRACTIONS), in its slowest group."""
         st = self.state[ingress]
         plan = st.plan
-        row = {"ingress": port_label(ingress), "areas": 0, "areas_recent": 0, "probes": st.sent,
-               "revisit_s": {}, "expected_detect_s": {}, "p99_detect_s": {}}  # fmt: skip
+        row = {
+            "ingress": port_label(ingress),
+            "areas": 0,
+            "areas_recent": 0,
+            "probes": st.sent,
+            "revisit_s": {},
+            "expected_detect_s": {},
+            "p99_detect_s": {},
+        }
         if plan is None:
             return row
         row["areas"], row["areas_recent"] = plan.area_stats(self.clock(), self.window_s)

@@ -69,9 +69,12 @@ def ofp13_packet_out(in_port: int, data: bytes, xid: int = 0) -> bytes:
 
     dp = _Dp()
     msg = parser.OFPPacketOut(
-        dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=in_port,
-        actions=[parser.OFPActionOutput(OFPP_TABLE, 0)], data=data,
-    )  # fmt: skip
+        dp,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        in_port=in_port,
+        actions=[parser.OFPActionOutput(OFPP_TABLE, 0)],
+        data=data,
+    )
     msg.set_xid(xid)
     msg.serialize()
     return bytes(msg.buf)
@@ -93,7 +96,7 @@ class OsKenPacketOut:
                 in_port=in_port,
                 actions=[parser.OFPActionOutput(ofp.OFPP_TABLE, 0)],
                 data=data,
-            )  # fmt: skip
+            )
         )
 
 
@@ -104,9 +107,10 @@ class RawSocketInjector:
     `sockets` may supply already-open sockets instead (e.g. opened inside a namespace)."""
 
     def __init__(
-        self, ifaces: Mapping[Port, str] | None = None,
+        self,
+        ifaces: Mapping[Port, str] | None = None,
         sockets: Mapping[Port, socket.socket] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.ifaces = dict(ifaces or {})
         self._socks: dict[Port, socket.socket] = dict(sockets or {})
         self.sent = 0

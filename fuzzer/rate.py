@@ -15,9 +15,11 @@ class TokenBucket:
     """
 
     def __init__(
-        self, rate: float = 1000.0, burst: float | None = None,
+        self,
+        rate: float = 1000.0,
+        burst: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.rate = float(rate)

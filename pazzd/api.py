@@ -42,8 +42,15 @@ class ApiServer:
     that the client does not read within it drops the client too. group: the socket's
     group (a name or number), whose members may connect."""
 
-    def __init__(self, path: str, handler: Handler, mode: int = 0o660, max_clients: int = 64,
-                 idle_timeout: float = 60.0, group: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str,
+        handler: Handler,
+        mode: int = 0o660,
+        max_clients: int = 64,
+        idle_timeout: float = 60.0,
+        group: str | None = None,
+    ) -> None:
         self.path = path
         self.handler = handler
         self.mode = mode
@@ -146,8 +153,11 @@ class ApiServer:
             return {"ok": False, "error": f"bad request: {type(e).__name__}: {e}"}
         except Exception as e:  # a bug: report it, keep serving
             log.exception("API command %s failed", req.get("cmd"))
-            return {"ok": False, "error": f"internal error in {req.get('cmd')}: {e} "
-                    "(the traceback is in pazzd's log)"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"internal error in {req.get('cmd')}: {e} "
+                "(the traceback is in pazzd's log)",
+            }
 
     async def _reply(self, writer, msg: dict) -> None:
         writer.write(json.dumps(msg, default=str).encode() + b"\n")

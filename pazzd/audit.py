@@ -117,9 +117,18 @@ class AuditFaults:
             header = {"text": f.text}
             # An audit fault has no sample: no evidence, egress, expected or actual tags.
             fid, fresh = self.store.record(
-                AUDIT, location, hc, now, evidence=b"", header=header, egress=None,
-                expected=[], actual=None, localization={"candidates": [dpid]}, audit=info,
-            )  # fmt: skip
+                AUDIT,
+                location,
+                hc,
+                now,
+                evidence=b"",
+                header=header,
+                egress=None,
+                expected=[],
+                actual=None,
+                localization={"candidates": [dpid]},
+                audit=info,
+            )
             if fresh:
                 events.append(AuditEvent("new", fid, f))
         for hc, r in mine.items():

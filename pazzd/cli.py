@@ -76,8 +76,10 @@ def _fuzz_line(fz: dict | None) -> str:
         return "off"
     if fz.get("error"):
         return f"error: {fz['error']}"
-    line = (f"{fz.get('probes_sent_total') or 0} probes; {fz.get('areas_recent') or 0} of "
-            f"{fz.get('areas') or 0} areas probed in the last {fz.get('window_s') or 0:g} s")  # fmt: skip
+    line = (
+        f"{fz.get('probes_sent_total') or 0} probes; {fz.get('areas_recent') or 0} of "
+        f"{fz.get('areas') or 0} areas probed in the last {fz.get('window_s') or 0:g} s"
+    )
     bound = fz.get("expected_detect_s_1_256")
     if bound is not None:
         line += f"; a hidden rule in 1/256 of an area: first probe in {bound:.0f} s expected"
@@ -116,15 +118,17 @@ def cmd_trace(args) -> int:
         for h in d.hops:
             for i, r in enumerate(h.rules or [None]):
                 last = i == max(0, len(h.rules) - 1)
-                rows.append((
-                    topo.switches[h.dpid].name if i == 0 else "",
-                    str(h.in_port) if i == 0 else "",
-                    "-" if r is None else str(r.table),
-                    "-" if r is None else str(r.priority),
-                    "-" if r is None else f"0x{r.cookie:x}",
-                    "-" if r is None else str(r.rule_id),
-                    _port_text(h.out_port) if last else "",
-                ))  # fmt: skip
+                rows.append(
+                    (
+                        topo.switches[h.dpid].name if i == 0 else "",
+                        str(h.in_port) if i == 0 else "",
+                        "-" if r is None else str(r.table),
+                        "-" if r is None else str(r.priority),
+                        "-" if r is None else f"0x{r.cookie:x}",
+                        "-" if r is None else str(r.rule_id),
+                        _port_text(h.out_port) if last else "",
+                    )
+                )
         _table(rows)
         print(f"  expected Verify_Port 0x{d.verify_port:08x}  Verify_Rule 0x{d.verify_rule:04x}\n")
     if not deliveries:
@@ -169,12 +173,17 @@ def print_outcomes_json(outcomes: list[dict]) -> None:
             rules = h["rules"] or [None]
             for i, r in enumerate(rules):
                 last = i == len(rules) - 1
-                rows.append((
-                    h["switch"] if i == 0 else "", str(h["in_port"]) if i == 0 else "",
-                    "-" if r is None else str(r["table"]), "-" if r is None else str(r["priority"]),
-                    "-" if r is None else f"0x{r['cookie']:x}", "-" if r is None else str(r["rule_id"]),
-                    _port_text(h["out_port"]) if last else "",
-                ))  # fmt: skip
+                rows.append(
+                    (
+                        h["switch"] if i == 0 else "",
+                        str(h["in_port"]) if i == 0 else "",
+                        "-" if r is None else str(r["table"]),
+                        "-" if r is None else str(r["priority"]),
+                        "-" if r is None else f"0x{r['cookie']:x}",
+                        "-" if r is None else str(r["rule_id"]),
+                        _port_text(h["out_port"]) if last else "",
+                    )
+                )
         _table(rows)
         print(f"  expected Verify_Port {d['verify_port']}  Verify_Rule {d['verify_rule']}\n")
     if not outcomes:
@@ -194,23 +203,37 @@ def cmd_status(args) -> int:
     rows = [
         ("pazzd", f"pid {st['pid']}, up {st['uptime_s']} s, config {st['config']}"),
         ("config", st["config_error"] or f"ok ({st['config_reloads']} reloads)"),
-        ("model", f"{m['rules']} rules, {m['classes']} classes, version {m['version']}, "
-                  f"{m['switches']} switches, {m['edge_ports']} edge ports"),
+        (
+            "model",
+            f"{m['rules']} rules, {m['classes']} classes, version {m['version']}, "
+            f"{m['switches']} switches, {m['edge_ports']} edge ports",
+        ),
         ("controller", st["controller"]),
-        ("sFlow", f"{st['sflow']}: {t.get('datagrams', 0)} datagrams, {t.get('malformed', 0)} "
-                  f"malformed, {t.get('lost_datagrams', 0)} lost"),
-        ("reports", f"{t.get('reports', 0)} judged: {t.get('consistent', 0)} consistent, "
-                    f"{t.get('fault_samples', 0)} faulty, {t.get('held_transient', 0)} held"),
+        (
+            "sFlow",
+            f"{st['sflow']}: {t.get('datagrams', 0)} datagrams, {t.get('malformed', 0)} "
+            f"malformed, {t.get('lost_datagrams', 0)} lost",
+        ),
+        (
+            "reports",
+            f"{t.get('reports', 0)} judged: {t.get('consistent', 0)} consistent, "
+            f"{t.get('fault_samples', 0)} faulty, {t.get('held_transient', 0)} held",
+        ),
         ("faults open", ", ".join(f"{k}={v}" for k, v in st["faults_open"].items())),
         ("fuzz", _fuzz_line(st["fuzz"])),
         ("metrics", st["metrics"]),
-    ]  # fmt: skip
+    ]
     workers = st.get("tester_workers")
     if workers:
         alive = sum(1 for x in workers if x["alive"])
         per = ", ".join(f"#{x['index']} {x['datagrams']} dgrams" for x in workers)
-        rows.insert(5, ("workers", f"{alive}/{len(workers)} alive, "
-                                   f"{t.get('worker_restarts', 0)} restarts: {per}"))  # fmt: skip
+        rows.insert(
+            5,
+            (
+                "workers",
+                f"{alive}/{len(workers)} alive, {t.get('worker_restarts', 0)} restarts: {per}",
+            ),
+        )
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k.ljust(w)}  {v}")
@@ -260,15 +283,19 @@ def cmd_faults(args) -> int:
         print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
         print(f"{'actual':12} {json.dumps(f['actual'])}")
         for e in f["expected"] or []:
-            print(f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
-                  f"vr=0x{e['verify_rule']:04x} path {e['path']}")  # fmt: skip
+            print(
+                f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
+                f"vr=0x{e['verify_rule']:04x} path {e['path']}"
+            )
         print(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
         if f["polled"] and not f["polled"].get("finding"):
             print(f"{'localized':12} - {_no_finding(f['polled'])}")
         elif f["polled"]:
             p = f["polled"]
-            print(f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
-                  + (f" {p['cause']}" if p.get("cause") else ""))  # fmt: skip
+            print(
+                f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
+                + (f" {p['cause']}" if p.get("cause") else "")
+            )
             if p.get("header") and p["header"] != f["header"]:
                 print(f"{'  header':12} {p['header']}")
             if p.get("entry"):
@@ -285,8 +312,17 @@ def cmd_faults(args) -> int:
         return 0
     rows = [("id", "state", "class", "location", "first seen", "count", "header")]
     for f in faults:
-        rows.append((str(f["id"]), f["state"], f["kind"], _loc_text(f), _when(f["first_seen"]),
-                     str(f["count"]), (f["header"] or "")[:60]))  # fmt: skip
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                f["kind"],
+                _loc_text(f),
+                _when(f["first_seen"]),
+                str(f["count"]),
+                (f["header"] or "")[:60],
+            )
+        )
     if len(rows) == 1:
         print("no faults")
     else:
@@ -301,8 +337,10 @@ def _no_finding(a: dict) -> str:
     if errors and len(errors) >= len(a.get("polled") or ()):
         return f"localization could not poll any switch: {failed}"
     if errors:
-        return (f"no difference on the switches polled, but the poll failed on {failed}: "
-                "the entry may be there")  # fmt: skip
+        return (
+            f"no difference on the switches polled, but the poll failed on {failed}: "
+            "the entry may be there"
+        )
     return "no flow table differs from the intended entries for this header"
 
 
@@ -314,8 +352,10 @@ def cmd_localize(args) -> int:
     if args.json:
         print(json.dumps({**a, "wall_seconds": round(took, 4)}, indent=2))
         return 0 if found else 1
-    print(f"fault {a['fault']} ({a['kind']}): polled {len(a['polled'])} switches "
-          f"{a['polled']} in {took:.2f} s")  # fmt: skip
+    print(
+        f"fault {a['fault']} ({a['kind']}): polled {len(a['polled'])} switches "
+        f"{a['polled']} in {took:.2f} s"
+    )
     for d, err in a["errors"].items():
         print(f"  dpid {d}: poll failed: {err}")
     if not a["findings"]:
@@ -339,8 +379,12 @@ def cmd_localize(args) -> int:
 
 def cmd_flowmod(args) -> int:
     res = _call(args, "flowmod", switch=args.switch, flow=args.flow, command=args.command_)
-    print(json.dumps(res) if args.json else f"model version {res['version']}, "
-          f"{res['classes_changed']} classes changed in {res['seconds'] * 1e3:.2f} ms")  # fmt: skip
+    print(
+        json.dumps(res)
+        if args.json
+        else f"model version {res['version']}, "
+        f"{res['classes_changed']} classes changed in {res['seconds'] * 1e3:.2f} ms"
+    )
     return 0
 
 
@@ -373,31 +417,42 @@ def cmd_check_config(args) -> int:
 
 
 def add_daemon_commands(sub, common) -> None:
-    s = sub.add_parser("status", parents=[common],
-                       help="pazzd's state: model, sFlow, reports, faults, fuzzer")  # fmt: skip
+    s = sub.add_parser(
+        "status", parents=[common], help="pazzd's state: model, sFlow, reports, faults, fuzzer"
+    )
     s.set_defaults(func=cmd_status)
     f = sub.add_parser("faults", parents=[common], help="list faults, or `faults show ID`")
     f.add_argument("action", nargs="?", choices=["show"], help="show one fault")
     f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
     f.add_argument("--open", action="store_true", help="only open faults")
     f.set_defaults(func=cmd_faults)
-    lz = sub.add_parser("localize", parents=[common],
-                        help="poll candidate flow tables for a fault's entry")  # fmt: skip
+    lz = sub.add_parser(
+        "localize", parents=[common], help="poll candidate flow tables for a fault's entry"
+    )
     lz.add_argument("id", type=int, help="the fault's ID")
     lz.set_defaults(func=cmd_localize)
-    fm = sub.add_parser("flowmod", parents=[common],
-                        help="apply a FlowMod to the live model (no proxy)")  # fmt: skip
+    fm = sub.add_parser(
+        "flowmod", parents=[common], help="apply a FlowMod to the live model (no proxy)"
+    )
     fm.add_argument("switch", help="the switch: name or dpid")
     fm.add_argument("flow", help="ovs-ofctl flow syntax")
-    fm.add_argument("--command", dest="command_", default="add",
-                    choices=["add", "modify", "modify_strict", "delete", "delete_strict"],
-                    help="the FlowMod command (default add)")  # fmt: skip
+    fm.add_argument(
+        "--command",
+        dest="command_",
+        default="add",
+        choices=["add", "modify", "modify_strict", "delete", "delete_strict"],
+        help="the FlowMod command (default add)",
+    )
     fm.set_defaults(func=cmd_flowmod)
-    rl = sub.add_parser("reload", parents=[common],
-                        help="reload pazzd's config and print its verdict (exit 1 if it failed)")  # fmt: skip
+    rl = sub.add_parser(
+        "reload",
+        parents=[common],
+        help="reload pazzd's config and print its verdict (exit 1 if it failed)",
+    )
     rl.set_defaults(func=cmd_reload)
-    c = sub.add_parser("check-config", parents=[common],
-                       help="validate a pazzd config file without starting")  # fmt: skip
+    c = sub.add_parser(
+        "check-config", parents=[common], help="validate a pazzd config file without starting"
+    )
     c.add_argument("file", help="the config file (YAML)")
     c.set_defaults(func=cmd_check_config)
 
@@ -443,45 +498,74 @@ def _common(suppress: bool) -> argparse.ArgumentParser:
     c = argparse.ArgumentParser(add_help=False)
     default = os.environ.get("PAZZ_SOCKET") or DEFAULT_SOCKET
     c.add_argument(
-        "--socket", default=argparse.SUPPRESS if suppress else default, metavar="PATH",
+        "--socket",
+        default=argparse.SUPPRESS if suppress else default,
+        metavar="PATH",
         help=f"pazzd's API socket (default: $PAZZ_SOCKET, or {DEFAULT_SOCKET})",
-    )  # fmt: skip
-    c.add_argument("--json", action="store_true",
-                   default=argparse.SUPPRESS if suppress else False,
-                   help="JSON output (errors: a JSON object on stderr)")  # fmt: skip
+    )
+    c.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="JSON output (errors: a JSON object on stderr)",
+    )
     return c
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="pazzctl", description="PAZZ operator tool: query pazzd and its model.",
-        parents=[_common(False)], epilog=EXAMPLES,
+        prog="pazzctl",
+        description="PAZZ operator tool: query pazzd and its model.",
+        parents=[_common(False)],
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     p.add_argument("--version", action="version", version=f"pazzctl {version()}")
     common = _common(True)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser,
-                           help="the subcommand (COMMAND --help for its flags)")  # fmt: skip
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=_Parser,
+        help="the subcommand (COMMAND --help for its flags)",
+    )
 
     def model_args(sp):
         sp.add_argument("--topology", help="topology YAML file (omit both: the live model)")
         sp.add_argument("--rules", help="rules: JSON lines or ovs-ofctl dump-flows text")
 
-    t = sub.add_parser("trace", parents=[common],
-                       help="follow one header through the modelled network")  # fmt: skip
+    t = sub.add_parser(
+        "trace", parents=[common], help="follow one header through the modelled network"
+    )
     model_args(t)
-    t.add_argument("--in", dest="ingress", required=True, metavar="SWITCH:PORT",
-                   help="the edge port where the packet enters")  # fmt: skip
+    t.add_argument(
+        "--in",
+        dest="ingress",
+        required=True,
+        metavar="SWITCH:PORT",
+        help="the edge port where the packet enters",
+    )
     t.add_argument("--header", required=True, help="e.g. 'ipv4_dst=10.0.1.5,ip_proto=6,tcp_dst=80'")
     t.set_defaults(func=cmd_trace)
 
-    r = sub.add_parser("reach", parents=[common],
-                       help="the header space delivered from one edge port to another")  # fmt: skip
+    r = sub.add_parser(
+        "reach", parents=[common], help="the header space delivered from one edge port to another"
+    )
     model_args(r)
-    r.add_argument("--from", dest="src", required=True, metavar="SWITCH:PORT",
-                   help="the edge port where headers enter")  # fmt: skip
-    r.add_argument("--to", dest="dst", required=True, metavar="SWITCH:PORT",
-                   help="the edge port where they leave")  # fmt: skip
+    r.add_argument(
+        "--from",
+        dest="src",
+        required=True,
+        metavar="SWITCH:PORT",
+        help="the edge port where headers enter",
+    )
+    r.add_argument(
+        "--to",
+        dest="dst",
+        required=True,
+        metavar="SWITCH:PORT",
+        help="the edge port where they leave",
+    )
     r.add_argument("--limit", type=int, default=20, help="cubes to list (default 20)")
     r.set_defaults(func=cmd_reach)
     add_daemon_commands(sub, common)

@@ -126,12 +126,33 @@ class Config:
 
 KNOWN = {
     "": {
-        "topology", "rules", "controller", "edge_ports", "sflow", "switches", "ovs", "fuzz",
-        "critical_flows", "tester", "metrics", "api", "database", "log_level",
+        "topology",
+        "rules",
+        "controller",
+        "edge_ports",
+        "sflow",
+        "switches",
+        "ovs",
+        "fuzz",
+        "critical_flows",
+        "tester",
+        "metrics",
+        "api",
+        "database",
+        "log_level",
     },
     "controller": {
-        "enabled", "address", "listen", "audit_interval", "audit_delay", "handshake_timeout",
-        "idle_timeout", "stall_timeout", "max_connections", "tls", "upstream_tls",
+        "enabled",
+        "address",
+        "listen",
+        "audit_interval",
+        "audit_delay",
+        "handshake_timeout",
+        "idle_timeout",
+        "stall_timeout",
+        "max_connections",
+        "tls",
+        "upstream_tls",
     },
     "controller.tls": {"cert", "key", "ca"},
     "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
@@ -139,12 +160,17 @@ KNOWN = {
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
     "tester": {
-        "resolve_after", "settle", "blackhole_k", "blackhole_grace", "workers", "corroborate",
+        "resolve_after",
+        "settle",
+        "blackhole_k",
+        "blackhole_grace",
+        "workers",
+        "corroborate",
         "corroborate_window",
     },
     "metrics": {"listen"},
     "api": {"socket", "group"},
-}  # fmt: skip
+}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
 
 
@@ -223,8 +249,12 @@ class _Reader:
         sw = topo.switches[p[0]]
         if p[1] not in sw.ports:
             have = ", ".join(str(n) for n in sorted(sw.ports)) or "none"
-            self.fail(container, key, dotted,
-                      f"switch {sw.name} has no port {p[1]} in the topology (ports: {have})")  # fmt: skip
+            self.fail(
+                container,
+                key,
+                dotted,
+                f"switch {sw.name} has no port {p[1]} in the topology (ports: {have})",
+            )
         return p
 
     def resolvable(self, d, key, dotted, host: str) -> None:
@@ -305,20 +335,28 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         c, "audit_interval", "controller.audit_interval", float, 30.0, lo=0.0, hi=86400.0
     )
     if 0 < cfg.audit_interval < 0.1:
-        r.fail(c, "audit_interval", "controller.audit_interval",
-               "must be 0 (no periodic audit) or at least 0.1")  # fmt: skip
+        r.fail(
+            c,
+            "audit_interval",
+            "controller.audit_interval",
+            "must be 0 (no periodic audit) or at least 0.1",
+        )
     cfg.audit_delay = r.typed(
         c, "audit_delay", "controller.audit_delay", float, 2.0, lo=0.0, hi=3600.0
     )
     # Hostile or broken peers (docs/reliability.md): idle_timeout 0 = no idle check.
-    cfg.handshake_timeout = r.typed(c, "handshake_timeout", "controller.handshake_timeout",
-                                    float, 10.0, lo=0.1, hi=3600.0)  # fmt: skip
-    cfg.idle_timeout = r.typed(c, "idle_timeout", "controller.idle_timeout", float, 60.0,
-                               lo=0.0, hi=86400.0)  # fmt: skip
-    cfg.stall_timeout = r.typed(c, "stall_timeout", "controller.stall_timeout", float, 30.0,
-                                lo=0.1, hi=86400.0)  # fmt: skip
-    cfg.max_connections = r.typed(c, "max_connections", "controller.max_connections", int,
-                                  4096, lo=1, hi=1 << 20)  # fmt: skip
+    cfg.handshake_timeout = r.typed(
+        c, "handshake_timeout", "controller.handshake_timeout", float, 10.0, lo=0.1, hi=3600.0
+    )
+    cfg.idle_timeout = r.typed(
+        c, "idle_timeout", "controller.idle_timeout", float, 60.0, lo=0.0, hi=86400.0
+    )
+    cfg.stall_timeout = r.typed(
+        c, "stall_timeout", "controller.stall_timeout", float, 30.0, lo=0.1, hi=86400.0
+    )
+    cfg.max_connections = r.typed(
+        c, "max_connections", "controller.max_connections", int, 4096, lo=1, hi=1 << 20
+    )
     for key, need in (("tls", ("cert", "key")), ("upstream_tls", ("ca",))):
         if c.get(key) is None:
             continue
@@ -469,8 +507,13 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         dst = r.port_ref(topo, e, "to", f"{d}.to", e["to"])
         if dst not in topo.edges:
             what = "a link port" if dst in topo.links else "not an edge port of the topology"
-            r.fail(e, "to", f"{d}.to", f"{e['to']} is {what}: sFlow reports a flow only where "
-                   "it leaves the network, at an edge port")  # fmt: skip
+            r.fail(
+                e,
+                "to",
+                f"{d}.to",
+                f"{e['to']} is {what}: sFlow reports a flow only where "
+                "it leaves the network, at an edge port",
+            )
         try:
             hdr = parse_header(str(e["header"]))
         except ValueError as ex:
@@ -494,8 +537,9 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     )
     cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
     cfg.corroborate = r.typed(t, "corroborate", "tester.corroborate", int, 2, lo=1, hi=16)
-    cfg.corroborate_window = r.typed(t, "corroborate_window", "tester.corroborate_window",
-                                     float, 60.0, lo=0.1, hi=86400.0)  # fmt: skip
+    cfg.corroborate_window = r.typed(
+        t, "corroborate_window", "tester.corroborate_window", float, 60.0, lo=0.1, hi=86400.0
+    )
 
     m = r.section(doc, "metrics", "metrics")
     cfg.metrics_host, cfg.metrics_port = r.address(
@@ -520,8 +564,12 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")
     if db == ":memory:" and cfg.tester_workers > 1:
-        r.fail(doc, "database", "database",
-               "tester.workers > 1 needs a database file (the workers share it)")  # fmt: skip
+        r.fail(
+            doc,
+            "database",
+            "database",
+            "tester.workers > 1 needs a database file (the workers share it)",
+        )
     cfg.database = db if db == ":memory:" else rel(db)
     lvl = doc.get("log_level", "info")
     if not isinstance(lvl, str) or lvl.lower() not in LOG_LEVELS:
@@ -568,9 +616,13 @@ def _check_database(r: _Reader, doc, cfg: Config) -> None:
     except sqlite3.Error as e:
         ok = str(e)
     if ok != "ok":
-        r.fail(doc, "database", "database",
-               f"{db} is not a readable fault database ({ok}); move it away and pazzd "
-               "starts with an empty one")  # fmt: skip
+        r.fail(
+            doc,
+            "database",
+            "database",
+            f"{db} is not a readable fault database ({ok}); move it away and pazzd "
+            "starts with an empty one",
+        )
 
 
 def describe(cfg: Config) -> dict[str, Any]:

@@ -282,10 +282,11 @@ class Daemon:
         if not cfg.critical_flows:
             return None
         flows = [
-            CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace,
-                         c.expect_traffic)
+            CriticalFlow(
+                c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace, c.expect_traffic
+            )
             for c in cfg.critical_flows
-        ]  # fmt: skip
+        ]
         # The model derives each flow's header at its egress (rewrites applied).
         return BlackholeMonitor(
             flows, k=cfg.blackhole_k, now=time.time(), grace=cfg.blackhole_grace, model=self.model
@@ -318,8 +319,13 @@ class Daemon:
         self.model = Model(cfg.topology)
         if cfg.rules:
             n = self.model.load_rules(cfg.rules)
-            log.info("model: %d rules from %s, %d classes in %.2f s", n, cfg.rules,
-                     self.model.class_count(), time.monotonic() - t0)  # fmt: skip
+            log.info(
+                "model: %d rules from %s, %d classes in %.2f s",
+                n,
+                cfg.rules,
+                self.model.class_count(),
+                time.monotonic() - t0,
+            )
         else:
             self.model.build()
         # The tester's clock is wall time (sample timestamps): the guard must use the same.
@@ -331,33 +337,47 @@ class Daemon:
             self.store = FaultStore(cfg.database)
         self.rules_at = self._rules_at()
         self.tester = Tester(
-            self.model, self.store, self._ifmap(cfg), ports=None, guard=self.guard,
-            blackholes=self._blackholes(cfg), resolve_after=cfg.resolve_after,
-            on_fault=self._on_fault, on_localize=self._on_localize, rules_at=self.rules_at,
-        )  # fmt: skip
+            self.model,
+            self.store,
+            self._ifmap(cfg),
+            ports=None,
+            guard=self.guard,
+            blackholes=self._blackholes(cfg),
+            resolve_after=cfg.resolve_after,
+            on_fault=self._on_fault,
+            on_localize=self._on_localize,
+            rules_at=self.rules_at,
+        )
         self.tester.agents = cfg.sflow_agents
         self.tester.corroborate = cfg.corroborate
         self.tester.corroborate_window = cfg.corroborate_window
         self.tester.on_suspect = self._on_suspect
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
-            raise ConfigError(f"{self.config_path}: --tester-workers needs a database file "
-                              "(the workers share it), not ':memory:'")  # fmt: skip
+            raise ConfigError(
+                f"{self.config_path}: --tester-workers needs a database file "
+                "(the workers share it), not ':memory:'"
+            )
         if cfg.controller_enabled:
             with _resource(f"controller.listen {cfg.listen_host}:{cfg.listen_port}"):
                 await self._start_proxy(cfg)
         self.localizer = Localizer(
-            self.model.entries, {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
-            ofctl=ofctl_path(cfg.ovs_bin_dir), proxy=self.proxy,
-            names={d: s.name for d, s in cfg.topology.switches.items()}, changes=self.changes,
-        )  # fmt: skip
+            self.model.entries,
+            {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
+            ofctl=ofctl_path(cfg.ovs_bin_dir),
+            proxy=self.proxy,
+            names={d: s.name for d, s in cfg.topology.switches.items()},
+            changes=self.changes,
+        )
         if (
             any(s.ofctl for s in cfg.switches)
             and not (Path(cfg.ovs_bin_dir) / "ovs-ofctl").exists()
         ):
-            log.warning("ovs.bin_dir %s has no ovs-ofctl: polling uses the ovs-ofctl on PATH, "
-                        "which cannot decode set_verify_rule unless it is the patched build",
-                        cfg.ovs_bin_dir)  # fmt: skip
+            log.warning(
+                "ovs.bin_dir %s has no ovs-ofctl: polling uses the ovs-ofctl on PATH, "
+                "which cannot decode set_verify_rule unless it is the patched build",
+                cfg.ovs_bin_dir,
+            )
         if cfg.fuzz_enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
@@ -385,10 +405,17 @@ class Daemon:
         wd = self.notifier.watchdog_interval
         if wd:
             self._spawn(self._watchdog(wd))
-        log.info("pazzd ready: sFlow %s:%d, API %s, metrics %s:%d", cfg.sflow_host, cfg.sflow_port,
-                 cfg.api_socket, cfg.metrics_host, self.metrics_port)  # fmt: skip
-        self.notifier.ready(f"monitoring {len(cfg.topology.switches)} switches, "
-                            f"{self.model.rule_count()} rules")  # fmt: skip
+        log.info(
+            "pazzd ready: sFlow %s:%d, API %s, metrics %s:%d",
+            cfg.sflow_host,
+            cfg.sflow_port,
+            cfg.api_socket,
+            cfg.metrics_host,
+            self.metrics_port,
+        )
+        self.notifier.ready(
+            f"monitoring {len(cfg.topology.switches)} switches, {self.model.rule_count()} rules"
+        )
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
@@ -405,8 +432,12 @@ class Daemon:
         self.workers.start()
         await self.workers.wait_ready()
         self._spawn(self.workers.supervise(self.stop_event))
-        log.info("tester: %d worker processes on sFlow port %d, model over Thrift at %s",
-                 n, cfg.sflow_port, self.model_server.path)  # fmt: skip
+        log.info(
+            "tester: %d worker processes on sFlow port %d, model over Thrift at %s",
+            n,
+            cfg.sflow_port,
+            self.model_server.path,
+        )
 
     async def _start_proxy(self, cfg: Config) -> None:
         from pazzd.proxy import Proxy, ProxyConfig
@@ -417,16 +448,24 @@ class Daemon:
         except (ssl.SSLError, OSError) as e:
             raise ConfigError(f"{self.config_path}: controller TLS: {e}") from None
         pc = ProxyConfig(
-            switch_ssl=switch_ssl, controller_ssl=controller_ssl,
+            switch_ssl=switch_ssl,
+            controller_ssl=controller_ssl,
             controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
             or cfg.controller_host,
-            listen_host=cfg.listen_host, listen_port=cfg.listen_port,
-            controller_host=cfg.controller_host, controller_port=cfg.controller_port,
-            audit_interval=cfg.audit_interval, audit_delay=cfg.audit_delay,
-            handshake_timeout=cfg.handshake_timeout, idle_timeout=cfg.idle_timeout,
-            stall_timeout=cfg.stall_timeout, max_connections=cfg.max_connections,
-            db_path=str(Path(cfg.database).with_suffix(".rules.db")) if cfg.database != ":memory:" else None,
-        )  # fmt: skip
+            listen_host=cfg.listen_host,
+            listen_port=cfg.listen_port,
+            controller_host=cfg.controller_host,
+            controller_port=cfg.controller_port,
+            audit_interval=cfg.audit_interval,
+            audit_delay=cfg.audit_delay,
+            handshake_timeout=cfg.handshake_timeout,
+            idle_timeout=cfg.idle_timeout,
+            stall_timeout=cfg.stall_timeout,
+            max_connections=cfg.max_connections,
+            db_path=str(Path(cfg.database).with_suffix(".rules.db"))
+            if cfg.database != ":memory:"
+            else None,
+        )
 
         def on_switch(dpid: int, up: bool) -> None:
             self._switch_up[dpid] = up
@@ -449,8 +488,9 @@ class Daemon:
             events = self.audit_faults.round(dpid, findings, time.time())
         except (sqlite3.Error, OSError) as e:
             self.audit_store_errors += 1
-            log.error("audit of dpid:%d not stored (fault store: %s); the next audit retries",
-                      dpid, e)  # fmt: skip
+            log.error(
+                "audit of dpid:%d not stored (fault store: %s); the next audit retries", dpid, e
+            )
             return
         for ev in events:
             f = ev.finding
@@ -504,9 +544,13 @@ class Daemon:
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
             self.fuzzer = Fuzzer(
-                self.model, pairs, rate=cfg.fuzz_rate, window_s=cfg.fuzz_window, seed=1,
+                self.model,
+                pairs,
+                rate=cfg.fuzz_rate,
+                window_s=cfg.fuzz_window,
+                seed=1,
                 shares=shares_with_delivered(cfg.fuzz_delivered_share),
-            )  # fmt: skip
+            )
         except Exception as e:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
@@ -548,8 +592,14 @@ class Daemon:
             latency = max(0.0, time.time() - start)
         self.metrics.detection_latency.observe(latency)
         hdr = ev.header.get("text") if "text" in ev.header else None
-        log.warning("fault #%d %s at %s, candidates %s, header %s", ev.fault_id, ev.kind,
-                    ev.location, list(ev.candidates), hdr or ev.header_class)  # fmt: skip
+        log.warning(
+            "fault #%d %s at %s, candidates %s, header %s",
+            ev.fault_id,
+            ev.kind,
+            ev.location,
+            list(ev.candidates),
+            hdr or ev.header_class,
+        )
 
     def _on_suspect(self, egress, header: dict, expected) -> None:
         """A fault's first sample: have the fuzzer probe its header again from the
@@ -568,8 +618,13 @@ class Daemon:
         try:
             ans = await self.localize(fid)
             if ans.get("switch"):
-                log.warning("fault #%d localized: %s %s entry %s", fid, ans["switch"],
-                            ans["finding"], ans["cause"])  # fmt: skip
+                log.warning(
+                    "fault #%d localized: %s %s entry %s",
+                    fid,
+                    ans["switch"],
+                    ans["finding"],
+                    ans["cause"],
+                )
         except Exception as e:
             log.warning("fault #%d: localization failed: %s", fid, e)
 
@@ -592,8 +647,11 @@ class Daemon:
             now = time.monotonic()
             if now - last > _TICK + _STALL and self.tester.blackholes is not None:
                 # The event loop was blocked: reports may still wait in the socket buffer.
-                log.warning("event loop stalled %.1f s; blackhole alarms held for %.0f s",
-                            now - last - _TICK, _STALL)  # fmt: skip
+                log.warning(
+                    "event loop stalled %.1f s; blackhole alarms held for %.0f s",
+                    now - last - _TICK,
+                    _STALL,
+                )
                 self.tester.blackholes.hold(time.time() + _STALL)
             last = now
             try:
@@ -641,9 +699,19 @@ class Daemon:
             self.notifier.ready("config reload failed; running on the last good config")
             return False
         old = self.cfg
-        for key in ("topology_path", "rules", "sflow_host", "sflow_port", "api_socket",
-                    "metrics_host", "metrics_port", "database", "controller_enabled",
-                    "listen_host", "listen_port"):  # fmt: skip
+        for key in (
+            "topology_path",
+            "rules",
+            "sflow_host",
+            "sflow_port",
+            "api_socket",
+            "metrics_host",
+            "metrics_port",
+            "database",
+            "controller_enabled",
+            "listen_host",
+            "listen_port",
+        ):
             if getattr(old, key) != getattr(cfg, key):
                 log.warning("config: %s changed; it takes effect at the next restart", key)
         logging.getLogger().setLevel(cfg.log_level.upper())
@@ -668,9 +736,18 @@ class Daemon:
         if self.workers is not None:
             self.workers.recycle()
         # Keep the start-up-only settings of the running instance.
-        for key in ("topology", "topology_path", "rules", "sflow_host", "sflow_port",
-                    "api_socket", "metrics_host", "metrics_port", "database",
-                    "fuzz_delivered_share"):  # fmt: skip
+        for key in (
+            "topology",
+            "topology_path",
+            "rules",
+            "sflow_host",
+            "sflow_port",
+            "api_socket",
+            "metrics_host",
+            "metrics_port",
+            "database",
+            "fuzz_delivered_share",
+        ):
             setattr(cfg, key, getattr(old, key))
         self.cfg = cfg
         self.last_config_error = None
@@ -749,7 +826,7 @@ class Daemon:
                 "version": st["version"],
                 "switches": len(self.cfg.topology.switches),
                 "edge_ports": len(self.cfg.edge_ports),
-            },  # fmt: skip
+            },
             "tester": t,
             "tester_workers": None
             if self.workers is None
@@ -761,7 +838,7 @@ class Daemon:
                     "reports": self.workers.stats.get(i, {}).get("reports", 0),
                 }
                 for i in sorted(self.workers.procs)
-            ],  # fmt: skip
+            ],
             "faults_open": st["faults_open"],
             "fuzz": None
             if st["fuzz"] is None
@@ -775,7 +852,7 @@ class Daemon:
                     "expected_detect_s_1_256",
                     "error",
                 )
-            },  # fmt: skip
+            },
             "controller": "proxy" if self.proxy is not None else "off (rules from file)",
             "switches_connected": sorted(d for d, up in st["switches"].items() if up),
             "metrics": f"http://{self.cfg.metrics_host}:{self.metrics_port}/metrics",
@@ -897,8 +974,11 @@ def _run(coro) -> int:
         if ex is not None:
             ex.shutdown(wait=False, cancel_futures=True)
         loop.close()
-    stuck = [t for t in threading.enumerate()
-             if t is not threading.main_thread() and not t.daemon and t.is_alive()]  # fmt: skip
+    stuck = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
     if stuck:  # the interpreter would join them at exit, for ever
         log.warning("exiting with %d threads still busy", len(stuck))
         logging.shutdown()
@@ -912,11 +992,21 @@ def main(argv=None, early: list[int] | None = None) -> int:
         early = hold_signals()
     p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")
     p.add_argument("--version", action="version", version=f"pazzd {version()}")
-    p.add_argument("--config", "-c", default="/etc/pazz/pazzd.yaml", metavar="FILE",
-                   help="the config file (default /etc/pazz/pazzd.yaml)")  # fmt: skip
+    p.add_argument(
+        "--config",
+        "-c",
+        default="/etc/pazz/pazzd.yaml",
+        metavar="FILE",
+        help="the config file (default /etc/pazz/pazzd.yaml)",
+    )
     p.add_argument("--check", action="store_true", help="validate the config and exit")
-    p.add_argument("--tester-workers", type=int, metavar="N", default=None,
-                   help="judge sFlow in N worker processes (default: the config's tester.workers)")  # fmt: skip
+    p.add_argument(
+        "--tester-workers",
+        type=int,
+        metavar="N",
+        default=None,
+        help="judge sFlow in N worker processes (default: the config's tester.workers)",
+    )
     args = p.parse_args(argv)
     if args.tester_workers is not None and not 1 <= args.tester_workers <= 64:
         p.error("--tester-workers must be between 1 and 64")

@@ -179,9 +179,15 @@ class Localizer:
         if target is None:
             raise LookupError(f"no ovs-ofctl target or proxy connection for dpid {dpid}")
         proc = await asyncio.create_subprocess_exec(
-            self.ofctl, "-O", "OpenFlow13", "--no-names", "dump-flows", target,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            self.ofctl,
+            "-O",
+            "OpenFlow13",
+            "--no-names",
+            "dump-flows",
+            target,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             so, se = await asyncio.wait_for(proc.communicate(), self.timeout)
         except TimeoutError:

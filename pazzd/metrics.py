@@ -93,10 +93,12 @@ class _StateCollector:
             "pazz_reports", "sFlow report samples judged, by result", labels=["result"]
         )
         for result, value in (
-            ("consistent", st.consistent), ("fault", st.fault_samples),
-            ("held", st.held_transient), ("undecodable", st.undecodable_reports),
+            ("consistent", st.consistent),
+            ("fault", st.fault_samples),
+            ("held", st.held_transient),
+            ("undecodable", st.undecodable_reports),
             ("unknown_interface", st.unknown_interface),
-        ):  # fmt: skip
+        ):
             c.add_metric([result], value)
         yield c
         # Label values that partition one quantity: received = decoded + malformed. Lost
@@ -219,31 +221,40 @@ class Metrics:
     def __init__(self, state: Callable[[], dict]) -> None:
         self.registry = r = CollectorRegistry()
         self.faults_detected = Counter(
-            "pazz_faults_detected", "faults detected (new or reopened), by class",
-            ["class"], registry=r,
-        )  # fmt: skip
+            "pazz_faults_detected",
+            "faults detected (new or reopened), by class",
+            ["class"],
+            registry=r,
+        )
         for k in FAULT_CLASSES:
             self.faults_detected.labels(k)
         self.detection_latency = Histogram(
             "pazz_detection_latency_seconds",
             "from the fault's first evidence (a blackhole: the flow's last report) to its record",
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.model_update = Histogram(
-            "pazz_model_update_seconds", "time to apply one model update",
-            buckets=UPDATE_BUCKETS, registry=r,
-        )  # fmt: skip
+            "pazz_model_update_seconds",
+            "time to apply one model update",
+            buckets=UPDATE_BUCKETS,
+            registry=r,
+        )
         self.localize = Histogram(
-            "pazz_localize_seconds", "time to poll and diff candidate flow tables",
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            "pazz_localize_seconds",
+            "time to poll and diff candidate flow tables",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.config_load_error = Gauge(
             "pazz_config_load_error", "1 if the last configuration load failed", registry=r
         )
         self.config_reloads = Counter(
-            "pazz_config_reloads", "configuration reloads (SIGHUP), by result", ["result"],
+            "pazz_config_reloads",
+            "configuration reloads (SIGHUP), by result",
+            ["result"],
             registry=r,
-        )  # fmt: skip
+        )
         for k in ("ok", "error"):
             self.config_reloads.labels(k)
         self.build_info = Gauge(

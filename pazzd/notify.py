@@ -81,8 +81,13 @@ class JournalFormatter(logging.Formatter):
     reads from a service's stream, so that `journalctl -p warning -u pazzd` shows the
     warnings and the faults. A multi-line record (a traceback) gets it on every line."""
 
-    PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
-                logging.CRITICAL: 2}  # fmt: skip
+    PRIORITY = {
+        logging.DEBUG: 7,
+        logging.INFO: 6,
+        logging.WARNING: 4,
+        logging.ERROR: 3,
+        logging.CRITICAL: 2,
+    }
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)

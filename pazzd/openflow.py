@@ -428,9 +428,23 @@ def parse_flow_mod(data: bytes) -> RawFlowMod:
     instr = bytes(data[48 + mlen :])
     check_instructions(instr)
     return RawFlowMod(
-        xid, cookie, cmask, table, cmd, idle, hard, prio, buf, oport, ogroup, flags, oxm,
-        mkey, instr, 48 + mlen,
-    )  # fmt: skip
+        xid,
+        cookie,
+        cmask,
+        table,
+        cmd,
+        idle,
+        hard,
+        prio,
+        buf,
+        oport,
+        ogroup,
+        flags,
+        oxm,
+        mkey,
+        instr,
+        48 + mlen,
+    )
 
 
 def flow_mod_with_instructions(data: bytes, fm: RawFlowMod, instr: bytes) -> bytes:
@@ -459,9 +473,17 @@ class FlowStat:
     def entry(self, dpid: int) -> FlowEntry:
         """The entry as the model sees it. Raises ModelError if it cannot be modelled."""
         return raw_entry_to_cpc(
-            dpid, self.table, self.priority, self.mkey, self.cookie, self.instr,
-            self.rule_id or 0, self.idle, self.hard, self.flags,
-        )  # fmt: skip
+            dpid,
+            self.table,
+            self.priority,
+            self.mkey,
+            self.cookie,
+            self.instr,
+            self.rule_id or 0,
+            self.idle,
+            self.hard,
+            self.flags,
+        )
 
 
 def parse_flow_stats_body(body: bytes, strip: bool) -> tuple[list[FlowStat], bytes]:
@@ -503,7 +525,7 @@ def parse_flow_stats_body(body: bytes, strip: bool) -> tuple[list[FlowStat], byt
                 pk,
                 by,
                 dsec + dnsec / 1e9,
-            )  # fmt: skip
+            )
         )
         off += ln
     return out, b"".join(parts)
@@ -516,13 +538,25 @@ def flow_stats_request(xid: int, table: int = OFPTT_ALL) -> bytes:
     return message(OFP13, OFPT_MULTIPART_REQUEST, xid, body)
 
 
-def flow_mod(xid, table, command, priority, oxm, instr, cookie=0, cookie_mask=0, flags=0,
-             idle=0, hard=0) -> bytes:  # fmt: skip
+def flow_mod(
+    xid, table, command, priority, oxm, instr, cookie=0, cookie_mask=0, flags=0, idle=0, hard=0
+) -> bytes:
     """An OpenFlow 1.3 FlowMod from its parts (oxm: the OXM TLVs of the match)."""
     mlen = 4 + len(oxm)
     match = struct.pack("!HH", 1, mlen) + oxm + b"\0" * ((mlen + 7) // 8 * 8 - mlen)
-    body = FLOW_MOD.pack(cookie, cookie_mask, table, command, idle, hard, priority,
-                         OFP_NO_BUFFER, OFPP_ANY, OFPG_ANY, flags)  # fmt: skip
+    body = FLOW_MOD.pack(
+        cookie,
+        cookie_mask,
+        table,
+        command,
+        idle,
+        hard,
+        priority,
+        OFP_NO_BUFFER,
+        OFPP_ANY,
+        OFPG_ANY,
+        flags,
+    )
     return message(OFP13, OFPT_FLOW_MOD, xid, body + match + instr)
 
 
@@ -646,25 +680,43 @@ def raw_entry_to_cpc(
 ) -> FlowEntry:
     ins, rid = cpc_instructions(instr)
     return FlowEntry(
-        dpid=dpid, table=table, priority=priority, match=cpc_match(mkey), instructions=ins,
-        cookie=cookie, rule_id=rule_id or rid, idle_timeout=idle, hard_timeout=hard,
+        dpid=dpid,
+        table=table,
+        priority=priority,
+        match=cpc_match(mkey),
+        instructions=ins,
+        cookie=cookie,
+        rule_id=rule_id or rid,
+        idle_timeout=idle,
+        hard_timeout=hard,
         flags=flags & ~2,
-    )  # fmt: skip
+    )
 
 
 def flowmod_to_cpc(dpid: int, fm: RawFlowMod, rule_id: int = 0) -> FlowMod:
     """The model's FlowMod for a raw one (instructions as the controller sent them)."""
     cmd = fm.command_name
     ins, rid = (
-        cpc_instructions(fm.instr) if cmd in ("add", "modify", "modify_strict") else
-        (Instructions(), 0)
-    )  # fmt: skip
+        cpc_instructions(fm.instr)
+        if cmd in ("add", "modify", "modify_strict")
+        else (Instructions(), 0)
+    )
     return FlowMod(
-        command=cmd, dpid=dpid, table=fm.table, priority=fm.priority, match=cpc_match(fm.mkey),
-        instructions=ins, cookie=fm.cookie, cookie_mask=fm.cookie_mask, out_port=fm.out_port,
-        out_group=fm.out_group, rule_id=rule_id or rid, idle_timeout=fm.idle,
-        hard_timeout=fm.hard, flags=fm.flags & ~2,
-    )  # fmt: skip
+        command=cmd,
+        dpid=dpid,
+        table=fm.table,
+        priority=fm.priority,
+        match=cpc_match(fm.mkey),
+        instructions=ins,
+        cookie=fm.cookie,
+        cookie_mask=fm.cookie_mask,
+        out_port=fm.out_port,
+        out_group=fm.out_group,
+        rule_id=rule_id or rid,
+        idle_timeout=fm.idle,
+        hard_timeout=fm.hard,
+        flags=fm.flags & ~2,
+    )
 
 
 @dataclass(slots=True)
@@ -737,9 +789,26 @@ def features_dpid(data: bytes) -> int:
 
 # Minimum lengths of the fixed parts, per (version, type): a shorter message is malformed.
 MIN_LEN_13 = {
-    OFPT_ERROR: 12, OFPT_FEATURES_REPLY: 32, OFPT_PACKET_IN: 34, OFPT_FLOW_REMOVED: 56,
-    OFPT_PORT_STATUS: 80, OFPT_PACKET_OUT: 24, OFPT_FLOW_MOD: 56, OFPT_GROUP_MOD: 16,
-    OFPT_MULTIPART_REQUEST: 16, OFPT_MULTIPART_REPLY: 16, 16: 40, 17: 16, OFPT_EXPERIMENTER: 16,
-    22: 12, 23: 16, 24: 8, 25: 8, 26: 8, 27: 8, 28: 32, 29: 16,
-}  # fmt: skip
+    OFPT_ERROR: 12,
+    OFPT_FEATURES_REPLY: 32,
+    OFPT_PACKET_IN: 34,
+    OFPT_FLOW_REMOVED: 56,
+    OFPT_PORT_STATUS: 80,
+    OFPT_PACKET_OUT: 24,
+    OFPT_FLOW_MOD: 56,
+    OFPT_GROUP_MOD: 16,
+    OFPT_MULTIPART_REQUEST: 16,
+    OFPT_MULTIPART_REPLY: 16,
+    16: 40,
+    17: 16,
+    OFPT_EXPERIMENTER: 16,
+    22: 12,
+    23: 16,
+    24: 8,
+    25: 8,
+    26: 8,
+    27: 8,
+    28: 32,
+    29: 16,
+}
 MIN_LEN_10 = {OFPT_ERROR: 12, OFPT_FEATURES_REPLY: 32, 10: 18, 11: 88, 12: 64, 13: 16, 14: 72}

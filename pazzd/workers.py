@@ -120,8 +120,9 @@ class ModelServer:
             os.unlink(path)
         # client_timeout None: a worker's connection lives as long as the worker.
         self._sock = TAsyncServerSocket(unix_socket=path, client_timeout=None)
-        self._server = TAsyncServer(TAsyncProcessor(THRIFT.ModelService, _Handler(daemon)),
-                                    self._sock)  # fmt: skip
+        self._server = TAsyncServer(
+            TAsyncProcessor(THRIFT.ModelService, _Handler(daemon)), self._sock
+        )
 
     async def start(self) -> None:
         self._server.loop = asyncio.get_running_loop()
@@ -176,10 +177,21 @@ class WorkerPool:
     def __init__(self, n: int, config_path: str, model_socket: str, version_file: str, cfg) -> None:
         self.n = n
         # The start-up settings travel on the command line: a reload must not move them.
-        self.argv = [sys.executable, "-m", "pazzd.workers", "--config", config_path,
-                     "--model", model_socket, "--version-file", version_file,
-                     "--sflow", f"{cfg.sflow_host}:{cfg.sflow_port}",
-                     "--database", cfg.database]  # fmt: skip
+        self.argv = [
+            sys.executable,
+            "-m",
+            "pazzd.workers",
+            "--config",
+            config_path,
+            "--model",
+            model_socket,
+            "--version-file",
+            version_file,
+            "--sflow",
+            f"{cfg.sflow_host}:{cfg.sflow_port}",
+            "--database",
+            cfg.database,
+        ]
         self.procs: dict[int, subprocess.Popen] = {}
         self.stats: dict[int, dict] = {}
         self.restarts = 0
@@ -217,8 +229,12 @@ class WorkerPool:
                 k = self._fails.get(i, 0)
                 self._fails[i] = k + 1
                 delay = RESTART_BACKOFF[min(k, len(RESTART_BACKOFF) - 1)]
-                log.warning("tester worker %d exited with status %s; starting it again in %.0f s",
-                            i, p.returncode, delay)  # fmt: skip
+                log.warning(
+                    "tester worker %d exited with status %s; starting it again in %.0f s",
+                    i,
+                    p.returncode,
+                    delay,
+                )
                 self._ready.discard(i)
                 self.procs[i] = _Exited(time.monotonic() + delay)
             for i, p in list(self.procs.items()):
@@ -275,8 +291,9 @@ def _stats_map(tester: WorkerTester) -> dict[str, int]:
     return {k: int(v) for k, v in tester.stats.as_dict().items() if isinstance(v, int)}
 
 
-def run_worker(index: int, config_path: str, model_socket: str, version_file: str, sflow: str,
-               database: str) -> int:  # fmt: skip
+def run_worker(
+    index: int, config_path: str, model_socket: str, version_file: str, sflow: str, database: str
+) -> int:
     cfg = load_config(config_path)
     sflow_host, sflow_port = sflow.rsplit(":", 1)[0], int(sflow.rsplit(":", 1)[1])
     client = make_client(THRIFT.ModelService, unix_socket=model_socket, timeout=30_000)
@@ -284,13 +301,22 @@ def run_worker(index: int, config_path: str, model_socket: str, version_file: st
     for e in client.ifmap():
         ifmap.add(e.agent, e.if_index, (e.dpid, e.port), sub_agent=e.sub_agent)
     outbox = Outbox()
-    flows = [CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
-             for c in cfg.critical_flows]  # fmt: skip
+    flows = [
+        CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
+        for c in cfg.critical_flows
+    ]
     store = FaultStore(database)
     remote = RemoteModel(client, VersionFile(version_file).read)
-    t = WorkerTester(remote, store, ifmap, blackholes=FlowRelay(flows, outbox) if flows else None,
-                     resolve_after=cfg.resolve_after, on_fault=outbox.fault,
-                     on_localize=outbox.localize, rules_at=remote.rules_at)  # fmt: skip
+    t = WorkerTester(
+        remote,
+        store,
+        ifmap,
+        blackholes=FlowRelay(flows, outbox) if flows else None,
+        resolve_after=cfg.resolve_after,
+        on_fault=outbox.fault,
+        on_localize=outbox.localize,
+        rules_at=remote.rules_at,
+    )
     t.agents = cfg.sflow_agents
     t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)

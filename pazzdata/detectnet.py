@@ -103,8 +103,11 @@ class DetectNet:
 
     def route_entry(self, dpid: int, r: Route) -> FlowEntry | None:
         for e in self.entries:
-            if (e.dpid == dpid and e.table == 1
-                    and e.match.get("ipv4_dst") == (r.net, mask(r.length))):  # fmt: skip
+            if (
+                e.dpid == dpid
+                and e.table == 1
+                and e.match.get("ipv4_dst") == (r.net, mask(r.length))
+            ):
                 return e
         return None
 
@@ -113,16 +116,21 @@ class DetectNet:
 
     def critical_header(self) -> dict:
         a, b = self.critical
-        return parse_header(f"ipv4_src={dotted(self.ips[a])},ipv4_dst={dotted(self.ips[b])},"
-                            "tcp_src=7300,tcp_dst=80")  # fmt: skip
+        return parse_header(
+            f"ipv4_src={dotted(self.ips[a])},ipv4_dst={dotted(self.ips[b])},tcp_src=7300,tcp_dst=80"
+        )
 
     def critical_flow(self) -> dict:
         """The critical flow as pazzd.yaml's critical_flows take it."""
         a, b = self.critical
-        return {"name": f"{a}-{b}", "from": self.topo.port_name(self.hosts[a]),
-                "to": self.topo.port_name(self.hosts[b]),
-                "header": f"ipv4_src={dotted(self.ips[a])},ipv4_dst={dotted(self.ips[b])},"
-                          "tcp_src=7300,tcp_dst=80", "timeout": 3.0}  # fmt: skip
+        return {
+            "name": f"{a}-{b}",
+            "from": self.topo.port_name(self.hosts[a]),
+            "to": self.topo.port_name(self.hosts[b]),
+            "header": f"ipv4_src={dotted(self.ips[a])},ipv4_dst={dotted(self.ips[b])},"
+            "tcp_src=7300,tcp_dst=80",
+            "timeout": 3.0,
+        }
 
     def traffic(self) -> dict[str, list[tuple]]:
         """Production flows per source host, as pazzlab.demo.write_pcaps takes them:
@@ -191,24 +199,38 @@ def random_network(seed: int) -> DetectNet:
         for d in sorted(topo.switches):
             acts = _route_actions(net, d, r.owner, gids)
             if acts is not None:
-                net.entries.append(FlowEntry(d, 1, ROUTE_BASE + r.length,
-                                             Match.build({**_IP, "ipv4_dst": (r.net, mask(r.length))}),
-                                             Instructions(acts), cookie=0x10))  # fmt: skip
+                net.entries.append(
+                    FlowEntry(
+                        d,
+                        1,
+                        ROUTE_BASE + r.length,
+                        Match.build({**_IP, "ipv4_dst": (r.net, mask(r.length))}),
+                        Instructions(acts),
+                        cookie=0x10,
+                    )
+                )
     # ACLs at the destination's switch: one service towards a part of a route's region.
     for r in rng.sample(routes, min(len(routes), rng.randint(3, 5))):
         sub = rng.choice([n for n in (24, 28, 32) if n >= r.length])
         dst = (r.net | rng.getrandbits(32 - r.length) & ~mask(r.length)) & mask(sub)
         owner = hosts[r.owner][0]
-        m = Match.build({**_IP, "ipv4_dst": (dst, mask(sub)), "ip_proto": (rng.choice((6, 17)), 0xFF),
-                         "tp_dst": (rng.choice(SERVICES), 0xFFFF)})  # fmt: skip
+        m = Match.build(
+            {
+                **_IP,
+                "ipv4_dst": (dst, mask(sub)),
+                "ip_proto": (rng.choice((6, 17)), 0xFF),
+                "tp_dst": (rng.choice(SERVICES), 0xFFFF),
+            }
+        )
         if any(a.dpid == owner and a.match == m for a in net.acls):
             continue
         acl = FlowEntry(owner, 0, ACL_PRIORITY, m, Instructions(()), cookie=0x20)
         net.acls.append(acl)
         net.entries.append(acl)
     for d in sorted(topo.switches):
-        net.entries.append(FlowEntry(d, 0, 0, Match.build({}), Instructions((), goto=1),
-                                     cookie=0x30))  # fmt: skip
+        net.entries.append(
+            FlowEntry(d, 0, 0, Match.build({}), Instructions((), goto=1), cookie=0x30)
+        )
     # The critical flow: the pair delivered on one path with the most hops.
     best = None
     ref = net.ref()
@@ -283,14 +305,22 @@ def _differs(net: DetectNet, faulty: list[FlowEntry], ingress, header) -> bool:
     outcome, path, egress header or tag)?"""
 
     def outcomes(ref):
-        return sorted(repr((d.kind, d.egress, d.hops, d.verify_port, d.verify_rule, sorted(h.items())))
-                      for d, h in ref.send_with_headers(ingress, header))  # fmt: skip
+        return sorted(
+            repr((d.kind, d.egress, d.hops, d.verify_port, d.verify_rule, sorted(h.items())))
+            for d, h in ref.send_with_headers(ingress, header)
+        )
 
     return outcomes(net.ref()) != outcomes(net.ref(faulty))
 
 
-def _witness(net: DetectNet, fault: FaultSpec, dsts: list[int], rng, extra: dict | None = None,
-             exits: bool = False):  # fmt: skip
+def _witness(
+    net: DetectNet,
+    fault: FaultSpec,
+    dsts: list[int],
+    rng,
+    extra: dict | None = None,
+    exits: bool = False,
+):
     """The first (ingress, header) among the hosts and destinations that shows the fault;
     with `exits`, only one that the faulty network still delivers (to some exit), so that
     its reports show it (a misroute that loops shows as a drop, or not at all)."""
@@ -318,8 +348,10 @@ def _sub_prefix(net: DetectNet, rng, r: Route) -> tuple[int, int] | None:
     for _ in range(40):
         n = rng.randint(max(24, r.length), 30)
         v = (r.net | rng.getrandbits(32 - r.length) & ~mask(r.length)) & mask(n)
-        if all(not (o.length > r.length and (o.net ^ v) & mask(min(o.length, n)) == 0)
-               for o in net.routes):  # fmt: skip
+        if all(
+            not (o.length > r.length and (o.net ^ v) & mask(min(o.length, n)) == 0)
+            for o in net.routes
+        ):
             return v, n
     return None
 
@@ -354,12 +386,18 @@ def _hidden(net: DetectNet, rng, table: int) -> FaultSpec | None:
     m = Match.build({**_IP, "ipv4_dst": (sp[0], mask(sp[1]))})
     if table == 0:
         hid = FlowEntry(d, 0, HIDDEN_PRIORITY, m, acts, cookie=HIDDEN_COOKIE)
-        f = FaultSpec("hidden_subprefix", d, f"s{d} table 0: hidden {dotted(sp[0])}/{sp[1]} "
-                      f"with the actions of the route to {dotted(r.net)}/{r.length}", add=[hid])  # fmt: skip
+        f = FaultSpec(
+            "hidden_subprefix",
+            d,
+            f"s{d} table 0: hidden {dotted(sp[0])}/{sp[1]} "
+            f"with the actions of the route to {dotted(r.net)}/{r.length}",
+            add=[hid],
+        )
     else:
         hid = FlowEntry(d, 1, ROUTE_BASE + sp[1], m, acts, cookie=HIDDEN_COOKIE)
-        f = FaultSpec("hidden_table1", d, f"s{d} table 1: hidden route {dotted(sp[0])}/{sp[1]}",
-                      add=[hid])  # fmt: skip
+        f = FaultSpec(
+            "hidden_table1", d, f"s{d} table 1: hidden route {dotted(sp[0])}/{sp[1]}", add=[hid]
+        )
     f.witness = _witness(net, f, _inside(rng, *sp), rng)
     return f
 
@@ -371,8 +409,14 @@ def _misroute(net: DetectNet, rng) -> FaultSpec | None:
     topo = net.topo
     host_sw = {p[0] for p in net.hosts.values()}
     ref = net.ref()
-    crossed = {h.dpid for a in net.hosts for b in net.hosts if a != b
-               for x in ref.send(net.hosts[a], {**_HDR, "ipv4_dst": net.ips[b]}) for h in x.hops}  # fmt: skip
+    crossed = {
+        h.dpid
+        for a in net.hosts
+        for b in net.hosts
+        if a != b
+        for x in ref.send(net.hosts[a], {**_HDR, "ipv4_dst": net.ips[b]})
+        for h in x.hops
+    }
     transit = sorted(crossed - host_sw)
     others = sorted(crossed & host_sw)
     rng.shuffle(transit)
@@ -390,8 +434,13 @@ def _misroute(net: DetectNet, rng) -> FaultSpec | None:
                 bad = dataclasses.replace(e, instructions=Instructions((("output", port),)))
                 v, m = e.match.get("ipv4_dst")
                 n = bin(m).count("1")
-                f = FaultSpec("misroute", d, f"s{d}{'' if d in host_sw else ' (transit)'}: "
-                              f"route to {dotted(v)}/{n} sent out of port {port}", add=[bad])  # fmt: skip
+                f = FaultSpec(
+                    "misroute",
+                    d,
+                    f"s{d}{'' if d in host_sw else ' (transit)'}: "
+                    f"route to {dotted(v)}/{n} sent out of port {port}",
+                    add=[bad],
+                )
                 f.witness = _witness(net, f, _inside(rng, v, n, 3), rng, exits=True)
                 if f.witness is not None:
                     return f
@@ -407,11 +456,22 @@ def _acl_bypass(net: DetectNet, rng) -> FaultSpec | None:
         k = rng.randint(n + 1, 32)
         v = (v | rng.getrandbits(32 - n) & ~m) & mask(k)
         fields["ipv4_dst"], n = (v, mask(k)), k
-    hid = FlowEntry(acl.dpid, 0, HIDDEN_PRIORITY, Match.build(fields), Instructions((), goto=1),
-                    cookie=HIDDEN_COOKIE)  # fmt: skip
+    hid = FlowEntry(
+        acl.dpid,
+        0,
+        HIDDEN_PRIORITY,
+        Match.build(fields),
+        Instructions((), goto=1),
+        cookie=HIDDEN_COOKIE,
+    )
     proto, port = fields["ip_proto"][0], fields["tp_dst"][0]
-    f = FaultSpec("acl_bypass", acl.dpid, f"s{acl.dpid}: hidden entry admitting the ACL-dropped "
-                  f"{dotted(v)}/{n} proto {proto} port {port}", add=[hid])  # fmt: skip
+    f = FaultSpec(
+        "acl_bypass",
+        acl.dpid,
+        f"s{acl.dpid}: hidden entry admitting the ACL-dropped "
+        f"{dotted(v)}/{n} proto {proto} port {port}",
+        add=[hid],
+    )
     f.witness = _witness(net, f, _inside(rng, v, n), rng, {"ip_proto": proto, "tp_dst": port})
     return f
 
@@ -423,13 +483,23 @@ def _delete_critical(net: DetectNet, rng) -> FaultSpec | None:
     if d0 is None:
         return None
     hop = rng.choice(d0.hops)
-    e = next((x for x in net.entries if x.dpid == hop.dpid and x.table == 1
-              and x.match.contains(hdr, hop.in_port)), None)  # fmt: skip
+    e = next(
+        (
+            x
+            for x in net.entries
+            if x.dpid == hop.dpid and x.table == 1 and x.match.contains(hdr, hop.in_port)
+        ),
+        None,
+    )
     if e is None:
         return None
     v, m = e.match.get("ipv4_dst")
-    f = FaultSpec("delete_critical", e.dpid, f"s{e.dpid}: route to {dotted(v)}/"
-                  f"{bin(m).count('1')} deleted (critical flow {a}->{_b})", delete=[e])  # fmt: skip
+    f = FaultSpec(
+        "delete_critical",
+        e.dpid,
+        f"s{e.dpid}: route to {dotted(v)}/{bin(m).count('1')} deleted (critical flow {a}->{_b})",
+        delete=[e],
+    )
     if _differs(net, f.apply(net.entries), net.hosts[a], hdr):
         f.witness = (net.hosts[a], hdr)
     return f
@@ -437,33 +507,46 @@ def _delete_critical(net: DetectNet, rng) -> FaultSpec | None:
 
 def _delete_route(net: DetectNet, rng) -> FaultSpec | None:
     hdr = net.critical_header()
-    path = {(h.dpid, h.in_port) for d in net.ref().send(net.hosts[net.critical[0]], hdr)
-            for h in d.hops}  # fmt: skip
-    cands = [e for e in net.entries if e.table == 1
-             and not any(e.dpid == dp and e.match.contains(hdr, ip) for dp, ip in path)]  # fmt: skip
+    path = {
+        (h.dpid, h.in_port) for d in net.ref().send(net.hosts[net.critical[0]], hdr) for h in d.hops
+    }
+    cands = [
+        e
+        for e in net.entries
+        if e.table == 1 and not any(e.dpid == dp and e.match.contains(hdr, ip) for dp, ip in path)
+    ]
     if not cands:
         return None
     e = rng.choice(cands)
     v, m = e.match.get("ipv4_dst")
     n = bin(m).count("1")
-    f = FaultSpec("delete_route", e.dpid, f"s{e.dpid}: route to {dotted(v)}/{n} deleted",
-                  delete=[e])  # fmt: skip
+    f = FaultSpec(
+        "delete_route", e.dpid, f"s{e.dpid}: route to {dotted(v)}/{n} deleted", delete=[e]
+    )
     f.witness = _witness(net, f, _inside(rng, v, n), rng)
     return f
 
 
 def _rewrite_changed(net: DetectNet, rng) -> FaultSpec | None:
-    cands = [e for e in net.entries if e.table == 1
-             and any(a[0] == "set_field" for a in e.instructions.apply)]  # fmt: skip
+    cands = [
+        e
+        for e in net.entries
+        if e.table == 1 and any(a[0] == "set_field" for a in e.instructions.apply)
+    ]
     e = rng.choice(cands)
     wrong = 0x020000EE0000 | rng.getrandbits(16)
-    acts = tuple(("set_field", "eth_dst", wrong) if a[0] == "set_field" else a
-                 for a in e.instructions.apply)  # fmt: skip
+    acts = tuple(
+        ("set_field", "eth_dst", wrong) if a[0] == "set_field" else a for a in e.instructions.apply
+    )
     bad = dataclasses.replace(e, instructions=Instructions(acts))
     v, m = e.match.get("ipv4_dst")
     n = bin(m).count("1")
-    f = FaultSpec("rewrite_changed", e.dpid, f"s{e.dpid} table 1: route to {dotted(v)}/{n} "
-                  f"rewrites eth_dst to {wrong:012x}", add=[bad])  # fmt: skip
+    f = FaultSpec(
+        "rewrite_changed",
+        e.dpid,
+        f"s{e.dpid} table 1: route to {dotted(v)}/{n} rewrites eth_dst to {wrong:012x}",
+        add=[bad],
+    )
     f.witness = _witness(net, f, _inside(rng, v, n), rng)
     return f
 
@@ -479,8 +562,13 @@ def _fat_finger_mask(net: DetectNet, rng) -> FaultSpec | None:
     fields = {name: (val, mk) for name, val, mk in e.match.fields}
     fields["ipv4_dst"] = (v & mask(k), mask(k))
     bad = dataclasses.replace(e, match=Match.build(fields))
-    f = FaultSpec("fat_finger_mask", e.dpid, f"s{e.dpid} table 1: route to {dotted(v)}/{n} "
-                  f"installed as /{k}", add=[bad], delete=[e])  # fmt: skip
+    f = FaultSpec(
+        "fat_finger_mask",
+        e.dpid,
+        f"s{e.dpid} table 1: route to {dotted(v)}/{n} installed as /{k}",
+        add=[bad],
+        delete=[e],
+    )
     wide = min(n, k)
     f.witness = _witness(net, f, _inside(rng, v & mask(wide), wide, 18), rng)
     return f
@@ -532,9 +620,14 @@ class Churn:
         while any(e.match.get("ipv4_dst")[0] == v for e in self.cold):
             v = 0xAC100000 | rng.getrandbits(12) << 8
         self.cookie += 1
-        e = FlowEntry(d, 1, ROUTE_BASE + 24, Match.build({**_IP, "ipv4_dst": (v, mask(24))}),
-                      Instructions((("output", rng.choice(self.net.topo.ports_of(d))),)),
-                      cookie=self.cookie)  # fmt: skip
+        e = FlowEntry(
+            d,
+            1,
+            ROUTE_BASE + 24,
+            Match.build({**_IP, "ipv4_dst": (v, mask(24))}),
+            Instructions((("output", rng.choice(self.net.topo.ports_of(d))),)),
+            cookie=self.cookie,
+        )
         self.cold.append(e)
         return [self._line(e, "add")]
 

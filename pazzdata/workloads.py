@@ -165,7 +165,7 @@ def generate(
                     Instructions(action_for(dpid, ports)),
                     cookie=0x10,
                     rule_id=ident if rule_ids else 0,
-                )  # fmt: skip
+                )
             )
     # ACL-style rules at each host's edge switch: protect some of the host's own prefixes
     # from some sources and services (an ACL over any destination would cut every
@@ -193,6 +193,6 @@ def generate(
                     Instructions(()),
                     cookie=0x20,
                     rule_id=ident if rule_ids else 0,
-                )  # fmt: skip
+                )
             )
     return wl

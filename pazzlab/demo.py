@@ -99,8 +99,10 @@ class View:
                 self._last_plain = now
                 print(f"[{now - self.t0:6.1f}s] status: {_status_line(status)}", flush=True)
             return
-        out = ["\x1b[H\x1b[2J", f"\x1b[1mPAZZ demo\x1b[0m  {self.phase}   "
-               f"t={time.monotonic() - self.t0:5.1f}s"]  # fmt: skip
+        out = [
+            "\x1b[H\x1b[2J",
+            f"\x1b[1mPAZZ demo\x1b[0m  {self.phase}   t={time.monotonic() - self.t0:5.1f}s",
+        ]
         if status:
             out.append(_status_line(status))
         out.append("")
@@ -108,9 +110,16 @@ class View:
         rows = [("id", "state", "class", "location", "localized at", "entry")]
         for f in faults[-10:]:
             p = f.get("polled") or {}
-            rows.append((str(f["id"]), f["state"], f["kind"], f["location"],
-                         p.get("switch", "...") if p else "...",
-                         (p.get("cause") or "")[:70]))  # fmt: skip
+            rows.append(
+                (
+                    str(f["id"]),
+                    f["state"],
+                    f["kind"],
+                    f["location"],
+                    p.get("switch", "...") if p else "...",
+                    (p.get("cause") or "")[:70],
+                )
+            )
         out += _rows(rows) if len(rows) > 1 else ["  none"]
         out.append("")
         out.append("\x1b[1minjected\x1b[0m")
@@ -132,13 +141,18 @@ def _rows(rows) -> list[str]:
 def _status_line(st: dict) -> str:
     t = st["tester"]
     fz = st.get("fuzz") or {}
-    fuzz = (f", fuzz {fz.get('probes_sent_total', 0)} probes ({fz.get('mean_coverage', 0):.1%} cov)"
-            if fz else ", fuzz off")  # fmt: skip
-    return (f"model {st['model']['rules']} rules/{st['model']['classes']} classes | sFlow "
-            f"{t.get('datagrams', 0)} dgrams | reports {t.get('reports', 0)}: "
-            f"{t.get('consistent', 0)} ok, {t.get('fault_samples', 0)} faulty, "
-            f"{t.get('held_transient', 0)} held | open faults "
-            f"{sum(st['faults_open'].values())}{fuzz}")  # fmt: skip
+    fuzz = (
+        f", fuzz {fz.get('probes_sent_total', 0)} probes ({fz.get('mean_coverage', 0):.1%} cov)"
+        if fz
+        else ", fuzz off"
+    )
+    return (
+        f"model {st['model']['rules']} rules/{st['model']['classes']} classes | sFlow "
+        f"{t.get('datagrams', 0)} dgrams | reports {t.get('reports', 0)}: "
+        f"{t.get('consistent', 0)} ok, {t.get('fault_samples', 0)} faulty, "
+        f"{t.get('held_transient', 0)} held | open faults "
+        f"{sum(st['faults_open'].values())}{fuzz}"
+    )
 
 
 def _transit_misroute(lab: Lab, entries, groups):
@@ -169,8 +183,13 @@ def _transit_misroute(lab: Lab, entries, groups):
                 if ing[0] in (e.dpid, exit_port[0]):
                     continue
                 ds = ref.send(ing, hdr)
-                hit = sum(1 for d in ds if d.kind == "egress" and d.egress == exit_port
-                          and any(x.dpid == e.dpid for x in d.hops))  # fmt: skip
+                hit = sum(
+                    1
+                    for d in ds
+                    if d.kind == "egress"
+                    and d.egress == exit_port
+                    and any(x.dpid == e.dpid for x in d.hops)
+                )
                 if ds and hit / len(ds) > best_share:
                     best, best_share = (e, port, p, h), hit / len(ds)
     if best is None:
@@ -205,13 +224,21 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     # 1. hidden higher-priority rule, same output: h1 -> a /32 in h2's first prefix.
     net = nets_of[h2][0]
     target = net + 77
-    acts = ",".join(a for a in split_top(format_flow(route(x1, net)).partition(",actions=")[2])
-                    if not a.startswith("set_verify_rule"))  # fmt: skip
+    acts = ",".join(
+        a
+        for a in split_top(format_flow(route(x1, net)).partition(",actions=")[2])
+        if not a.startswith("set_verify_rule")
+    )
     hidden = f"priority=100,cookie={HIDDEN_COOKIE:#x},ip,nw_dst={dotted(target)},actions={acts}"
     extra[h1] += [(target, 7000 + i, 17, 80, None) for i in range(4)]
-    f1 = Fault("hidden", f"hidden higher-priority rule on {topo.switches[x1].name} "
-               f"(nw_dst={dotted(target)}, same output)", x1, [("add-flow", hidden)],
-               expect_entry=f"cookie={HIDDEN_COOKIE:#x}")  # fmt: skip
+    f1 = Fault(
+        "hidden",
+        f"hidden higher-priority rule on {topo.switches[x1].name} "
+        f"(nw_dst={dotted(target)}, same output)",
+        x1,
+        [("add-flow", hidden)],
+        expect_entry=f"cookie={HIDDEN_COOKIE:#x}",
+    )
     # 2. same match, different output: a single-output route on a link, sent elsewhere,
     # preferably to a neighbour whose own route for the prefix does not lead back (on a
     # larger grid the packets would otherwise bounce until their TTL runs out: a loop,
@@ -255,15 +282,21 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     net2 = e2.match.get("ipv4_dst")[0]
     text2 = format_flow(e2).replace(f"output:{p_old}", f"dec_ttl,output:{p_new}")
     extra[src2] += [(net2 + 20 + i, 7100 + i, 17, 443, None) for i in range(12)]
-    f2 = Fault("misroute", f"route on {topo.switches[e2.dpid].name} to {dotted(net2)}/24: "
-               f"output {p_old} -> {p_new} (same match)", e2.dpid,
-               [("mod-flows", "--strict", text2)], expect_entry=f"output:{p_new}")  # fmt: skip
+    f2 = Fault(
+        "misroute",
+        f"route on {topo.switches[e2.dpid].name} to {dotted(net2)}/24: "
+        f"output {p_old} -> {p_new} (same match)",
+        e2.dpid,
+        [("mod-flows", "--strict", text2)],
+        expect_entry=f"output:{p_new}",
+    )
     # 3. hidden rule admitting traffic an ACL drops.
     acl = next(
-        e for e in entries
+        e
+        for e in entries
         if e.priority == workloads.ACL_PRIORITY
         and wl.prefixes[e.match.get("ipv4_src")[0]] != wl.prefixes[e.match.get("ipv4_dst")[0]]
-    )  # fmt: skip
+    )
     src_net, dst_net = acl.match.get("ipv4_src")[0], acl.match.get("ipv4_dst")[0]
     proto, dport = acl.match.get("ip_proto")[0], acl.match.get("tp_dst")[0]
     x3 = acl.dpid
@@ -275,17 +308,32 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
     admit = f"{head},actions=output:{host_port}"
     src3 = wl.prefixes[src_net]
     extra[src3] += [(dst_net + 9, 7200 + i, proto, dport, src_net + 3) for i in range(3)]
-    f3 = Fault("admit", f"hidden rule on {topo.switches[x3].name} admitting ACL-dropped "
-               f"{dotted(src_net)}/24 -> {dotted(dst_net)}/24 proto {proto} port {dport}", x3,
-               [("add-flow", admit)], expect_entry=f"cookie={HIDDEN_COOKIE:#x}")  # fmt: skip
+    f3 = Fault(
+        "admit",
+        f"hidden rule on {topo.switches[x3].name} admitting ACL-dropped "
+        f"{dotted(src_net)}/24 -> {dotted(dst_net)}/24 proto {proto} port {dport}",
+        x3,
+        [("add-flow", admit)],
+        expect_entry=f"cookie={HIDDEN_COOKIE:#x}",
+    )
     # 4. deleted route: blackhole for the critical flow h1 -> h2.
     net4 = nets_of[h2][1] if len(nets_of[h2]) > 1 else net
     crit_ip = net4 + 33
     extra[h1] += [(crit_ip, 7300, 6, 80, None)] * 6
-    f4 = Fault("delete", f"route on {topo.switches[x1].name} to {dotted(net4)}/24 deleted "
-               f"(critical flow {h1}->{h2})", x1,
-               [("del-flows", "--strict", f"priority={workloads.ROUTE_PRIORITY},ip,"
-                 f"nw_dst={dotted(net4)}/24")], expect_entry=f"{dotted(net4)}/24")  # fmt: skip
+    f4 = Fault(
+        "delete",
+        f"route on {topo.switches[x1].name} to {dotted(net4)}/24 deleted "
+        f"(critical flow {h1}->{h2})",
+        x1,
+        [
+            (
+                "del-flows",
+                "--strict",
+                f"priority={workloads.ROUTE_PRIORITY},ip,nw_dst={dotted(net4)}/24",
+            )
+        ],
+        expect_entry=f"{dotted(net4)}/24",
+    )
     crit = {
         "name": f"{h1}-{h2}",
         "from": topo.port_name(wl.hosts[h1]),
@@ -298,16 +346,26 @@ def build_faults(lab: Lab) -> tuple[list[Fault], dict]:
 
 def _acts(e) -> str:
     """The entry's actions in ovs-ofctl syntax, without its rule ID."""
-    return ",".join(a for a in split_top(format_flow(e).partition(",actions=")[2])
-                    if not a.startswith("set_verify_rule")) or "drop"  # fmt: skip
+    return (
+        ",".join(
+            a
+            for a in split_top(format_flow(e).partition(",actions=")[2])
+            if not a.startswith("set_verify_rule")
+        )
+        or "drop"
+    )
 
 
 def _winner(entries, hop, header):
     """The table-0 entry a hop matched (the reference data plane gives only its identity)."""
     ref = hop.rules[0]
     for e in sorted(entries, key=lambda x: -x.priority):
-        if (e.dpid == hop.dpid and e.table == ref.table and e.priority == ref.priority
-                and e.match.contains(header, hop.in_port)):  # fmt: skip
+        if (
+            e.dpid == hop.dpid
+            and e.table == ref.table
+            and e.priority == ref.priority
+            and e.match.contains(header, hop.in_port)
+        ):
             return e
     return None
 
@@ -332,8 +390,10 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
             ds = RefDataPlane(topo, entries, groups).send(lab.wl.hosts[a], parse_header(text))
             if ds and all(d.kind == "egress" and d.egress == lab.wl.hosts[b] for d in ds):
                 paths.append((a, b, text, ds[0]))
-                extra[a] += [(_ip(ip[b]), 5000 + len(extra[a]), 6, 80, None, b),
-                             (_ip(ip[b]), 5001 + len(extra[a]), 17, 53, None, b)]  # fmt: skip
+                extra[a] += [
+                    (_ip(ip[b]), 5000 + len(extra[a]), 6, 80, None, b),
+                    (_ip(ip[b]), 5001 + len(extra[a]), 17, 53, None, b),
+                ]
     if not paths:
         raise RuntimeError("the rules deliver no traffic between any two hosts")
     paths.sort(key=lambda x: -len(x[3].hops))  # the longest path first: transit switches
@@ -344,9 +404,16 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
     e = _winner(entries, d.hops[0], hdr)
     top = max(x.priority for x in entries if x.dpid == e.dpid) + 1
     hidden = f"priority={top},cookie={HIDDEN_COOKIE:#x},ip,nw_dst={ip[b]},actions={_acts(e)}"
-    faults.append(Fault("hidden", f"hidden higher-priority rule on {topo.switches[e.dpid].name}"
-                        f" (nw_dst={ip[b]}, same actions)", e.dpid, [("add-flow", hidden)],
-                        expect_entry=f"cookie={HIDDEN_COOKIE:#x}"))  # fmt: skip
+    faults.append(
+        Fault(
+            "hidden",
+            f"hidden higher-priority rule on {topo.switches[e.dpid].name}"
+            f" (nw_dst={ip[b]}, same actions)",
+            e.dpid,
+            [("add-flow", hidden)],
+            expect_entry=f"cookie={HIDDEN_COOKIE:#x}",
+        )
+    )
     # 2. misroute: a single-output entry on some path sent out of another port, where the
     # packets still reach their exit, over another path (a wrong egress is another class).
     mis = None
@@ -363,17 +430,24 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
                 bad = dataclasses.replace(e2, instructions=Instructions((("output", q),)))
                 ds = RefDataPlane(topo, [bad if x is e2 else x for x in entries], groups)
                 ds = ds.send(lab.wl.hosts[a2], h2)
-                if ds and all(x.kind == "egress" and x.egress == d2.egress
-                               and x.hops != d2.hops for x in ds):  # fmt: skip
+                if ds and all(
+                    x.kind == "egress" and x.egress == d2.egress and x.hops != d2.hops for x in ds
+                ):
                     mis = (e2, port, q, text2)
                     break
     if mis:
         e2, port, q, text2 = mis
         new = format_flow(e2).replace(f"output:{port}", f"dec_ttl,output:{q}")
-        faults.append(Fault("misroute", f"{topo.switches[e2.dpid].name}: "
-                            f"{format_match(e2.match)} output {port} -> {q} (same match)",
-                            e2.dpid, [("mod-flows", "--strict", new)],
-                            expect_entry=f"output:{q}"))  # fmt: skip
+        faults.append(
+            Fault(
+                "misroute",
+                f"{topo.switches[e2.dpid].name}: "
+                f"{format_match(e2.match)} output {port} -> {q} (same match)",
+                e2.dpid,
+                [("mod-flows", "--strict", new)],
+                expect_entry=f"output:{q}",
+            )
+        )
     # 3. a hidden rule admitting traffic an ACL (a drop entry) drops: a host pair whose
     # traffic the ACL's match covers is delivered without the ACL.
     adm = None
@@ -387,8 +461,11 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
                     continue
                 h3 = parse_header(f"ipv4_src={ip[a3]},ipv4_dst={ip[b3]}")
                 h3.update({f: val for f, val in v.items() if f not in ("ipv4_src", "ipv4_dst")})
-                h3["ipv4_src"] = (v["ipv4_src"] | _ip(ip[a3]) & ~acl.match.get("ipv4_src")[1]
-                                  if "ipv4_src" in v else _ip(ip[a3]))  # fmt: skip
+                h3["ipv4_src"] = (
+                    v["ipv4_src"] | _ip(ip[a3]) & ~acl.match.get("ipv4_src")[1]
+                    if "ipv4_src" in v
+                    else _ip(ip[a3])
+                )
                 ds = RefDataPlane(topo, [x for x in entries if x is not acl], groups)
                 ds = ds.send(lab.wl.hosts[a3], h3)
                 hop = next((h for x in ds for h in x.hops if h.dpid == acl.dpid), None)
@@ -397,16 +474,29 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
     if adm:
         acl, out, a3, b3, h3 = adm
         head = f"priority={acl.priority + 1000},cookie={HIDDEN_COOKIE:#x},{format_match(acl.match)}"
-        faults.append(Fault("admit", f"hidden rule on {topo.switches[acl.dpid].name} admitting "
-                            f"ACL-dropped {format_match(acl.match)}", acl.dpid,
-                            [("add-flow", f"{head},actions=output:{out}")],
-                            expect_entry=f"cookie={HIDDEN_COOKIE:#x}"))  # fmt: skip
+        faults.append(
+            Fault(
+                "admit",
+                f"hidden rule on {topo.switches[acl.dpid].name} admitting "
+                f"ACL-dropped {format_match(acl.match)}",
+                acl.dpid,
+                [("add-flow", f"{head},actions=output:{out}")],
+                expect_entry=f"cookie={HIDDEN_COOKIE:#x}",
+            )
+        )
         proto, dport = h3.get("ip_proto", 6), h3.get("tp_dst", 80)
-        extra[a3] += [(h3["ipv4_dst"], 7200 + i, proto if proto in (6, 17) else 6, dport,
-                       h3["ipv4_src"], b3) for i in range(3)]  # fmt: skip
+        extra[a3] += [
+            (h3["ipv4_dst"], 7200 + i, proto if proto in (6, 17) else 6, dport, h3["ipv4_src"], b3)
+            for i in range(3)
+        ]
     # 4. a deleted entry under the critical flow a -> b (the first one whose loss drops it).
-    crit = {"name": f"{a}-{b}", "from": topo.port_name(lab.wl.hosts[a]),
-            "to": topo.port_name(lab.wl.hosts[b]), "header": text, "timeout": 3.0}  # fmt: skip
+    crit = {
+        "name": f"{a}-{b}",
+        "from": topo.port_name(lab.wl.hosts[a]),
+        "to": topo.port_name(lab.wl.hosts[b]),
+        "header": text,
+        "timeout": 3.0,
+    }
     extra[a] += [(_ip(ip[b]), 7300, 6, 80, None, b)] * 6
     for hop in d.hops:
         e4 = _winner(entries, hop, hdr)
@@ -414,9 +504,15 @@ def build_faults_any(lab: Lab) -> tuple[list[Fault], dict]:
         if e4 is not None and all(x.kind == "drop" for x in ds.send(lab.wl.hosts[a], hdr)):
             head = format_flow(e4).partition(",actions=")[0]
             head = ",".join(w for w in head.split(",") if not w.startswith("cookie="))
-            faults.append(Fault("delete", f"{topo.switches[e4.dpid].name}: {format_match(e4.match)}"
-                                f" deleted (critical flow {a}->{b})", e4.dpid,
-                                [("del-flows", "--strict", head)]))  # fmt: skip
+            faults.append(
+                Fault(
+                    "delete",
+                    f"{topo.switches[e4.dpid].name}: {format_match(e4.match)}"
+                    f" deleted (critical flow {a}->{b})",
+                    e4.dpid,
+                    [("del-flows", "--strict", head)],
+                )
+            )
             break
     return faults, {"extra": extra, "critical": crit}
 
@@ -431,11 +527,13 @@ def write_pcaps(lab: Lab, extra: dict, outdir: Path) -> dict[str, Path]:
     if lab.sources is not None:  # build_faults_any's flows name their destination host
         files = {}
         for h, flows in extra.items():
-            pkts = [Ether(src=lab.host_mac(h), dst=lab.host_mac(owner))
-                    / IP(src=dotted(src) if src else lab.host_ip(h), dst=dotted(dst), ttl=64)
-                    / (TCP(sport=sp, dport=dp, flags="A") if proto == 6 else UDP(sport=sp, dport=dp))
-                    / Raw(b"pazz-demo-" * 6)
-                    for dst, sp, proto, dp, src, owner in flows]  # fmt: skip
+            pkts = [
+                Ether(src=lab.host_mac(h), dst=lab.host_mac(owner))
+                / IP(src=dotted(src) if src else lab.host_ip(h), dst=dotted(dst), ttl=64)
+                / (TCP(sport=sp, dport=dp, flags="A") if proto == 6 else UDP(sport=sp, dport=dp))
+                / Raw(b"pazz-demo-" * 6)
+                for dst, sp, proto, dp, src, owner in flows
+            ]
             if pkts:
                 files[h] = outdir / f"host{lab.host_index(h)}.pcap"
                 wrpcap(str(files[h]), pkts)
@@ -461,9 +559,12 @@ def write_pcaps(lab: Lab, extra: dict, outdir: Path) -> dict[str, Path]:
                 if proto == 6
                 else UDP(sport=sport, dport=dport)
             )
-            pkt = (Ether(src=lab.host_mac(h), dst=lab.host_mac(owner))
-                   / IP(src=dotted(src) if src else lab.host_ip(h), dst=dotted(dst), ttl=64)
-                   / l4 / Raw(b"pazz-demo-" * 6))  # fmt: skip
+            pkt = (
+                Ether(src=lab.host_mac(h), dst=lab.host_mac(owner))
+                / IP(src=dotted(src) if src else lab.host_ip(h), dst=dotted(dst), ttl=64)
+                / l4
+                / Raw(b"pazz-demo-" * 6)
+            )
             pkts.append(pkt)
         path = outdir / f"{h}.pcap"
         wrpcap(str(path), pkts)
@@ -487,9 +588,12 @@ def main(argv=None) -> int:
         "(JSON lines or dump-flows text), installed by the controller app",
     )
     ap.add_argument("--no-fuzz", action="store_true", help="no fuzz probes")
-    ap.add_argument("--no-controller", action="store_true",
-                    help="install the rules with ovs-ofctl, pazzd loads them from the file "
-                    "(no controller, no proxy)")  # fmt: skip
+    ap.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="install the rules with ovs-ofctl, pazzd loads them from the file "
+        "(no controller, no proxy)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
     args.network = None
@@ -551,8 +655,10 @@ def _cleanup(procs, labs: list[Lab], workdir: Path, keep: bool) -> None:
         print(f"demo: work directory kept: {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
-    print("demo: cleaned up (namespaces, veths, OVS, controller, pazzd, tcpreplay, temp files)",
-          flush=True)  # fmt: skip
+    print(
+        "demo: cleaned up (namespaces, veths, OVS, controller, pazzd, tcpreplay, temp files)",
+        flush=True,
+    )
 
 
 def metrics_of(url: str) -> dict[str, float]:
@@ -591,8 +697,12 @@ def wait_for_model(lab: Lab, pz: subprocess.Popen, sock: str, timeout: float = 9
         with contextlib.suppress(ApiError, OSError, ValueError):
             st = call(sock, "status", timeout=5)
             up = metrics_of(st["metrics"]).get("pazz_controller_connected", 0) == 1
-            if (st["model"]["rules"] == want and st["switches_connected"] == dpids and up
-                    and all(lab.controllers_connected().values())):  # fmt: skip
+            if (
+                st["model"]["rules"] == want
+                and st["switches_connected"] == dpids
+                and up
+                and all(lab.controllers_connected().values())
+            ):
                 return st
         if time.monotonic() > deadline:
             raise RuntimeError(
@@ -607,9 +717,20 @@ def start_traffic(lab: Lab, extra: dict, workdir: Path, pps: int, procs: list) -
     # --timer=nano: tcpreplay's default timer busy-waits (a whole core per process at
     # 25 pps); with nanosleep sixteen replays together cost about 1 % of a core.
     for h, path in pcaps.items():
-        procs.append(lab.hosts[h]["ns"].popen(
-            "tcpreplay", "-q", "-i", "eth0", f"--pps={pps}", "--loop=0", "--timer=nano", str(path),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        procs.append(
+            lab.hosts[h]["ns"].popen(
+                "tcpreplay",
+                "-q",
+                "-i",
+                "eth0",
+                f"--pps={pps}",
+                "--loop=0",
+                "--timer=nano",
+                str(path),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     return len(pcaps)
 
 
@@ -626,9 +747,19 @@ class Running:
     traffic: dict
 
 
-def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, pps: int = 100,
-             fuzz_rate: float = 200.0, resolve_after: float = 8.0, settle: float = 1.0,
-             updates: Path | None = None, say=lambda s: None) -> Running:  # fmt: skip
+def bring_up(
+    lab: Lab,
+    workdir: Path,
+    procs: list,
+    *,
+    controller: bool = True,
+    pps: int = 100,
+    fuzz_rate: float = 200.0,
+    resolve_after: float = 8.0,
+    settle: float = 1.0,
+    updates: Path | None = None,
+    say=lambda s: None,
+) -> Running:
     """Rules, pazzd and production traffic on a started lab.
 
     controller=True (the real control path): the example os-ken controller app
@@ -645,47 +776,67 @@ def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, p
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
     sock = str(workdir / "pazzd.sock")
-    common = dict(api_socket=sock, database=str(workdir / "faults.db"), fuzz_rate=fuzz_rate,
-                  resolve_after=resolve_after, settle=settle)  # fmt: skip
+    common = dict(
+        api_socket=sock,
+        database=str(workdir / "faults.db"),
+        fuzz_rate=fuzz_rate,
+        resolve_after=resolve_after,
+        settle=settle,
+    )
     cfg_path = workdir / "pazzd.yaml"
     ctl = None
     if controller:
         ctl_port, proxy_port = free_tcp_port(), free_tcp_port()
-        ctl = start_controller(lab.rules_file, ctl_port, workdir / "controller.log",
-                               updates=updates)  # fmt: skip
+        ctl = start_controller(
+            lab.rules_file, ctl_port, workdir / "controller.log", updates=updates
+        )
         procs.append(ctl)
-        say(f"controller: examples/controller_app.py (os-ken) on 127.0.0.1:{ctl_port}, "
-            f"routes from {lab.rules_file.name}")  # fmt: skip
-        proxied = dict(common, proxy_listen=f"127.0.0.1:{proxy_port}",
-                       controller=f"127.0.0.1:{ctl_port}")  # fmt: skip
+        say(
+            f"controller: examples/controller_app.py (os-ken) on 127.0.0.1:{ctl_port}, "
+            f"routes from {lab.rules_file.name}"
+        )
+        proxied = dict(
+            common, proxy_listen=f"127.0.0.1:{proxy_port}", controller=f"127.0.0.1:{ctl_port}"
+        )
         lab.write_config(cfg_path, **proxied)
     else:
         n = lab.install_rules()
-        say(f"no controller: the generator's {n} rules and {len(lab.wl.groups)} groups "
-            "installed with ovs-ofctl; pazzd loads its model from the same rule file")  # fmt: skip
+        say(
+            f"no controller: the generator's {n} rules and {len(lab.wl.groups)} groups "
+            "installed with ovs-ofctl; pazzd loads its model from the same rule file"
+        )
         lab.write_config(cfg_path, critical_flows=[traffic["critical"]], **common)
         start_traffic(lab, traffic["extra"], workdir, pps, procs)
     log = open(workdir / "pazzd.log", "w")  # noqa: SIM115
-    pz = subprocess.Popen([sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
-                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    pz = subprocess.Popen(
+        [sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     log.close()
     procs.append(pz)
     status = wait_for_pazzd(pz, sock)
     if controller:
         t0 = time.monotonic()
         lab.set_controller(f"tcp:127.0.0.1:{proxy_port}")
-        say(f"pazzd running (pid {pz.pid}) with its OpenFlow proxy on 127.0.0.1:{proxy_port} "
+        say(
+            f"pazzd running (pid {pz.pid}) with its OpenFlow proxy on 127.0.0.1:{proxy_port} "
             f"and an empty model; {len(lab.topo.switches)} bridges now use it as their "
-            "controller (fail_mode=secure)")  # fmt: skip
+            "controller (fail_mode=secure)"
+        )
         status = wait_for_model(lab, pz, sock)
         on_switches = lab.snapshot()
         if on_switches != len(lab.wl.entries):
-            raise RuntimeError(f"{on_switches} entries on the switches, "
-                               f"{len(lab.wl.entries)} intended")  # fmt: skip
-        say(f"model fed through the proxy: {status['model']['rules']} rules (the generator's "
+            raise RuntimeError(
+                f"{on_switches} entries on the switches, {len(lab.wl.entries)} intended"
+            )
+        say(
+            f"model fed through the proxy: {status['model']['rules']} rules (the generator's "
             f"{len(lab.wl.entries)}) and {len(lab.wl.groups)} groups from the controller's "
             f"FlowMods in {time.monotonic() - t0:.1f}s; switches connected "
-            f"{status['switches_connected']}, controller link up")  # fmt: skip
+            f"{status['switches_connected']}, controller link up"
+        )
         start_traffic(lab, traffic["extra"], workdir, pps, procs)
         time.sleep(2.0)  # the critical flow's first reports before its clock starts
         lab.write_config(cfg_path, critical_flows=[traffic["critical"]], **proxied)
@@ -694,8 +845,10 @@ def bring_up(lab: Lab, workdir: Path, procs: list, *, controller: bool = True, p
             raise RuntimeError(f"pazzd reload failed: {res.get('error')}")
         say(f"critical flow {traffic['critical']['name']} declared (config reload)")
     else:
-        say(f"pazzd running (pid {pz.pid}): model {status['model']['rules']} rules from the "
-            "rule file")  # fmt: skip
+        say(
+            f"pazzd running (pid {pz.pid}): model {status['model']['rules']} rules from the "
+            "rule file"
+        )
     faults, _ = build_faults(lab)  # with the rule IDs now on the switches
     return Running(sock, cfg_path, pz, ctl, status, faults, traffic)
 
@@ -711,15 +864,26 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         lab.sources = (Path(args.topology), Path(args.rules))
     labs.append(lab)
     lab.start(say=say)
-    run = bring_up(lab, workdir, procs, controller=not args.no_controller, pps=pps,
-                   fuzz_rate=0.0 if args.no_fuzz else 200.0, say=say)  # fmt: skip
+    run = bring_up(
+        lab,
+        workdir,
+        procs,
+        controller=not args.no_controller,
+        pps=pps,
+        fuzz_rate=0.0 if args.no_fuzz else 200.0,
+        say=say,
+    )
     faults, sock = run.faults, run.sock
     status = call(sock, "status", timeout=5)
-    say(f"production traffic: tcpreplay in {len(lab.hosts)} host namespaces, {pps} pps each "
-        f"(sFlow sampling 1/{lab.sampling})")  # fmt: skip
-    say(f"pazzd: model {status['model']['rules']} rules, {status['model']['classes']} classes; "
+    say(
+        f"production traffic: tcpreplay in {len(lab.hosts)} host namespaces, {pps} pps each "
+        f"(sFlow sampling 1/{lab.sampling})"
+    )
+    say(
+        f"pazzd: model {status['model']['rules']} rules, {status['model']['classes']} classes; "
         f"controller {status['controller']}; sFlow {status['sflow']}; metrics "
-        f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}")  # fmt: skip
+        f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}"
+    )
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
@@ -776,8 +940,10 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
                         else row["last_seen"]
                     )
                     f.latency = t - f.injected_at
-                    say(f"  detected fault #{row['id']} {row['kind']} at {row['location']} "
-                        f"after {f.latency:.1f}s")  # fmt: skip
+                    say(
+                        f"  detected fault #{row['id']} {row['kind']} at {row['location']} "
+                        f"after {f.latency:.1f}s"
+                    )
                 if row["id"] == f.detected["id"] and row.get("polled"):
                     f.localized = row["polled"]
             if f.detected is not None and f.localized is None and time.monotonic() + 2 > deadline:
@@ -791,21 +957,31 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
                 f.notes.append(str(e))
             f.loc_seconds = time.monotonic() - t0
             p = f.localized or {}
-            say(f"  localized: {p.get('switch', '?')} {p.get('finding', 'no difference')} "
-                f"entry {p.get('cause')} ({f.loc_seconds:.2f}s)")  # fmt: skip
+            say(
+                f"  localized: {p.get('switch', '?')} {p.get('finding', 'no difference')} "
+                f"entry {p.get('cause')} ({f.loc_seconds:.2f}s)"
+            )
         else:
             say(f"  NOT detected within {per_fault:.0f}s")
-        good = (f.detected is not None and f.localized is not None
-                and f.localized.get("dpid") == f.dpid
-                and (not f.expect_entry or f.expect_entry in (f.localized.get("cause") or "")))  # fmt: skip
+        good = (
+            f.detected is not None
+            and f.localized is not None
+            and f.localized.get("dpid") == f.dpid
+            and (not f.expect_entry or f.expect_entry in (f.localized.get("cause") or ""))
+        )
         ok_all &= good
         p = f.localized or {}
-        summary_rows.append((
-            f.key, EXPECT[f.key], f.detected["kind"] if f.detected else "MISSED",
-            p.get("switch", "-"), (p.get("cause") or "-")[:90],
-            f"{f.latency:.1f}s" if f.latency is not None else "-",
-            f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
-        ))  # fmt: skip
+        summary_rows.append(
+            (
+                f.key,
+                EXPECT[f.key],
+                f.detected["kind"] if f.detected else "MISSED",
+                p.get("switch", "-"),
+                (p.get("cause") or "-")[:90],
+                f"{f.latency:.1f}s" if f.latency is not None else "-",
+                f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
+            )
+        )
         lab.restore()
         say(f"  restored the intended flow tables; fault {i} {'OK' if good else 'NOT OK'}")
         _, fs = refresh()
@@ -820,14 +996,35 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
     for line in _rows(summary_rows):
         print(line)
     resolved = sum(1 for r in fs if r["state"] == "resolved")
-    print(f"\nfaults recorded: {len(fs)} ({resolved} resolved); reports "
-          f"{st['tester'].get('reports', 0) if st else '?'}; "
-          f"fuzz probes {((st or {}).get('fuzz') or {}).get('probes_sent_total', 0)}")  # fmt: skip
-    (workdir / "summary.json").write_text(json.dumps(
-        [{"fault": f.key, "title": f.title, "detected": f.detected, "localized": f.localized,
-          "latency_s": f.latency, "localize_s": f.loc_seconds} for f in faults], default=str))  # fmt: skip
-    print("demo: " + ("every fault detected, classified and localized" if ok_all
-                      else "SOME FAULTS WERE NOT DETECTED OR LOCALIZED"))  # fmt: skip
+    print(
+        f"\nfaults recorded: {len(fs)} ({resolved} resolved); reports "
+        f"{st['tester'].get('reports', 0) if st else '?'}; "
+        f"fuzz probes {((st or {}).get('fuzz') or {}).get('probes_sent_total', 0)}"
+    )
+    (workdir / "summary.json").write_text(
+        json.dumps(
+            [
+                {
+                    "fault": f.key,
+                    "title": f.title,
+                    "detected": f.detected,
+                    "localized": f.localized,
+                    "latency_s": f.latency,
+                    "localize_s": f.loc_seconds,
+                }
+                for f in faults
+            ],
+            default=str,
+        )
+    )
+    print(
+        "demo: "
+        + (
+            "every fault detected, classified and localized"
+            if ok_all
+            else "SOME FAULTS WERE NOT DETECTED OR LOCALIZED"
+        )
+    )
     return 0 if ok_all else 1
 
 

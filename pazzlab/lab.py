@@ -140,27 +140,34 @@ def load_network(topology, rules) -> tuple[workloads.Workload, dict[str, HostAdd
         if isinstance(item, dict) and "host" in item:
             where = f"{topology}:{yamlpos.line_of(item, 'host')}"
             if not isinstance(spec, dict) or not set(spec) <= {"ip", "mac"} or "ip" not in spec:
-                raise LabError(f"{where}: edge.host: a mapping {{ip: A.B.C.D/LEN, mac: "
-                               f"XX:XX:XX:XX:XX:XX}} (mac optional), not {spec!r}")  # fmt: skip
+                raise LabError(
+                    f"{where}: edge.host: a mapping {{ip: A.B.C.D/LEN, mac: "
+                    f"XX:XX:XX:XX:XX:XX}} (mac optional), not {spec!r}"
+                )
             try:
                 iface = ipaddress.IPv4Interface(str(spec["ip"]))
             except ValueError:
-                raise LabError(f"{where}: edge.host.ip: {spec['ip']!r} is not an IPv4 "
-                               "address with a prefix length (A.B.C.D/LEN)") from None  # fmt: skip
+                raise LabError(
+                    f"{where}: edge.host.ip: {spec['ip']!r} is not an IPv4 "
+                    "address with a prefix length (A.B.C.D/LEN)"
+                ) from None
             net = iface.network
             edge_addr = iface.ip in (net.network_address, net.broadcast_address)
             if "/" not in str(spec["ip"]) or edge_addr and net.prefixlen < 31:
-                raise LabError(f"{where}: edge.host.ip: {spec['ip']!r} is not a host "
-                               "address with a prefix length (A.B.C.D/LEN)")  # fmt: skip
+                raise LabError(
+                    f"{where}: edge.host.ip: {spec['ip']!r} is not a host "
+                    "address with a prefix length (A.B.C.D/LEN)"
+                )
             mac = str(spec.get("mac", addr.mac)).lower()
             if not re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", mac) or int(mac[:2], 16) & 1:
-                raise LabError(f"{where}: edge.host.mac: {spec['mac']!r} is not a unicast "
-                               "MAC address (XX:XX:XX:XX:XX:XX)")  # fmt: skip
+                raise LabError(
+                    f"{where}: edge.host.mac: {spec['mac']!r} is not a unicast "
+                    "MAC address (XX:XX:XX:XX:XX:XX)"
+                )
             addr = HostAddr(str(iface.ip), iface.network.prefixlen, mac)
         for val, seen, what in ((addr.ip, seen_ip, "ip"), (addr.mac, seen_mac, "mac")):
             if val in seen:
-                raise LabError(f"{where}: edge.host.{what}: {val} is also host "
-                               f"{seen[val]}'s")  # fmt: skip
+                raise LabError(f"{where}: edge.host.{what}: {val} is also host {seen[val]}'s")
             seen[val] = name
         hosts[name] = port
         addrs[name] = addr
@@ -186,25 +193,36 @@ def _check_rules(wl: workloads.Workload, topology) -> None:
             ins = item.instructions
             acts = [*ins.apply, *ins.write]
             if item.match.in_port is not None and item.match.in_port not in sw.ports:
-                raise LabError(f"{item.source}: in_port: {sw.name} has no port "
-                               f"{item.match.in_port} in {topology}")  # fmt: skip
+                raise LabError(
+                    f"{item.source}: in_port: {sw.name} has no port "
+                    f"{item.match.in_port} in {topology}"
+                )
         else:
             acts = [a for b in item.buckets for a in b]
         for a in acts:
             if a[0] == "output" and a[1] < 0xFFFFFF00 and a[1] not in sw.ports:
-                raise LabError(f"{item.source}: output: {sw.name} has no port {a[1]} "
-                               f"in {topology}")  # fmt: skip
+                raise LabError(f"{item.source}: output: {sw.name} has no port {a[1]} in {topology}")
             if a[0] == "group" and (item.dpid, a[1]) not in groups:
-                raise LabError(f"{item.source}: group: {sw.name} has no group {a[1]} "
-                               "in the rule file")  # fmt: skip
+                raise LabError(
+                    f"{item.source}: group: {sw.name} has no group {a[1]} in the rule file"
+                )
 
 
 class Lab:
     def __init__(
-        self, prefix, workdir, *, kind: str = "grid", size: int = 2, rules: int = 100,
-        acls: int = 2, sampling: int = 1, polling: int = 1, seed: int = 1,
+        self,
+        prefix,
+        workdir,
+        *,
+        kind: str = "grid",
+        size: int = 2,
+        rules: int = 100,
+        acls: int = 2,
+        sampling: int = 1,
+        polling: int = 1,
+        seed: int = 1,
         network: tuple[workloads.Workload, dict[str, HostAddr]] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.prefix = str(prefix)
         self.workdir = Path(workdir)
         self.kind, self.size = kind, size
@@ -218,8 +236,11 @@ class Lab:
         self.topo = self.wl.topo
         # Host k's namespace and Mininet node is pz<tag>h<k>, k in the order of edge ports.
         order = sorted(self.wl.hosts, key=lambda h: self.wl.hosts[h])
-        self._host_no = ({h: int(h[1:]) for h in order} if network is None
-                         else {h: k for k, h in enumerate(order, 1)})  # fmt: skip
+        self._host_no = (
+            {h: int(h[1:]) for h in order}
+            if network is None
+            else {h: k for k, h in enumerate(order, 1)}
+        )
         # Switch numbers in interface names: the dpid when short (the generated networks),
         # else the switch's position in dpid order (real dpids are 64-bit numbers).
         dpids = sorted(self.topo.switches)
@@ -283,8 +304,10 @@ class Lab:
     def start(self, say: Callable[[str], None] = lambda s: None) -> Lab:
         for tool in ("mnexec", "ifconfig"):
             if shutil.which(tool) is None:
-                raise RuntimeError(f"{tool} is missing: the lab needs Mininet (apt-get install "
-                                   "mininet, see deploy/apt-packages.txt)")  # fmt: skip
+                raise RuntimeError(
+                    f"{tool} is missing: the lab needs Mininet (apt-get install "
+                    "mininet, see deploy/apt-packages.txt)"
+                )
         from .labnet import LabNet, OvsBridge, Topo  # Mininet only where a lab is built
 
         c = self.cleanup
@@ -306,18 +329,38 @@ class Lab:
         # e.g. before pazzd's proxy is up or while it restarts: traffic would then be
         # forwarded by rules no controller intended, which is exactly what pazzd reports.
         for d in sorted(topo.switches):
-            mn.addSwitch(self.br(d), cls=OvsBridge, ovs=self.ovs, dpid=f"{d:016x}",
-                         failMode="secure", protocols="OpenFlow10,OpenFlow13")  # fmt: skip
+            mn.addSwitch(
+                self.br(d),
+                cls=OvsBridge,
+                ovs=self.ovs,
+                dpid=f"{d:016x}",
+                failMode="secure",
+                protocols="OpenFlow10,OpenFlow13",
+            )
         for (a, pa), (b, pb) in sorted(topo.links.items()):
             if (a, pa) < (b, pb):
-                mn.addLink(self.br(a), self.br(b), pa, pb, intfName1=self.port_ifname(a, pa),
-                           intfName2=self.port_ifname(b, pb), mtu=LINK_MTU)  # fmt: skip
+                mn.addLink(
+                    self.br(a),
+                    self.br(b),
+                    pa,
+                    pb,
+                    intfName1=self.port_ifname(a, pa),
+                    intfName2=self.port_ifname(b, pb),
+                    mtu=LINK_MTU,
+                )
         hosts = sorted(self.wl.hosts.items(), key=lambda h: self.host_index(h[0]))
         for name, (dpid, port) in hosts:
             node = self.host_node(name)
             mn.addHost(node, ip=self.addrs[name].cidr, mac=self.host_mac(name))
-            mn.addLink(node, self.br(dpid), 0, port, intfName1="eth0",
-                       intfName2=self.port_ifname(dpid, port), addr1=self.host_mac(name))  # fmt: skip
+            mn.addLink(
+                node,
+                self.br(dpid),
+                0,
+                port,
+                intfName1="eth0",
+                intfName2=self.port_ifname(dpid, port),
+                addr1=self.host_mac(name),
+            )
         self.net = net = LabNet(mn)
         c.push(self._delete_host_names)
         c.push(net.stop)  # runs first: links, bridges, host shells
@@ -325,15 +368,22 @@ class Lab:
         for name, (dpid, port) in hosts:
             ns = Netns(self.host_node(name), pid=net[self.host_node(name)].pid)
             self._host_ns.append(ns)
-            self.hosts[name] = {"ns": ns, "port": (dpid, port), "ip": self.host_ip(name),
-                                "mac": self.host_mac(name)}  # fmt: skip
+            self.hosts[name] = {
+                "ns": ns,
+                "port": (dpid, port),
+                "ip": self.host_ip(name),
+                "mac": self.host_mac(name),
+            }
         net.start()  # the bridges and their ports, one ovs-vsctl transaction
-        self.ports = {(d, p): self.port_ifname(d, p)
-                      for d, p in [*topo.links, *self.wl.hosts.values()]}  # fmt: skip
+        self.ports = {
+            (d, p): self.port_ifname(d, p) for d, p in [*topo.links, *self.wl.hosts.values()]
+        }
         self._check_ports()
         self._static_arp()
-        say(f"Mininet: {len(topo.switches)} patched OVS bridges (netdev, verify-tagging), "
-            f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts")  # fmt: skip
+        say(
+            f"Mininet: {len(topo.switches)} patched OVS bridges (netdev, verify-tagging), "
+            f"{len(topo.links) // 2} links (veth, MTU {LINK_MTU}), {len(self.hosts)} hosts"
+        )
         self.sflow_port = free_udp_port()
         cmd = [
             "--",
@@ -352,16 +402,24 @@ class Lab:
     def _check_ports(self) -> None:
         """Every port on its OpenFlow number, without error (ovs-vsctl accepts an
         ofport_request it cannot honour)."""
-        out = self.ovs.vsctl("--format=csv", "--data=bare", "--no-headings",
-                             "--columns=name,ofport,error", "list", "interface")  # fmt: skip
+        out = self.ovs.vsctl(
+            "--format=csv",
+            "--data=bare",
+            "--no-headings",
+            "--columns=name,ofport,error",
+            "list",
+            "interface",
+        )
         have = {}
         for line in out.splitlines():
             name, ofport, err = (line.split(",", 2) + ["", ""])[:3]
             have[name] = (ofport, err.strip())
-        bad = [f"{ifname}: ofport {have.get(ifname, ('missing', ''))[0]} (want {p}) "
-               f"{have.get(ifname, ('', ''))[1]}".strip()
-               for (_, p), ifname in sorted(self.ports.items())
-               if have.get(ifname) != (str(p), "")]  # fmt: skip
+        bad = [
+            f"{ifname}: ofport {have.get(ifname, ('missing', ''))[0]} (want {p}) "
+            f"{have.get(ifname, ('', ''))[1]}".strip()
+            for (_, p), ifname in sorted(self.ports.items())
+            if have.get(ifname) != (str(p), "")
+        ]
         if bad:
             raise RuntimeError("bridge ports not as intended: " + "; ".join(bad))
 
@@ -373,8 +431,10 @@ class Lab:
             lines = []
             for other, o in sorted(self.hosts.items()):
                 if other != name:
-                    lines += [f"route replace {o['ip']}/32 dev eth0",
-                              f"neigh replace {o['ip']} lladdr {o['mac']} dev eth0 nud permanent"]  # fmt: skip
+                    lines += [
+                        f"route replace {o['ip']}/32 dev eth0",
+                        f"neigh replace {o['ip']} lladdr {o['mac']} dev eth0 nud permanent",
+                    ]
             if lines:
                 path = self.workdir / f"arp-{self.host_index(name)}.batch"
                 path.write_text("\n".join(lines) + "\n")
@@ -393,8 +453,10 @@ class Lab:
         for ifname in [*names, *map(self.br, self.topo.switches)]:
             if Path("/sys/class/net", ifname).exists():
                 run("ip", "link", "del", ifname, check=False)
-        nodes = {f"mininet:{n}" for n in [*map(self.br, self.topo.switches),
-                                           *map(self.host_node, self.wl.hosts)]}  # fmt: skip
+        nodes = {
+            f"mininet:{n}"
+            for n in [*map(self.br, self.topo.switches), *map(self.host_node, self.wl.hosts)]
+        }
         for d in Path("/proc").iterdir():
             if d.name.isdigit():
                 with contextlib.suppress(OSError):
@@ -418,8 +480,10 @@ class Lab:
                 e = entries[int(m.group(1)) - 1] if m and int(m.group(1)) <= len(entries) else None
                 if e is not None:  # the entry alone, for its line in the rule file
                     self._ofctl_named(e, "add-flow", self.br(d), format_flow(e))
-                raise LabError(f"ovs-ofctl add-flows on {self.topo.switches[d].name}: "
-                               f"{(err.stderr or '').strip()}") from None  # fmt: skip
+                raise LabError(
+                    f"ovs-ofctl add-flows on {self.topo.switches[d].name}: "
+                    f"{(err.stderr or '').strip()}"
+                ) from None
         return len(self.wl.entries)
 
     def _ofctl_named(self, item, *args) -> None:
@@ -428,16 +492,26 @@ class Lab:
             self.ovs.ofctl(*args)
         except subprocess.CalledProcessError as err:
             where = item.source or self.topo.switches[item.dpid].name
-            raise LabError(f"{where}: ovs-ofctl rejects {args[-1]!r}: "
-                           f"{(err.stderr or '').strip()}") from None  # fmt: skip
+            raise LabError(
+                f"{where}: ovs-ofctl rejects {args[-1]!r}: {(err.stderr or '').strip()}"
+            ) from None
 
     def set_controller(self, target: str) -> None:
         """Point every bridge at an OpenFlow controller (pazzd's proxy), out of band: no
         hidden in-band flows for the controller's own traffic, and a quick first retry."""
         for d in sorted(self.topo.switches):
-            self.ovs.vsctl("set-controller", self.br(d), target, "--", "set", "controller",
-                           self.br(d), "connection-mode=out-of-band", "max_backoff=1000",
-                           "inactivity_probe=0")  # fmt: skip
+            self.ovs.vsctl(
+                "set-controller",
+                self.br(d),
+                target,
+                "--",
+                "set",
+                "controller",
+                self.br(d),
+                "connection-mode=out-of-band",
+                "max_backoff=1000",
+                "inactivity_probe=0",
+            )
 
     def controllers_connected(self) -> dict[int, bool]:
         """Per dpid: does OVSDB say the bridge's controller connection is up?"""
@@ -450,8 +524,11 @@ class Lab:
     def dump_flows(self, dpid: int) -> list[str]:
         """The bridge's flow table in ovs-ofctl syntax (no counters)."""
         text = self.ovs.ofctl("dump-flows", "--no-stats", self.br(dpid))
-        return [ln.strip() for ln in text.splitlines()
-                if ln.strip() and not ln.lstrip().startswith(("OFPST_", "NXST_"))]  # fmt: skip
+        return [
+            ln.strip()
+            for ln in text.splitlines()
+            if ln.strip() and not ln.lstrip().startswith(("OFPST_", "NXST_"))
+        ]
 
     def snapshot(self) -> int:
         """Take the bridges' current flow tables as what restore() puts back, and note
@@ -480,7 +557,7 @@ class Lab:
             dataclasses.replace(
                 e,
                 rule_id=self.installed_ids.get((e.dpid, e.table, e.priority, e.match), e.rule_id),
-            )  # fmt: skip
+            )
             for e in self.wl.entries
         ]
 
@@ -505,10 +582,20 @@ class Lab:
         self.stop()
 
     # --- pazzd configuration ------------------------------------------------------------------------
-    def config(self, *, sflow_port: int | None = None, api_socket: str, database: str,
-               metrics_port: int = 0, critical_flows=(), fuzz_rate: float = 0.0,
-               resolve_after: float = 30.0, settle: float = 2.0,
-               proxy_listen: str | None = None, controller: str | None = None) -> dict:  # fmt: skip
+    def config(
+        self,
+        *,
+        sflow_port: int | None = None,
+        api_socket: str,
+        database: str,
+        metrics_port: int = 0,
+        critical_flows=(),
+        fuzz_rate: float = 0.0,
+        resolve_after: float = 30.0,
+        settle: float = 2.0,
+        proxy_listen: str | None = None,
+        controller: str | None = None,
+    ) -> dict:
         """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
         on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
         the model is loaded from the rule file."""
@@ -521,7 +608,7 @@ class Lab:
             "sflow": {
                 "listen": f"{AGENT}:{sflow_port or self.sflow_port}",
                 "sampling_rate": self.sampling,
-            },  # fmt: skip
+            },
             "ovs": {"bin_dir": str(Path(self.ovs.bin["ovs-ofctl"]).parent)},
             "switches": [
                 {
@@ -531,7 +618,7 @@ class Lab:
                     "agent": AGENT,
                 }
                 for d in sorted(self.topo.switches)
-            ],  # fmt: skip
+            ],
             "fuzz": {
                 "enabled": fuzz_rate > 0,
                 "rate": fuzz_rate,
@@ -555,10 +642,12 @@ class Lab:
 
     def describe(self) -> dict:
         return {
-            "switches": len(self.topo.switches), "hosts": len(self.hosts),
-            "rules": len(self.wl.entries), "groups": len(self.wl.groups),
+            "switches": len(self.topo.switches),
+            "hosts": len(self.hosts),
+            "rules": len(self.wl.entries),
+            "groups": len(self.wl.groups),
             "ports": {self.topo.port_name(p): n for p, n in self.ports.items()},
-        }  # fmt: skip
+        }
 
 
 def dump_json(obj) -> str:
@@ -594,17 +683,29 @@ class _Stop(Exception):
 def lab_info(lab: Lab, config: Path | None = None) -> dict:
     """What an operator (or a test) needs to reach the lab: bridges, hosts, sockets."""
     return {
-        "tag": lab.tag, "run_dir": str(lab.workdir), "ovs_rundir": str(lab.ovs.rundir),
+        "tag": lab.tag,
+        "run_dir": str(lab.workdir),
+        "ovs_rundir": str(lab.ovs.rundir),
         "ovs_bin": str(Path(lab.ovs.bin["ovs-ofctl"]).parent),
-        "sflow": f"{AGENT}:{lab.sflow_port}", "config": str(config) if config else None,
-        "rules": len(lab.wl.entries), "groups": len(lab.wl.groups),
-        "switches": {lab.topo.switches[d].name: {"dpid": d, "bridge": lab.br(d),
-                                                 "mgmt": lab.mgmt(d)}
-                     for d in sorted(lab.topo.switches)},
-        "hosts": {name: {"netns": h["ns"].name, "port": lab.topo.port_name(h["port"]),
-                         "ip": h["ip"], "cidr": lab.addrs[name].cidr, "mac": h["mac"]}
-                  for name, h in lab.hosts.items()},
-    }  # fmt: skip
+        "sflow": f"{AGENT}:{lab.sflow_port}",
+        "config": str(config) if config else None,
+        "rules": len(lab.wl.entries),
+        "groups": len(lab.wl.groups),
+        "switches": {
+            lab.topo.switches[d].name: {"dpid": d, "bridge": lab.br(d), "mgmt": lab.mgmt(d)}
+            for d in sorted(lab.topo.switches)
+        },
+        "hosts": {
+            name: {
+                "netns": h["ns"].name,
+                "port": lab.topo.port_name(h["port"]),
+                "ip": h["ip"],
+                "cidr": lab.addrs[name].cidr,
+                "mac": h["mac"],
+            }
+            for name, h in lab.hosts.items()
+        },
+    }
 
 
 def main(argv=None) -> int:
@@ -672,8 +773,9 @@ def main(argv=None) -> int:
     try:
         if network is None:
             kind, size, n, acls = BUILTIN[args.topology]
-            lab = Lab(prefix, run_dir, kind=kind, size=size, rules=n, acls=acls,
-                      sampling=args.sampling)  # fmt: skip
+            lab = Lab(
+                prefix, run_dir, kind=kind, size=size, rules=n, acls=acls, sampling=args.sampling
+            )
         else:
             lab = Lab(prefix, run_dir, network=network, sampling=args.sampling)
             lab.sources = tuple(map(Path, sources))
@@ -685,21 +787,32 @@ def main(argv=None) -> int:
         else:
             n = lab.install_rules()
             say(f"{n} flow entries and {len(lab.wl.groups)} groups installed with ovs-ofctl")
-        config = lab.write_config(run_dir / "pazzd.yaml", api_socket=str(run_dir / "pazzd.sock"),
-                                  database=str(run_dir / "faults.db"))  # fmt: skip
+        config = lab.write_config(
+            run_dir / "pazzd.yaml",
+            api_socket=str(run_dir / "pazzd.sock"),
+            database=str(run_dir / "faults.db"),
+        )
         info = lab_info(lab, config)
         (run_dir / "lab.json").write_text(json.dumps(info, indent=2))
         ofctl = f"{info['ovs_bin']}/ovs-ofctl -O OpenFlow13"
         for name, sw in info["switches"].items():
-            say(f"switch {name} (dpid {sw['dpid']}): bridge {sw['bridge']}; "
-                f"{ofctl} dump-flows {sw['mgmt']}")  # fmt: skip
+            say(
+                f"switch {name} (dpid {sw['dpid']}): bridge {sw['bridge']}; "
+                f"{ofctl} dump-flows {sw['mgmt']}"
+            )
         for name, h in info["hosts"].items():
-            say(f"host {name} at {h['port']}: {h['cidr']} {h['mac']}; "
-                f"ip netns exec {h['netns']} ...")  # fmt: skip
-        say(f"ofproto/trace: {info['ovs_bin']}/ovs-appctl -t {lab.ovs.rundir}/ovs-vswitchd.ctl "
-            f"ofproto/trace BRIDGE FLOW")  # fmt: skip
-        say(f"sFlow to {info['sflow']}; pazzd for this lab: {sys.executable} -m pazzd "
-            f"--config {config}")  # fmt: skip
+            say(
+                f"host {name} at {h['port']}: {h['cidr']} {h['mac']}; "
+                f"ip netns exec {h['netns']} ..."
+            )
+        say(
+            f"ofproto/trace: {info['ovs_bin']}/ovs-appctl -t {lab.ovs.rundir}/ovs-vswitchd.ctl "
+            f"ofproto/trace BRIDGE FLOW"
+        )
+        say(
+            f"sFlow to {info['sflow']}; pazzd for this lab: {sys.executable} -m pazzd "
+            f"--config {config}"
+        )
         say("ready; Ctrl-C or SIGTERM removes the lab")
         while True:
             signal.pause()
@@ -719,8 +832,10 @@ def main(argv=None) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         for sig in sigs:
             signal.signal(sig, before[sig])
-    say("removed: bridges, links, host namespaces, OVS processes" +
-        ("" if args.keep else ", run directory"))  # fmt: skip
+    say(
+        "removed: bridges, links, host namespaces, OVS processes"
+        + ("" if args.keep else ", run directory")
+    )
     return rc
 
 

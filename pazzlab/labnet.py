@@ -76,10 +76,22 @@ class OvsBridge(OVSSwitch):
     def bridge_args(self) -> list[str]:
         """ovs-vsctl arguments that create this bridge with its data ports."""
         br = self.name
-        args = ["--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                f"fail_mode={self.failMode}", f"protocols={self.protocols}",
-                f"other_config:datapath-id={self.dpid}", "other_config:verify-tagging=true",
-                "other_config:disable-in-band=true", f"other_config:dp-desc={br}"]  # fmt: skip
+        args = [
+            "--",
+            "add-br",
+            br,
+            "--",
+            "set",
+            "bridge",
+            br,
+            "datapath_type=netdev",
+            f"fail_mode={self.failMode}",
+            f"protocols={self.protocols}",
+            f"other_config:datapath-id={self.dpid}",
+            "other_config:verify-tagging=true",
+            "other_config:disable-in-band=true",
+            f"other_config:dp-desc={br}",
+        ]
         for intf in self.intfList():
             port = self.ports[intf]
             if not port or intf.name == "lo":

@@ -64,8 +64,9 @@ def free_tcp_port(host: str = AGENT) -> int:
 CONTROLLER_APP = Path(__file__).resolve().parent.parent / "examples" / "controller_app.py"
 
 
-def start_controller(rules_file, port: int, log_path, *, updates=None,
-                     timeout: float = 60.0) -> subprocess.Popen:  # fmt: skip
+def start_controller(
+    rules_file, port: int, log_path, *, updates=None, timeout: float = 60.0
+) -> subprocess.Popen:
     """The example os-ken controller app (examples/controller_app.py) on 127.0.0.1:port,
     installing the routes, ACLs and groups of `rules_file` on every switch that connects
     (and, with `updates`, the FlowMods of each line appended to that file). Returns once
@@ -76,9 +77,11 @@ def start_controller(rules_file, port: int, log_path, *, updates=None,
     with open(log_path, "w") as log:
         p = subprocess.Popen(
             cmd,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError), socket.create_connection((AGENT, port), timeout=1):
@@ -446,7 +449,16 @@ def wire_links(ovs: OvsInstance, topo, bridge: Callable[[int], str], cleanup: Cl
         for end, dpid, port in ((ea, a, pa), (eb, b, pb)):
             run("ip", "link", "set", end, "mtu", str(LINK_MTU))
             run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
-            ovs.vsctl("add-port", bridge(dpid), end, "--", "set", "interface", end,
-                      f"ofport_request={port}", f"mtu_request={LINK_MTU}")  # fmt: skip
+            ovs.vsctl(
+                "add-port",
+                bridge(dpid),
+                end,
+                "--",
+                "set",
+                "interface",
+                end,
+                f"ofport_request={port}",
+                f"mtu_request={LINK_MTU}",
+            )
             ports[(dpid, port)] = end
     return ports

@@ -55,7 +55,7 @@ def _hidden_route(wl: Workload, net: int, mask: int, host: str) -> list[FlowEntr
                 Instructions((("output", ports[0]),)),
                 cookie=0x99,
                 rule_id=0,
-            )  # fmt: skip
+            )
         )
     return out
 

@@ -96,17 +96,37 @@ def random_network(seed: int, switches: int = 6, hosts: int = 4, prefixes: int =
                 continue
             ident += 1
             m = Match.build({**_IP, "ipv4_dst": (v, _mask(n))})
-            net.entries.append(FlowEntry(dpid, 0, 100 + n, m, Instructions((("output", port),)),
-                                         cookie=0x10, rule_id=ident))  # fmt: skip
+            net.entries.append(
+                FlowEntry(
+                    dpid,
+                    0,
+                    100 + n,
+                    m,
+                    Instructions((("output", port),)),
+                    cookie=0x10,
+                    rule_id=ident,
+                )
+            )
     # ACLs at the destination's switch: drop one service towards one route's prefix.
     for v, n, owner in rng.sample(net.routes, min(6, len(net.routes))):
         sub = max(n, 24)
         dst = (v | (rng.getrandbits(32 - n) & ~_mask(n) & 0xFFFFFFFF)) & _mask(sub)
-        fields = {**_IP, "ipv4_dst": (dst, _mask(sub)), "ip_proto": (rng.choice((6, 17)), 0xFF),
-                  "tp_dst": (rng.choice((22, 23, 445, 3389, 5432)), 0xFFFF)}  # fmt: skip
+        fields = {
+            **_IP,
+            "ipv4_dst": (dst, _mask(sub)),
+            "ip_proto": (rng.choice((6, 17)), 0xFF),
+            "tp_dst": (rng.choice((22, 23, 445, 3389, 5432)), 0xFFFF),
+        }
         ident += 1
-        acl = FlowEntry(owner[0], 0, ACL_PRIORITY, Match.build(fields), Instructions(()),
-                        cookie=0x20, rule_id=ident)  # fmt: skip
+        acl = FlowEntry(
+            owner[0],
+            0,
+            ACL_PRIORITY,
+            Match.build(fields),
+            Instructions(()),
+            cookie=0x20,
+            rule_id=ident,
+        )
         net.entries.append(acl)
         net.acls.append(acl)
     return net
@@ -127,8 +147,9 @@ def _overlap(q: int, n: int, w: int, k: int) -> bool:
 
 
 def _hidden(dpid: int, fields: dict, port: int, priority: int = 2000) -> FlowEntry:
-    return FlowEntry(dpid, 0, priority, Match.build(fields), Instructions((("output", port),)),
-                     cookie=0x99)  # fmt: skip
+    return FlowEntry(
+        dpid, 0, priority, Match.build(fields), Instructions((("output", port),)), cookie=0x99
+    )
 
 
 def _route_everywhere(net: Net, v: int, n: int, owner) -> list[FlowEntry]:
@@ -194,16 +215,31 @@ def _churn(net: Net, model: Model, rng: random.Random, live: list[FlowEntry]) ->
     v = 0xAC100000 | (rng.getrandbits(12) << 8)
     port = rng.choice(list(net.topo.switches[dpid].ports))
     net.cookie += 1
-    e = FlowEntry(dpid, 0, 124, Match.build({**_IP, "ipv4_dst": (v, _mask(24))}),
-                  Instructions((("output", port),)), cookie=net.cookie)  # fmt: skip
+    e = FlowEntry(
+        dpid,
+        0,
+        124,
+        Match.build({**_IP, "ipv4_dst": (v, _mask(24))}),
+        Instructions((("output", port),)),
+        cookie=net.cookie,
+    )
     model.apply(FlowMod("add", e.dpid, e.table, e.priority, e.match, e.instructions, e.cookie))
     net.entries.append(e)
     live.append(e)
 
 
-def run_case(seed: int, kind: str, *, rate: float = 1000.0, t_min: float = 20.0,
-             t_max: float = 40.0, horizon: float = 60.0, churn_s: float = 2.0,
-             batch: int = 50, network: dict | None = None) -> dict:  # fmt: skip
+def run_case(
+    seed: int,
+    kind: str,
+    *,
+    rate: float = 1000.0,
+    t_min: float = 20.0,
+    t_max: float = 40.0,
+    horizon: float = 60.0,
+    churn_s: float = 2.0,
+    batch: int = 50,
+    network: dict | None = None,
+) -> dict:
     """One case; returns {detected, seconds (from the fault to the first detecting probe),
     probes, t_fault}."""
     rng = random.Random(seed)
@@ -236,6 +272,10 @@ def run_case(seed: int, kind: str, *, rate: float = 1000.0, t_min: float = 20.0,
             if any(e.match.contains(pr.header, pr.ingress[1]) for e in fault) and detects(
                 model, ref, pr.ingress, pr.header
             ):
-                return {"detected": True, "seconds": clock.t - t_fault, "probes": sent,
-                        "t_fault": t_fault}  # fmt: skip
+                return {
+                    "detected": True,
+                    "seconds": clock.t - t_fault,
+                    "probes": sent,
+                    "t_fault": t_fault,
+                }
     return {"detected": False, "seconds": None, "probes": sent, "t_fault": t_fault}

@@ -165,9 +165,14 @@ def compare(
     if not alts.expected:
         cands = switches_in_filter(verify_port, ports)
         return Verdict(
-            TYPE_A, "candidates:" + ",".join(map(str, cands)), cands, None, None, None,
+            TYPE_A,
+            "candidates:" + ",".join(map(str, cands)),
+            cands,
+            None,
+            None,
+            None,
             "header not expected at this egress",
-        )  # fmt: skip
+        )
     best = None
     best_i = -1
     for e in alts.expected:
@@ -182,31 +187,50 @@ def compare(
     if same_path:
         cands, culprit = narrow_rule_candidates(exp, verify_rule, rules_at)
         return Verdict(
-            TYPE_P_MATCH, f"dpid:{culprit}" if culprit is not None else "path:" + ",".join(map(str, cands)),
-            cands, culprit, exp, None,
+            TYPE_P_MATCH,
+            f"dpid:{culprit}" if culprit is not None else "path:" + ",".join(map(str, cands)),
+            cands,
+            culprit,
+            exp,
+            None,
             "same path, different rules",
-        )  # fmt: skip
+        )
     if i == len(exp.hops):
         # Every expected hop is present but there are extra bits: a detour that came back.
         extra_ports = [p for p in ports if hop_bits(*p) & ~exp.verify_port & verify_port]
         cands = switches_in_filter(verify_port & ~exp.verify_port, extra_ports)
         return Verdict(
-            TYPE_P_ACTION, "detour:" + ",".join(map(str, cands)), cands, None, exp, None,
+            TYPE_P_ACTION,
+            "detour:" + ",".join(map(str, cands)),
+            cands,
+            None,
+            exp,
+            None,
             "expected path plus extra switches",
-        )  # fmt: skip
+        )
     if i == 0:
         # No alternative's ingress is in the filter: the model delivers this header to this
         # egress only from other ingresses, so where it did enter it was to be dropped or
         # sent elsewhere. That is a Type-a fault for this ingress (a bypassed ACL, say).
         cands = switches_in_filter(verify_port, ports)
         return Verdict(
-            TYPE_A, "candidates:" + ",".join(map(str, cands)), cands, None, exp, 0,
+            TYPE_A,
+            "candidates:" + ",".join(map(str, cands)),
+            cands,
+            None,
+            exp,
+            0,
             "header not expected at this egress from the ingress it came from",
-        )  # fmt: skip
+        )
     culprit = exp.hops[i - 1].dpid
     cands = (culprit,) + tuple(d for d in (exp.hops[i].dpid,) if d != culprit)
     return Verdict(
-        TYPE_P_ACTION, f"dpid:{culprit}", cands, culprit, exp, i,
+        TYPE_P_ACTION,
+        f"dpid:{culprit}",
+        cands,
+        culprit,
+        exp,
+        i,
         f"hop {i} (dpid {exp.hops[i].dpid} in_port {exp.hops[i].in_port}) missing; "
         f"dpid {culprit} misrouted",
-    )  # fmt: skip
+    )

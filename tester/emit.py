@@ -59,18 +59,44 @@ class ReferenceEmitter:
         frame = build_frame(header, (verify_port, verify_rule))
         stype, sidx = (2, 0x820000) if self.ovs_marking else (0, ifi)
         return FlowSample(
-            n, stype, sidx, self.sampling_rate, n * self.sampling_rate, 0, 0, in_if, 0, ifi,
-            1, len(frame) + 4, 4, frame[:128], self.expanded,
-        )  # fmt: skip
+            n,
+            stype,
+            sidx,
+            self.sampling_rate,
+            n * self.sampling_rate,
+            0,
+            0,
+            in_if,
+            0,
+            ifi,
+            1,
+            len(frame) + 4,
+            4,
+            frame[:128],
+            self.expanded,
+        )
 
     def ingress_sample(self, ingress: Port, header: dict) -> FlowSample:
         ifi = self.base + ingress[1]
         frame = build_frame(header)
         stype, sidx = (2, 1000) if self.ovs_marking else (0, ifi)
         return FlowSample(
-            1, stype, sidx, self.sampling_rate, self.sampling_rate, 0, 0, ifi, 2, 0x3FFFFFFF,
-            1, len(frame) + 4, 4, frame[:128], self.expanded,
-        )  # fmt: skip
+            1,
+            stype,
+            sidx,
+            self.sampling_rate,
+            self.sampling_rate,
+            0,
+            0,
+            ifi,
+            2,
+            0x3FFFFFFF,
+            1,
+            len(frame) + 4,
+            4,
+            frame[:128],
+            self.expanded,
+        )
 
     def add_delivery(self, d: Delivery, header: dict) -> bool:
         """Queue the report of a Delivery that left the network; False for other kinds."""

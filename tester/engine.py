@@ -321,8 +321,12 @@ class Tester:
             dg.agent in self.agents and (source is None or source in self.agents)
         ):
             self.stats.unknown_agent += 1
-            self.rlog.warning("unknown-agent", "sFlow datagram from an agent not in "
-                              "sflow.agents dropped (agent %s, from %s)", dg.agent, source)  # fmt: skip
+            self.rlog.warning(
+                "unknown-agent",
+                "sFlow datagram from an agent not in sflow.agents dropped (agent %s, from %s)",
+                dg.agent,
+                source,
+            )
             return
         self.handle_datagram(dg, self.clock() if now is None else now)
 
@@ -366,9 +370,12 @@ class Tester:
                 if egress is None:
                     st.unknown_interface += 1
                     self.rlog.warning(
-                        "unknown-if", "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
-                        agent, sub, ifi,
-                    )  # fmt: skip
+                        "unknown-if",
+                        "unknown sFlow interface agent=%s sub=%d ifIndex=%d",
+                        agent,
+                        sub,
+                        ifi,
+                    )
                     continue
                 self.handle_report(egress, s.header, now, s.sampling_rate)
             else:
@@ -530,13 +537,25 @@ class Tester:
             self._emit(
                 FaultEvent(fid, v.kind, location, key, egress, hdr, v.candidates, new),
                 LocalizationRequest(fid, v.kind, v.candidates, hdr, egress, location)
-                if new else None,
-            )  # fmt: skip
+                if new
+                else None,
+            )
 
-        self._store_record((
-            v.kind, location, key, now, raw, {**hdr, "text": format_header(hdr)}, egress,
-            expected, {"verify_port": vp, "verify_rule": vr}, localization,
-        ), recorded)  # fmt: skip
+        self._store_record(
+            (
+                v.kind,
+                location,
+                key,
+                now,
+                raw,
+                {**hdr, "text": format_header(hdr)},
+                egress,
+                expected,
+                {"verify_port": vp, "verify_rule": vr},
+                localization,
+            ),
+            recorded,
+        )
 
     def _store_record(self, args: tuple, then: Callable[[int, bool], None]) -> None:
         """store.record(*args), then then(id, new). When the store fails (disk full, a
@@ -548,8 +567,9 @@ class Tester:
         except (sqlite3.Error, OSError) as e:
             st = self.stats
             st.fault_store_errors += 1
-            self.rlog.warning("store", "fault store failed (%s): faults kept in memory, "
-                              "retried every tick", e)  # fmt: skip
+            self.rlog.warning(
+                "store", "fault store failed (%s): faults kept in memory, retried every tick", e
+            )
             q = self._unrecorded
             k = args[:3]
             q.pop(k, None)
@@ -557,8 +577,11 @@ class Tester:
             if len(q) > self.MAX_UNRECORDED:
                 q.popitem(last=False)
                 st.faults_dropped += 1
-                log.error("a fault was dropped: the fault store keeps failing and %d others "
-                          "wait in memory", len(q))  # fmt: skip
+                log.error(
+                    "a fault was dropped: the fault store keeps failing and %d others "
+                    "wait in memory",
+                    len(q),
+                )
             st.faults_unrecorded = len(q)
             return
         then(fid, new)
@@ -643,13 +666,25 @@ class Tester:
             self._emit(
                 FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
                 LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location)
-                if new else None,
-            )  # fmt: skip
+                if new
+                else None,
+            )
 
-        self._store_record((
-            BLACKHOLE, location, key, now, b"", hdr, flow.egress,
-            [_tags(e) for e in exp_list], None, localization,
-        ), recorded)  # fmt: skip
+        self._store_record(
+            (
+                BLACKHOLE,
+                location,
+                key,
+                now,
+                b"",
+                hdr,
+                flow.egress,
+                [_tags(e) for e in exp_list],
+                None,
+                localization,
+            ),
+            recorded,
+        )
 
     def tick(self, now: float | None = None) -> None:
         """Timers: blackhole alarms, automatic resolution, transient expiry. Call ~1/s."""
@@ -702,7 +737,7 @@ class Tester:
                         (),
                         False,
                         resolved=True,
-                    )  # fmt: skip
+                    )
                 )
             except Exception:
                 log.exception("fault callback failed")

@@ -131,9 +131,19 @@ class IfMap:
         ):
             try:
                 res = run(
-                    ["ovs-vsctl", f"--db={db}", "--format=json", f"--columns={cols}", "list", table],
-                    capture_output=True, text=True, timeout=timeout, check=False,
-                )  # fmt: skip
+                    [
+                        "ovs-vsctl",
+                        f"--db={db}",
+                        "--format=json",
+                        f"--columns={cols}",
+                        "list",
+                        table,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
             except (OSError, subprocess.SubprocessError) as e:
                 log.warning("OVSDB %s for agent %s unreachable: %s", db, agent, e)
                 return 0

@@ -61,9 +61,16 @@ def parse_frame(data: bytes) -> ParsedFrame:
     """
     n = len(data)
     hdr = {
-        "ipv4_dst": 0, "ipv4_src": 0, "ip_proto": 0, "tp_dst": 0, "tp_src": 0,
-        "eth_type": 0, "vlan_vid": 0, "eth_dst": 0, "eth_src": 0,
-    }  # fmt: skip
+        "ipv4_dst": 0,
+        "ipv4_src": 0,
+        "ip_proto": 0,
+        "tp_dst": 0,
+        "tp_src": 0,
+        "eth_type": 0,
+        "vlan_vid": 0,
+        "eth_dst": 0,
+        "eth_src": 0,
+    }
     if n < 14:
         return ParsedFrame(hdr, 0, 0, False, False)
     hdr["eth_dst"] = int.from_bytes(data[0:6], "big")
@@ -156,10 +163,17 @@ def build_frame(
     body = l4 + bytes(payload_len)
     ip = bytearray(
         _IPV4.pack(
-            0x45, 0, 20 + len(body), 1, 0, 64, proto, 0,
+            0x45,
+            0,
+            20 + len(body),
+            1,
+            0,
+            64,
+            proto,
+            0,
             header.get("ipv4_src", 0).to_bytes(4, "big"),
             header.get("ipv4_dst", 0).to_bytes(4, "big"),
         )
-    )  # fmt: skip
+    )
     ip[10:12] = _H.pack(_ip_checksum(bytes(ip)))
     return bytes(out) + bytes(ip) + body

@@ -67,10 +67,14 @@ def _rule(t) -> RuleRef:
 
 def expected_to_thrift(e: Expected):
     hops = [
-        THRIFT.Hop(h.dpid, h.in_port, [rule_to_thrift(r) for r in h.rules],
-                   -1 if h.out_port is None else h.out_port)
+        THRIFT.Hop(
+            h.dpid,
+            h.in_port,
+            [rule_to_thrift(r) for r in h.rules],
+            -1 if h.out_port is None else h.out_port,
+        )
         for h in e.hops
-    ]  # fmt: skip
+    ]
     return THRIFT.Expected(e.ingress[0], e.ingress[1], hops, e.verify_port, e.verify_rule)
 
 
@@ -193,12 +197,33 @@ class Outbox:
         self.flows: list = []
 
     def fault(self, ev: FaultEvent) -> None:
-        self.faults.append(_note(ev.fault_id, ev.kind, ev.location, ev.header_class, ev.egress,
-                                 ev.header, ev.candidates, opened=ev.new, resolved=ev.resolved))  # fmt: skip
+        self.faults.append(
+            _note(
+                ev.fault_id,
+                ev.kind,
+                ev.location,
+                ev.header_class,
+                ev.egress,
+                ev.header,
+                ev.candidates,
+                opened=ev.new,
+                resolved=ev.resolved,
+            )
+        )
 
     def localize(self, req: LocalizationRequest) -> None:
-        self.faults.append(_note(req.fault_id, req.kind, req.location, "", req.egress,
-                                 req.header, req.candidates, localize=True))  # fmt: skip
+        self.faults.append(
+            _note(
+                req.fault_id,
+                req.kind,
+                req.location,
+                "",
+                req.egress,
+                req.header,
+                req.candidates,
+                localize=True,
+            )
+        )
 
     def take(self) -> tuple[list, list]:
         out = (self.faults, self.flows)
@@ -208,9 +233,16 @@ class Outbox:
 
 def _note(fid, kind, location, key, egress, header, candidates, **flags):
     return THRIFT.FaultNote(
-        fid, kind, location, key, egress[0] if egress else -1, egress[1] if egress else -1,
-        json.dumps(header, sort_keys=True), list(candidates), **flags,
-    )  # fmt: skip
+        fid,
+        kind,
+        location,
+        key,
+        egress[0] if egress else -1,
+        egress[1] if egress else -1,
+        json.dumps(header, sort_keys=True),
+        list(candidates),
+        **flags,
+    )
 
 
 def note_event(n) -> FaultEvent | LocalizationRequest:
@@ -221,8 +253,17 @@ def note_event(n) -> FaultEvent | LocalizationRequest:
         return LocalizationRequest(
             n.fault_id, n.kind, tuple(n.candidates), header, egress, n.location
         )
-    return FaultEvent(n.fault_id, n.kind, n.location, n.header_class, egress, header,
-                      tuple(n.candidates), n.opened, n.resolved)  # fmt: skip
+    return FaultEvent(
+        n.fault_id,
+        n.kind,
+        n.location,
+        n.header_class,
+        egress,
+        header,
+        tuple(n.candidates),
+        n.opened,
+        n.resolved,
+    )
 
 
 class FlowRelay:

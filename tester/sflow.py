@@ -320,9 +320,17 @@ def decode(data: bytes) -> Datagram:
             if nrec > length // 8:
                 raise SflowError("flow record count exceeds sample size")
             fs = FlowSample(
-                s, src >> 24, src & 0xFFFFFF, rate, pool, drops,
-                inp >> 30, inp & 0x3FFFFFFF, outp >> 30, outp & 0x3FFFFFFF,
-            )  # fmt: skip
+                s,
+                src >> 24,
+                src & 0xFFFFFF,
+                rate,
+                pool,
+                drops,
+                inp >> 30,
+                inp & 0x3FFFFFFF,
+                outp >> 30,
+                outp & 0x3FFFFFFF,
+            )
             _flow_records(data, off + 32, end, nrec, fs)
             flows.append(fs)
         elif fmt == SAMPLE_FLOW_EXPANDED:
@@ -374,15 +382,36 @@ def encode_flow_sample(fs: FlowSample) -> bytes:
     ) + _pad(hdr)
     records = _u32x2.pack(RECORD_RAW_HEADER, len(rec)) + rec
     if fs.expanded:
-        body = _flow_x.pack(
-            fs.seq, fs.source_type, fs.source_index, fs.sampling_rate, fs.sample_pool, fs.drops,
-            fs.input_format, fs.input, fs.output_format, fs.output, 1,
-        ) + records  # fmt: skip
+        body = (
+            _flow_x.pack(
+                fs.seq,
+                fs.source_type,
+                fs.source_index,
+                fs.sampling_rate,
+                fs.sample_pool,
+                fs.drops,
+                fs.input_format,
+                fs.input,
+                fs.output_format,
+                fs.output,
+                1,
+            )
+            + records
+        )
         return _u32x2.pack(SAMPLE_FLOW_EXPANDED, len(body)) + body
-    body = _flow.pack(
-        fs.seq, (fs.source_type << 24) | fs.source_index, fs.sampling_rate, fs.sample_pool,
-        fs.drops, (fs.input_format << 30) | fs.input, (fs.output_format << 30) | fs.output, 1,
-    ) + records  # fmt: skip
+    body = (
+        _flow.pack(
+            fs.seq,
+            (fs.source_type << 24) | fs.source_index,
+            fs.sampling_rate,
+            fs.sample_pool,
+            fs.drops,
+            (fs.input_format << 30) | fs.input,
+            (fs.output_format << 30) | fs.output,
+            1,
+        )
+        + records
+    )
     return _u32x2.pack(SAMPLE_FLOW, len(body)) + body
 
 

@@ -93,12 +93,26 @@ _COLS = (
 def _row(r: tuple) -> FaultRow:
     (fid, kind, loc, hc, fs, ls, cnt, ev, hdr, eg, exp, act, locz, st, ra, polled, reo, aud, hs) = r
     return FaultRow(
-        fid, kind, loc, hc, fs, ls, cnt, ev, json.loads(hdr),
+        fid,
+        kind,
+        loc,
+        hc,
+        fs,
+        ls,
+        cnt,
+        ev,
+        json.loads(hdr),
         tuple(json.loads(eg)) if json.loads(eg) is not None else None,
-        json.loads(exp), json.loads(act), json.loads(locz), st, ra,
-        json.loads(polled) if polled else None, reo, json.loads(aud) if aud else None,
+        json.loads(exp),
+        json.loads(act),
+        json.loads(locz),
+        st,
+        ra,
+        json.loads(polled) if polled else None,
+        reo,
+        json.loads(aud) if aud else None,
         json.loads(hs) if hs else None,
-    )  # fmt: skip
+    )
 
 
 def _with_header(headers_json: str | None, header: dict) -> str:
@@ -185,9 +199,19 @@ class FaultStore:
                         "INSERT INTO faults (kind, location, header_class, first_seen, last_seen, count,"
                         " evidence, header, egress, expected, actual, localization, state, headers,"
                         " audit) VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?,?,?)",
-                        (kind, location, header_class, now, now, evidence.hex(), *args_json, OPEN,
-                         _with_header(None, header), aud),
-                    )  # fmt: skip
+                        (
+                            kind,
+                            location,
+                            header_class,
+                            now,
+                            now,
+                            evidence.hex(),
+                            *args_json,
+                            OPEN,
+                            _with_header(None, header),
+                            aud,
+                        ),
+                    )
                     fid, fresh = cur.lastrowid, True
                 else:
                     fid, state, hs = row
@@ -196,9 +220,17 @@ class FaultStore:
                         "UPDATE faults SET last_seen=?, count=count+1, evidence=?, header=?, egress=?,"
                         " expected=?, actual=?, localization=?, state=?, resolved_at=NULL,"
                         " reopened=reopened+?, headers=?, audit=COALESCE(?, audit) WHERE id=?",
-                        (now, evidence.hex(), *args_json, OPEN, int(fresh), _with_header(hs, header),
-                         aud, fid),
-                    )  # fmt: skip
+                        (
+                            now,
+                            evidence.hex(),
+                            *args_json,
+                            OPEN,
+                            int(fresh),
+                            _with_header(hs, header),
+                            aud,
+                            fid,
+                        ),
+                    )
                 db.execute("COMMIT")
             except Exception:
                 if db.in_transaction:  # SQLITE_FULL has rolled it back already

@@ -17,29 +17,90 @@ def test_trace_and_reach(tmp_path, capsys):
     net = sorted(wl.prefixes)[5]
     header = f"ipv4_dst={(net >> 24) & 255}.{(net >> 16) & 255}.{(net >> 8) & 255}.9,tcp_dst=80"
     src = wl.hosts["h1"]
-    assert main(["trace", "--topology", str(topo_p), "--rules", str(rules_p), "--in", f"s{src[0]}:{src[1]}",
-                 "--header", header, "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "trace",
+                "--topology",
+                str(topo_p),
+                "--rules",
+                str(rules_p),
+                "--in",
+                f"s{src[0]}:{src[1]}",
+                "--header",
+                header,
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     want = RefDataPlane(wl.topo, wl.entries, wl.groups).send(src, parse_header(header))
     got = {(o["egress"], o["verify_port"], o["verify_rule"]) for o in out["outcomes"]}
-    assert got == {(wl.topo.port_name(d.egress) if d.egress else None, f"0x{d.verify_port:08x}",
-                    f"0x{d.verify_rule:04x}") for d in want}  # fmt: skip
+    assert got == {
+        (
+            wl.topo.port_name(d.egress) if d.egress else None,
+            f"0x{d.verify_port:08x}",
+            f"0x{d.verify_rule:04x}",
+        )
+        for d in want
+    }
     dst = wl.hosts[wl.prefixes[net]]
-    assert main(["reach", "--topology", str(topo_p), "--rules", str(rules_p), "--from", f"s{src[0]}:{src[1]}",
-                 "--to", f"s{dst[0]}:{dst[1]}", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "reach",
+                "--topology",
+                str(topo_p),
+                "--rules",
+                str(rules_p),
+                "--from",
+                f"s{src[0]}:{src[1]}",
+                "--to",
+                f"s{dst[0]}:{dst[1]}",
+                "--json",
+            ]
+        )
+        == 0
+    )
     reach = json.loads(capsys.readouterr().out)
     assert reach["headers"] > 0 and reach["cubes"]
     # Human output: a table per outcome.
-    assert main(["trace", "--topology", str(topo_p), "--rules", str(rules_p), "--in", f"s{src[0]}:{src[1]}",
-                 "--header", header]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "trace",
+                "--topology",
+                str(topo_p),
+                "--rules",
+                str(rules_p),
+                "--in",
+                f"s{src[0]}:{src[1]}",
+                "--header",
+                header,
+            ]
+        )
+        == 0
+    )
     assert "expected Verify_Port" in capsys.readouterr().out
 
 
 def test_errors_exit_2(tmp_path, capsys):
     wl = generate("grid", 2, 40)
     wl.write(tmp_path / "t.yaml", tmp_path / "r.jsonl")
-    rc = main(["trace", "--topology", str(tmp_path / "t.yaml"), "--rules", str(tmp_path / "r.jsonl"),
-               "--in", "s9:1", "--header", "ipv4_dst=10.0.0.1"])  # fmt: skip
+    rc = main(
+        [
+            "trace",
+            "--topology",
+            str(tmp_path / "t.yaml"),
+            "--rules",
+            str(tmp_path / "r.jsonl"),
+            "--in",
+            "s9:1",
+            "--header",
+            "ipv4_dst=10.0.0.1",
+        ]
+    )
     assert rc == 2 and "unknown switch 's9'" in capsys.readouterr().err
 
 
@@ -57,8 +118,9 @@ from pazzd import cli  # noqa: E402
 
 @pytest.mark.parametrize("prog", ["pazzd.cli", "pazzd"])
 def test_version(prog):
-    p = subprocess.run([sys.executable, "-m", prog, "--version"], capture_output=True,
-                       text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", prog, "--version"], capture_output=True, text=True, timeout=60
+    )
     name = "pazzctl" if prog == "pazzd.cli" else "pazzd"
     assert p.returncode == 0
     assert p.stdout.strip() == f"{name} {importlib.metadata.version('pazz')}"
@@ -108,12 +170,20 @@ def test_cannot_connect_exits_1_in_both_modes(tmp_path, capsys):
     assert err.startswith("pazzctl: cannot reach pazzd at") and "Error" not in err
     assert cli.main(["--json", "status", "--socket", sock]) == 1
     assert json.loads(capsys.readouterr().err) == {
-        "error": f"cannot reach pazzd at {sock}: No such file or directory", "status": 1
-    }  # fmt: skip
+        "error": f"cannot reach pazzd at {sock}: No such file or directory",
+        "status": 1,
+    }
 
 
-NOTHING = {"fault": 3, "kind": "type_p_match", "polled": [1, 2], "findings": [], "ignored": [],
-           "headers_tried": 1, "seconds": 0.1}  # fmt: skip
+NOTHING = {
+    "fault": 3,
+    "kind": "type_p_match",
+    "polled": [1, 2],
+    "findings": [],
+    "ignored": [],
+    "headers_tried": 1,
+    "seconds": 0.1,
+}
 
 
 def test_localize_exit_status_is_the_same_with_json(monkeypatch, capsys):
@@ -125,10 +195,23 @@ def test_localize_exit_status_is_the_same_with_json(monkeypatch, capsys):
 
 
 def _fault(polled):
-    return {"id": 3, "kind": "type_p_match", "state": "open", "location": "dpid:1",
-            "header": "ipv4_dst=10.0.1.5", "egress": "s2:5", "count": 1, "reopened": 0,
-            "first_seen": 1.0, "last_seen": 2.0, "actual": {}, "expected": [],
-            "localization": {"candidates": [1, 2]}, "polled": polled, "audit": None}  # fmt: skip
+    return {
+        "id": 3,
+        "kind": "type_p_match",
+        "state": "open",
+        "location": "dpid:1",
+        "header": "ipv4_dst=10.0.1.5",
+        "egress": "s2:5",
+        "count": 1,
+        "reopened": 0,
+        "first_seen": 1.0,
+        "last_seen": 2.0,
+        "actual": {},
+        "expected": [],
+        "localization": {"candidates": [1, 2]},
+        "polled": polled,
+        "audit": None,
+    }
 
 
 def test_faults_show_says_when_every_poll_failed(monkeypatch, capsys):
@@ -168,11 +251,26 @@ def test_no_traceback_on_a_closed_pipe(tmp_path):
     r, w = os.pipe()
     os.close(r)  # the reader is gone before pazzctl writes (`| head` that exited)
     p = subprocess.run(
-        [sys.executable, "-m", "pazzd.cli", "--json", "reach", "--topology",
-         str(tmp_path / "t.yaml"), "--rules", str(tmp_path / "r.jsonl"), "--from", "s1:5",
-         "--to", "s2:5"],
-        stdout=w, stderr=subprocess.PIPE, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pazzd.cli",
+            "--json",
+            "reach",
+            "--topology",
+            str(tmp_path / "t.yaml"),
+            "--rules",
+            str(tmp_path / "r.jsonl"),
+            "--from",
+            "s1:5",
+            "--to",
+            "s2:5",
+        ],
+        stdout=w,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
     os.close(w)
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
     assert p.returncode == 1

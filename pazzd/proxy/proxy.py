@@ -296,9 +296,13 @@ class Session:
         if self.dpid is None:
             self.proxy.handshake_timeouts += 1
             log.debug("%r: no handshake within %.1f s", self, self.proxy.config.handshake_timeout)
-            self.proxy._log_limited("handshake", logging.WARNING,
-                                    "dropping switch connections without a handshake within "
-                                    "%.1f s (%r)", self.proxy.config.handshake_timeout, self)  # fmt: skip
+            self.proxy._log_limited(
+                "handshake",
+                logging.WARNING,
+                "dropping switch connections without a handshake within %.1f s (%r)",
+                self.proxy.config.handshake_timeout,
+                self,
+            )
             _abort(self.sw)
             self.switch_lost(None)
             return
@@ -346,8 +350,12 @@ class Session:
         now, t = time.monotonic(), self.proxy.config.barrier_timeout
         if now - min(sent) >= t:
             self.proxy.barrier_drops += 1
-            log.warning("disconnecting %r: no barrier reply within %.1f s (%d changes "
-                        "pending)", self, t, len(self.pending))  # fmt: skip
+            log.warning(
+                "disconnecting %r: no barrier reply within %.1f s (%d changes pending)",
+                self,
+                t,
+                len(self.pending),
+            )
             _abort(self.sw)
             self.switch_lost(None)
             return
@@ -394,8 +402,9 @@ class Session:
                 other.pause_reading()
             if self._stall_handle is None:
                 loop = asyncio.get_running_loop()
-                self._stall_handle = loop.call_later(self.proxy.config.stall_timeout,
-                                                     self._stall_check)  # fmt: skip
+                self._stall_handle = loop.call_later(
+                    self.proxy.config.stall_timeout, self._stall_check
+                )
         else:
             self.paused.pop(who, None)
             if other is not None and not self.closed and not (who == "switch" and self._full):
@@ -515,8 +524,10 @@ class Session:
                 raise of.ProtocolError(f"no common OpenFlow version (switch offers {offered})")
             self.version = max(common)
             self.hello_for_controller = of.hello(sorted(common), xid)
-            self.send_own(of.message(self.version, of.OFPT_FEATURES_REQUEST, self.own_xid()),
-                          _OwnRequest("features"))  # fmt: skip
+            self.send_own(
+                of.message(self.version, of.OFPT_FEATURES_REQUEST, self.own_xid()),
+                _OwnRequest("features"),
+            )
             return
         self._check(msg, ver, t, ln, "switch")
         if t in REPLY_TYPES[self.version] and (xid in self.own or xid in self.own_fire):
@@ -598,9 +609,14 @@ class Session:
             if key in table.entries and not self._delete_pending():
                 self.proxy.unexplained_removals += 1
                 self.proxy._missing_once[self.dpid].add(key)
-                log.warning("%r: intended entry table=%d priority=%d removed (reason %d) by "
-                            "something other than the controller", self, fr.table,
-                            fr.priority, fr.reason)  # fmt: skip
+                log.warning(
+                    "%r: intended entry table=%d priority=%d removed (reason %d) by "
+                    "something other than the controller",
+                    self,
+                    fr.table,
+                    fr.priority,
+                    fr.reason,
+                )
             return
         old = table.remove(key)
         if old is not None:
@@ -612,8 +628,7 @@ class Session:
         """Free the rule IDs of keys neither intended nor named by a FlowMod in flight."""
         if not keys:
             return
-        busy = {(p.msg.table, p.msg.priority, p.msg.mkey) for p in self.pending
-                if p.kind == "flow"}  # fmt: skip
+        busy = {(p.msg.table, p.msg.priority, p.msg.mkey) for p in self.pending if p.kind == "flow"}
         for key in keys:
             if key not in table.entries and key not in busy:
                 self.proxy.store.free_id(self.dpid, *key)
@@ -666,15 +681,24 @@ class Session:
             if self.up is None:
                 try:
                     await loop.create_connection(
-                        lambda: _UpstreamProtocol(self), cfg.controller_host,
-                        cfg.controller_port, ssl=cfg.controller_ssl,
-                        server_hostname=cfg.controller_server_hostname if cfg.controller_ssl
+                        lambda: _UpstreamProtocol(self),
+                        cfg.controller_host,
+                        cfg.controller_port,
+                        ssl=cfg.controller_ssl,
+                        server_hostname=cfg.controller_server_hostname
+                        if cfg.controller_ssl
                         else None,
-                    )  # fmt: skip
+                    )
                     delay = cfg.reconnect_min
                 except (OSError, ssl.SSLError) as e:
-                    log.info("%r: controller %s:%s unreachable (%s); retry in %.1fs", self,
-                             cfg.controller_host, cfg.controller_port, e, delay)  # fmt: skip
+                    log.info(
+                        "%r: controller %s:%s unreachable (%s); retry in %.1fs",
+                        self,
+                        cfg.controller_host,
+                        cfg.controller_port,
+                        e,
+                        delay,
+                    )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, cfg.reconnect_max)
                     continue
@@ -780,9 +804,14 @@ class Session:
     def _refuse(self, msg: bytes, etype: int, code: int, why: str) -> None:
         """Answer a controller message with an OFPT_ERROR instead of forwarding it."""
         self.proxy.refused_mods += 1
-        self.proxy._log_limited(f"refuse-{why}", logging.WARNING,
-                                "%r: refused a controller message (type %d) with %s",
-                                self, msg[1], why)  # fmt: skip
+        self.proxy._log_limited(
+            f"refuse-{why}",
+            logging.WARNING,
+            "%r: refused a controller message (type %d) with %s",
+            self,
+            msg[1],
+            why,
+        )
         if self.up is not None:
             xid = of.header(msg)[3]
             self.up.write(of.error_msg(self.version, xid, etype, code, msg))
@@ -829,9 +858,17 @@ class Session:
             if rid == e.rule_id:
                 continue
             e.rule_id = rid
-            fm = of.flow_mod(self.own_xid(), e.table, of.FC_MODIFY_STRICT, e.priority, e.oxm,
-                             of.add_rule_id(e.instr, rid), flags=e.flags, idle=e.idle,
-                             hard=e.hard)  # fmt: skip
+            fm = of.flow_mod(
+                self.own_xid(),
+                e.table,
+                of.FC_MODIFY_STRICT,
+                e.priority,
+                e.oxm,
+                of.add_rule_id(e.instr, rid),
+                flags=e.flags,
+                idle=e.idle,
+                hard=e.hard,
+            )
             self.proxy.store.flush()
             self.send_own(fm, None)
             self.proxy.store.put(self.dpid, e)
@@ -960,24 +997,37 @@ class Proxy:
             self.model.add_entries(ents, grps)
         except ModelError as e:
             log.warning("persisted rules do not load into the model as a whole (%s)", e)
-        log.info("loaded %d intended entries and %d groups from %s", len(ents), len(grps),
-                 self.store.path)  # fmt: skip
+        log.info(
+            "loaded %d intended entries and %d groups from %s",
+            len(ents),
+            len(grps),
+            self.store.path,
+        )
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _SwitchProtocol(self, "tcp"), self.config.listen_host,
-            self.config.listen_port, ssl=self.config.switch_ssl, reuse_address=True,
-        )  # fmt: skip
+            lambda: _SwitchProtocol(self, "tcp"),
+            self.config.listen_host,
+            self.config.listen_port,
+            ssl=self.config.switch_ssl,
+            reuse_address=True,
+        )
         if self.config.listen_unix:
             self._unix_server = await loop.create_unix_server(
-                lambda: _SwitchProtocol(self, "unix"), self.config.listen_unix,
+                lambda: _SwitchProtocol(self, "unix"),
+                self.config.listen_unix,
                 ssl=self.config.switch_ssl,
-            )  # fmt: skip
+            )
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
-        log.info("OpenFlow proxy listening on %s:%d, controller %s:%d", self.config.listen_host,
-                 self.port, self.config.controller_host, self.config.controller_port)  # fmt: skip
+        log.info(
+            "OpenFlow proxy listening on %s:%d, controller %s:%d",
+            self.config.listen_host,
+            self.port,
+            self.config.controller_host,
+            self.config.controller_port,
+        )
 
     @property
     def port(self) -> int:
@@ -1051,9 +1101,13 @@ class Proxy:
             old.switch_lost(None)
             return True
         self.refused += 1
-        self._log_limited("cap-" + listener, logging.WARNING,
-                          "refusing switch connections on %s: %d connected (the cap)",
-                          listener, len(live))  # fmt: skip
+        self._log_limited(
+            "cap-" + listener,
+            logging.WARNING,
+            "refusing switch connections on %s: %d connected (the cap)",
+            listener,
+            len(live),
+        )
         return False
 
     def _log_limited(self, key: str, level: int, fmt: str, *args, every: float = 60.0) -> None:
@@ -1083,9 +1137,14 @@ class Proxy:
             return
         if not old.closed and (old.last_rx > t0 or "controller" in old.paused):
             self.takeovers_refused += 1
-            self._log_limited("takeover", logging.WARNING,
-                              "refusing %r: dpid %#x is connected and answering at %s",
-                              new, new.dpid, old.peer)  # fmt: skip
+            self._log_limited(
+                "takeover",
+                logging.WARNING,
+                "refusing %r: dpid %#x is connected and answering at %s",
+                new,
+                new.dpid,
+                old.peer,
+            )
             _abort(new.sw)
             new.switch_lost(None)
             return
@@ -1094,8 +1153,11 @@ class Proxy:
     def _register(self, s: Session) -> None:
         old = self.switches.get(s.dpid)
         if old is not None and old is not s:
-            log.info("%r replaces an older connection of the same dpid (it did not answer "
-                     "an echo request)", s)  # fmt: skip
+            log.info(
+                "%r replaces an older connection of the same dpid (it did not answer "
+                "an echo request)",
+                s,
+            )
             old.sw.close()
             old.switch_lost(None)
         self.switches[s.dpid] = s
@@ -1114,8 +1176,9 @@ class Proxy:
 
     # --- model -----------------------------------------------------------------------------------
     def _cpc_entry(self, dpid: int, e: Entry):
-        return of.raw_entry_to_cpc(dpid, e.table, e.priority, e.mkey, e.cookie, e.instr,
-                                   e.rule_id, e.idle, e.hard, e.flags)  # fmt: skip
+        return of.raw_entry_to_cpc(
+            dpid, e.table, e.priority, e.mkey, e.cookie, e.instr, e.rule_id, e.idle, e.hard, e.flags
+        )
 
     def _cpc_instructions(self, instr: bytes):
         """of.cpc_instructions, memoized: controllers send the same few instruction lists
@@ -1175,17 +1238,32 @@ class Proxy:
                     ins, rid = self._cpc_instructions(new.instr)
                     match = of.cpc_match(new.mkey)
                 except (ModelError, of.ProtocolError) as e:
-                    log.warning("dpid %#x: entry not modelled (%s): table=%d priority=%d",
-                                dpid, e, new.table, new.priority)  # fmt: skip
+                    log.warning(
+                        "dpid %#x: entry not modelled (%s): table=%d priority=%d",
+                        dpid,
+                        e,
+                        new.table,
+                        new.priority,
+                    )
                     if old is not None:
                         batch.extend(self._delete_mod(dpid, old))
                     continue
                 cmd = "add" if kind == "add" else "modify_strict"
-                batch.append(FlowMod(
-                    cmd, dpid, new.table, new.priority, match, ins, cookie=new.cookie,
-                    rule_id=new.rule_id or rid, idle_timeout=new.idle, hard_timeout=new.hard,
-                    flags=new.flags & ~2,
-                ))  # fmt: skip
+                batch.append(
+                    FlowMod(
+                        cmd,
+                        dpid,
+                        new.table,
+                        new.priority,
+                        match,
+                        ins,
+                        cookie=new.cookie,
+                        rule_id=new.rule_id or rid,
+                        idle_timeout=new.idle,
+                        hard_timeout=new.hard,
+                        flags=new.flags & ~2,
+                    )
+                )
             else:
                 batch.extend(self._delete_mod(dpid, new))
         flush()
@@ -1355,16 +1433,21 @@ class Proxy:
             actual[key] = st
             e = intended.get(key)
             if e is None:
-                f = AuditFinding(dpid, "unexpected", *key, actual=st,
-                                 text=self._describe(dpid, st))  # fmt: skip
+                f = AuditFinding(dpid, "unexpected", *key, actual=st, text=self._describe(dpid, st))
             elif (
                 st.cookie != e.cookie
                 or of.canonical_instructions(st.instr) != of.canonical_instructions(e.instr)
                 or (ids_on and (st.rule_id or 0) != e.rule_id)
             ):
-                f = AuditFinding(dpid, "changed", *key, actual=st, intended=e,
-                                 text=self._describe(dpid, st),
-                                 intended_text=self._describe(dpid, e))  # fmt: skip
+                f = AuditFinding(
+                    dpid,
+                    "changed",
+                    *key,
+                    actual=st,
+                    intended=e,
+                    text=self._describe(dpid, st),
+                    intended_text=self._describe(dpid, e),
+                )
             else:
                 continue
             found[(f.kind, key, st.cookie, st.instr, st.rule_id)] = f
@@ -1397,8 +1480,10 @@ class Proxy:
             e = of.raw_entry_to_cpc(dpid, x.table, x.priority, x.mkey, x.cookie, x.instr, rid)
             return format_flow(e)
         except (ModelError, of.ProtocolError):
-            return (f"table={x.table},priority={x.priority},cookie={x.cookie:#x},"
-                    f"match={x.mkey.hex()},instructions={x.instr.hex()}")  # fmt: skip
+            return (
+                f"table={x.table},priority={x.priority},cookie={x.cookie:#x},"
+                f"match={x.mkey.hex()},instructions={x.instr.hex()}"
+            )
 
     def intended(self, dpid: int) -> list[Entry]:
         return list(self.tables[dpid].entries.values())
@@ -1410,10 +1495,14 @@ class Proxy:
 
     def drops(self) -> dict[str, int]:
         """Connections dropped or refused to stay bounded, by reason."""
-        return {"stalled": self.stuck_drops, "handshake": self.handshake_timeouts,
-                "idle": self.idle_drops, "refused": self.refused,
-                "barrier": self.barrier_drops,
-                "takeover": self.takeovers_refused}  # fmt: skip
+        return {
+            "stalled": self.stuck_drops,
+            "handshake": self.handshake_timeouts,
+            "idle": self.idle_drops,
+            "refused": self.refused,
+            "barrier": self.barrier_drops,
+            "takeover": self.takeovers_refused,
+        }
 
     def stats(self) -> dict:
         return {

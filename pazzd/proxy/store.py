@@ -111,9 +111,18 @@ class Store:
     # --- flows and groups --------------------------------------------------------------------
     def put(self, dpid: int, e: Entry) -> None:
         self._pending[(dpid, e.table, e.priority, e.mkey)] = (
-            _s64(dpid), e.table, e.priority, e.mkey, e.oxm, _s64(e.cookie), e.instr,
-            e.rule_id, e.flags, e.idle, e.hard,
-        )  # fmt: skip
+            _s64(dpid),
+            e.table,
+            e.priority,
+            e.mkey,
+            e.oxm,
+            _s64(e.cookie),
+            e.instr,
+            e.rule_id,
+            e.flags,
+            e.idle,
+            e.hard,
+        )
 
     def delete(self, dpid: int, key: tuple[int, int, bytes]) -> None:
         self._pending[(dpid, *key)] = None
@@ -135,8 +144,9 @@ class Store:
                     if op == "put":
                         db.execute("INSERT OR REPLACE INTO ids VALUES (?,?,?,?,?)", row)
                     else:
-                        db.execute("DELETE FROM ids WHERE dpid=? AND tbl=? AND priority=? "
-                                   "AND mkey=?", row)  # fmt: skip
+                        db.execute(
+                            "DELETE FROM ids WHERE dpid=? AND tbl=? AND priority=? AND mkey=?", row
+                        )
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('next_id', ?)", (self._next,))
             puts = [r for r in self._pending.values() if r is not None]
             dels = [(_s64(k[0]), k[1], k[2], k[3]) for k, r in self._pending.items() if r is None]
@@ -164,8 +174,18 @@ class Store:
         flows: dict[int, dict] = {}
         for r in self.db.execute("SELECT * FROM flows"):
             dpid, tbl, prio, mkey, oxm, cookie, instr, rid, flags, idle, hard = r
-            e = Entry(tbl, prio, bytes(mkey), bytes(oxm), _u64(cookie), bytes(instr), rid, flags,
-                      idle, hard)  # fmt: skip
+            e = Entry(
+                tbl,
+                prio,
+                bytes(mkey),
+                bytes(oxm),
+                _u64(cookie),
+                bytes(instr),
+                rid,
+                flags,
+                idle,
+                hard,
+            )
             flows.setdefault(_u64(dpid), {})[e.key] = e
         groups: dict[int, dict] = {}
         for dpid, gid, gtype, buckets in self.db.execute("SELECT * FROM groups"):

@@ -63,15 +63,35 @@ class IntendedTable:
         """Apply an accepted FlowMod; returns the changes (instructions without the ID)."""
         changes: list[Change] = []
         if fm.command == of.FC_ADD:
-            e = Entry(fm.table, fm.priority, fm.mkey, fm.oxm, fm.cookie, fm.instr, rule_id,
-                      fm.flags, fm.idle, fm.hard)  # fmt: skip
+            e = Entry(
+                fm.table,
+                fm.priority,
+                fm.mkey,
+                fm.oxm,
+                fm.cookie,
+                fm.instr,
+                rule_id,
+                fm.flags,
+                fm.idle,
+                fm.hard,
+            )
             old = self.entries.get(e.key)
             self.entries[e.key] = e
             changes.append(("add", e, old))
         elif fm.command in (of.FC_MODIFY, of.FC_MODIFY_STRICT):
             for old in self.select(fm, fm.command == of.FC_MODIFY_STRICT):
-                new = Entry(old.table, old.priority, old.mkey, old.oxm, old.cookie, fm.instr,
-                            rule_id, fm.flags, fm.idle, fm.hard)  # fmt: skip
+                new = Entry(
+                    old.table,
+                    old.priority,
+                    old.mkey,
+                    old.oxm,
+                    old.cookie,
+                    fm.instr,
+                    rule_id,
+                    fm.flags,
+                    fm.idle,
+                    fm.hard,
+                )
                 self.entries[old.key] = new
                 changes.append(("modify", new, old))
         else:

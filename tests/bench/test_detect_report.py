@@ -9,20 +9,42 @@ from bench.detect import plot, summarize, table
 
 
 def _fault(kind, any_s, dp_s, localized=False, audit=False):
-    return {"kind": kind, "any_s": any_s, "dataplane_s": dp_s, "localized": localized,
-            "audit_localized": audit, "unattributed": []}  # fmt: skip
+    return {
+        "kind": kind,
+        "any_s": any_s,
+        "dataplane_s": dp_s,
+        "localized": localized,
+        "audit_localized": audit,
+        "unattributed": [],
+    }
 
 
 def _doc():
     runs = [
-        {"faults": [_fault("acl_bypass", 0.1, 0.1, True), _fault("misroute", 4.0, None, audit=True),
-                    _fault("rewrite_changed", None, None)],
-         "startup_false_alarms": [], "false_alarms": [{"id": 9}], "churn_flowmods": 100},
-        {"faults": [_fault("acl_bypass", 0.3, 0.3, True), _fault("misroute", 2.0, 5.0, True)],
-         "startup_false_alarms": [{"id": 1}], "false_alarms": [], "churn_flowmods": 50},
-    ]  # fmt: skip
-    return {"sampling": 1, "fuzz_rate": 1000.0, "horizon_s": 60.0, "runs": runs,
-            "summary": summarize(runs)}  # fmt: skip
+        {
+            "faults": [
+                _fault("acl_bypass", 0.1, 0.1, True),
+                _fault("misroute", 4.0, None, audit=True),
+                _fault("rewrite_changed", None, None),
+            ],
+            "startup_false_alarms": [],
+            "false_alarms": [{"id": 9}],
+            "churn_flowmods": 100,
+        },
+        {
+            "faults": [_fault("acl_bypass", 0.3, 0.3, True), _fault("misroute", 2.0, 5.0, True)],
+            "startup_false_alarms": [{"id": 1}],
+            "false_alarms": [],
+            "churn_flowmods": 50,
+        },
+    ]
+    return {
+        "sampling": 1,
+        "fuzz_rate": 1000.0,
+        "horizon_s": 60.0,
+        "runs": runs,
+        "summary": summarize(runs),
+    }
 
 
 def test_summary_counts():

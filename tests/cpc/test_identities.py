@@ -81,9 +81,14 @@ def delete_strict(e):
     from cpc.rules import FlowMod
 
     return FlowMod(
-        "delete_strict", e.dpid, e.table, e.priority, e.match, cookie=e.cookie,
+        "delete_strict",
+        e.dpid,
+        e.table,
+        e.priority,
+        e.match,
+        cookie=e.cookie,
         cookie_mask=(1 << 64) - 1,
-    )  # fmt: skip
+    )
 
 
 def test_bulk_load_into_a_table_that_has_entries(topo):

@@ -148,8 +148,10 @@ def test_update_names_every_changed_pair_and_exit_switch(sc):
     def corpora():
         return {
             (i, e): tuple(list(model.space.cubes(x)) for x in model.corpus(i, e))
-            for i in edges for e in edges if i != e
-        }  # fmt: skip
+            for i in edges
+            for e in edges
+            if i != e
+        }
 
     before = corpora()
     for fm in fms:

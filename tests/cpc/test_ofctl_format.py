@@ -61,8 +61,12 @@ def test_patched_ovs_ofctl_parses_every_generated_flow(tmp_path):
     flows = [format_flow(e) for e in wl.entries + extra]
     path = tmp_path / "flows.txt"
     path.write_text("\n".join(flows) + "\n")
-    out = subprocess.run([str(_ovs_ofctl()), "-O", "OpenFlow13", "parse-flows", str(path)],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [str(_ovs_ofctl()), "-O", "OpenFlow13", "parse-flows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("OFPT_FLOW_MOD") == len(flows)
 

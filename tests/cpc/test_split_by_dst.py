@@ -25,13 +25,15 @@ def test_one_dst_is_the_destination_every_header_shares():
     for _ in range(2000):
         d = rng.getrandbits(32)
         one = sp.header_bdd({"ipv4_dst": d})
-        u = rng.choice([
-            one & sp.field_bdd("tp_dst", rng.getrandbits(16), 0xFFFF),
-            one & ~sp.field_bdd("tp_dst", 80, 0xFFFF),
-            one | sp.header_bdd({"ipv4_dst": d ^ (1 << rng.randrange(32))}),
-            sp.field_bdd("ipv4_dst", d, 0xFFFFFF00),
-            one & sp.field_bdd("ip_proto", 6, 0xFF) & ~sp.field_bdd("ip_proto", 6, 0xFF),
-        ])  # fmt: skip
+        u = rng.choice(
+            [
+                one & sp.field_bdd("tp_dst", rng.getrandbits(16), 0xFFFF),
+                one & ~sp.field_bdd("tp_dst", 80, 0xFFFF),
+                one | sp.header_bdd({"ipv4_dst": d ^ (1 << rng.randrange(32))}),
+                sp.field_bdd("ipv4_dst", d, 0xFFFFFF00),
+                one & sp.field_bdd("ip_proto", 6, 0xFF) & ~sp.field_bdd("ip_proto", 6, 0xFF),
+            ]
+        )
         # The oracle: u is not empty and holds no header with another destination.
         single = u != sp.false and u & ~one == sp.false
         assert sp.one_dst(u) == (d if single else None)
@@ -77,8 +79,14 @@ def test_traces_build_no_label_and_agree_with_the_reference():
     nets, ingresses = sorted(wl.prefixes), wl.topo.edge_ports()
     for _ in range(3000):
         ing = rng.choice(ingresses)
-        h = {"eth_type": 0x0800, "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
-             "ipv4_src": 7, "ip_proto": 6, "tp_src": 1234, "tp_dst": rng.choice((22, 80))}  # fmt: skip
+        h = {
+            "eth_type": 0x0800,
+            "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
+            "ipv4_src": 7,
+            "ip_proto": 6,
+            "tp_src": 1234,
+            "tp_dst": rng.choice((22, 80)),
+        }
         got = sorted((d.kind, d.egress, d.verify_port, d.verify_rule) for d in model.trace(ing, h))
         want = sorted((d.kind, d.egress, d.verify_port, d.verify_rule) for d in ref.send(ing, h))
         assert got == want, h

@@ -58,8 +58,10 @@ class Pazzd:
         self.log = open(config.parent / "pazzd.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-m", "pazzd", "--config", str(config)],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-        )  # fmt: skip
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
 
     def wait_ready(self, timeout: float = 60) -> dict:
         deadline = time.monotonic() + timeout
@@ -95,8 +97,10 @@ class Pazzd:
 def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(
         [sys.executable, "-m", "pazzd.cli", "--socket", sock, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if check and p.returncode != 0:
         raise AssertionError(f"pazzctl {args}: {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p

@@ -32,21 +32,38 @@ def finding(kind: str, flow: str, intended: str | None = None, dpid: int = 1) ->
     if intended:
         itext = format_flow(parse_flow(intended, dpid).entry())
     # The match bytes only key the fault: any bytes unique per match will do here.
-    return AuditFinding(dpid, kind, e.table, e.priority, str(e.match).encode(), text=text,
-                        intended_text=itext)  # fmt: skip
+    return AuditFinding(
+        dpid, kind, e.table, e.priority, str(e.match).encode(), text=text, intended_text=itext
+    )
 
 
 def open_tester_fault(store, kind=TYPE_P_MATCH, polled=None, cls="c1") -> int:
-    fid, _ = store.record(kind, "dpid:1", cls, 1.0, b"", {"text": "ipv4_dst=10.0.99.1"}, (1, 1),
-                          [], None, {"candidates": [1]})  # fmt: skip
+    fid, _ = store.record(
+        kind,
+        "dpid:1",
+        cls,
+        1.0,
+        b"",
+        {"text": "ipv4_dst=10.0.99.1"},
+        (1, 1),
+        [],
+        None,
+        {"candidates": [1]},
+    )
     if polled is not None:
         store.set_polled(fid, polled)
     return fid
 
 
 def polled_answer(finding_kind: str, entry: str | None, intended: str | None, dpid=1) -> dict:
-    item = {"dpid": dpid, "switch": "s1", "finding": finding_kind, "in_port": 1,
-            "entry": entry, "intended": intended}  # fmt: skip
+    item = {
+        "dpid": dpid,
+        "switch": "s1",
+        "finding": finding_kind,
+        "in_port": 1,
+        "entry": entry,
+        "intended": intended,
+    }
     return {**item, "fault": 1, "polled": [dpid], "errors": {}, "findings": [item]}
 
 
@@ -103,8 +120,9 @@ def test_merged_into_the_tester_fault_localized_to_the_same_entry(store):
     # The localization read the switch with ovs-ofctl: its text is a dump-flows line.
     dump = "cookie=0x0, table=0, priority=100,ip,nw_dst=10.0.99.0/24 actions=output:2"
     tid = open_tester_fault(store, polled=polled_answer("unexpected", dump, ROUTE))
-    other_switch = open_tester_fault(store, polled=polled_answer("unexpected", dump, None, dpid=2),
-                                cls="c2")  # fmt: skip
+    other_switch = open_tester_fault(
+        store, polled=polled_answer("unexpected", dump, None, dpid=2), cls="c2"
+    )
     (ev,) = af.round(1, [finding("unexpected", HIDDEN)], 10.0)
     assert (ev.what, ev.fault_id) == ("merged", tid)
     assert [r.kind for r in store.faults()] == [TYPE_P_MATCH, TYPE_P_MATCH]  # no audit fault
@@ -131,7 +149,9 @@ def test_audit_fault_opened_first_is_merged_when_the_tester_localizes(store):
     bid = open_tester_fault(store, kind=BLACKHOLE, polled=answer, cls="flow:web")
     evs = af.round(1, [f], 20.0)
     assert [(e.what, e.fault_id, e.into) for e in evs] == [
-        ("merged", bid, None), ("merged_away", aid, bid)]  # fmt: skip
+        ("merged", bid, None),
+        ("merged_away", aid, bid),
+    ]
     row = store.get(aid)
     assert row.state == RESOLVED and row.audit["merged_into"] == bid
     assert store.get(bid).audit["finding"] == "missing"
@@ -193,8 +213,15 @@ def test_audit_settings_are_validated(tmp_path, key, value, msg):
 
 
 def test_daemon_wires_audit_faults_reload_localize_and_metrics(tmp_path, caplog):
-    cfg = base_config(tmp_path, controller={"enabled": True, "listen": "127.0.0.1:0",
-                                            "audit_interval": 5, "audit_delay": 1})  # fmt: skip
+    cfg = base_config(
+        tmp_path,
+        controller={
+            "enabled": True,
+            "listen": "127.0.0.1:0",
+            "audit_interval": 5,
+            "audit_delay": 1,
+        },
+    )
     path = write_config(tmp_path / "pazzd.yaml", cfg)
 
     async def main():
@@ -253,8 +280,9 @@ def test_daemon_wires_audit_faults_reload_localize_and_metrics(tmp_path, caplog)
 
 def test_pazzctl_shows_audit_faults(store, monkeypatch, capsys):
     af = AuditFaults(store, {1: "s1"})
-    af.round(1, [finding("changed", "priority=100,ip,nw_dst=10.0.3.0/24,actions=output:1",
-                         ROUTE)], 1.0)  # fmt: skip
+    af.round(
+        1, [finding("changed", "priority=100,ip,nw_dst=10.0.3.0/24,actions=output:1", ROUTE)], 1.0
+    )
     rows = [fault_json(r) for r in store.faults()]
     monkeypatch.setattr(cli, "_call", lambda args, cmd, **kw: rows if cmd == "faults" else rows[0])
     cli.cmd_faults(argparse.Namespace(action=None, id=None, open=False, json=False))

@@ -25,17 +25,23 @@ def _text(tmp_path, extra: str) -> str:
         ("fuzz:\n  rate: fast\n", "fuzz.rate", "must be a float"),
         ("fuzz:\n  delivered_share: 0.95\n", "fuzz.delivered_share", "0.9"),
         ("tester:\n  workers: 0\n", "tester.workers", "at least 1"),
-        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s9:5\n    header: ipv4_dst=10.0.1.1\n",
-         "critical_flows[0].to", "s9"),
-        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s2:5\n    header: bogus=1\n",
-         "critical_flows[0].header", "unknown header field"),
+        (
+            "critical_flows:\n  - name: x\n    from: s1:5\n    to: s9:5\n    header: ipv4_dst=10.0.1.1\n",
+            "critical_flows[0].to",
+            "s9",
+        ),
+        (
+            "critical_flows:\n  - name: x\n    from: s1:5\n    to: s2:5\n    header: bogus=1\n",
+            "critical_flows[0].header",
+            "unknown header field",
+        ),
         ("switches:\n  - switch: s1\n    colour: red\n", "switches[0].colour", "unknown key"),
         ("bogus: 1\n", "bogus", "unknown key"),
         ("switches: 5\n", "switches", "must be a list"),
         ("critical_flows: {a: 1}\n", "critical_flows", "must be a list"),
         ("log_level: loud\n", "log_level", "must be one of"),
     ],
-)  # fmt: skip
+)
 def test_errors_name_file_line_and_key(tmp_path, extra, line_key, msg):
     text = _text(tmp_path, extra)
     path = tmp_path / "pazzd.yaml"
@@ -93,8 +99,15 @@ def test_missing_topology_and_bad_topology_file(tmp_path):
 
 def test_good_config_and_defaults(tmp_path):
     cfg = base_config(tmp_path)
-    cfg["critical_flows"] = [{"name": "h1-h2", "from": "s1:5", "to": "s2:5",
-                              "header": "ipv4_dst=10.0.1.9,tcp_dst=80", "timeout": 4}]  # fmt: skip
+    cfg["critical_flows"] = [
+        {
+            "name": "h1-h2",
+            "from": "s1:5",
+            "to": "s2:5",
+            "header": "ipv4_dst=10.0.1.9,tcp_dst=80",
+            "timeout": 4,
+        }
+    ]
     cfg["fuzz"] = {"enabled": True, "rate": 50, "pairs": [["s1:5", "s2:5"]]}
     c = load_config(write_config(tmp_path / "c.yaml", cfg))
     assert c.fuzz_delivered_share == 0.0  # probes into delivered space only when asked
@@ -108,8 +121,12 @@ def test_good_config_and_defaults(tmp_path):
 
 
 def _check_config(*args):
-    return subprocess.run([sys.executable, "-m", "pazzd.cli", "check-config", *args],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pazzd.cli", "check-config", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_pazzctl_check_config(tmp_path):
@@ -152,19 +169,40 @@ def _expect_error(path, key: str, line: int, *words: str) -> str:
 @pytest.mark.parametrize(
     "extra, key, needle, words",
     [
-        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s2:99\n    header: ipv4_dst=10.0.1.1\n",
-         "critical_flows[0].to", "to: s2:99", ["switch s2 has no port 99"]),
-        ("critical_flows:\n  - name: x\n    from: s1:5\n    to: s1:2\n    header: ipv4_dst=10.0.1.1\n",
-         "critical_flows[0].to", "to: s1:2", ["s1:2 is a link port"]),
-        ("sflow:\n  interfaces:\n    - {agent: 10.0.0.1, ifindex: 7, port: s3:42}\n",
-         "sflow.interfaces[0].port", "port: s3:42", ["switch s3 has no port 42"]),
+        (
+            "critical_flows:\n  - name: x\n    from: s1:5\n    to: s2:99\n    header: ipv4_dst=10.0.1.1\n",
+            "critical_flows[0].to",
+            "to: s2:99",
+            ["switch s2 has no port 99"],
+        ),
+        (
+            "critical_flows:\n  - name: x\n    from: s1:5\n    to: s1:2\n    header: ipv4_dst=10.0.1.1\n",
+            "critical_flows[0].to",
+            "to: s1:2",
+            ["s1:2 is a link port"],
+        ),
+        (
+            "sflow:\n  interfaces:\n    - {agent: 10.0.0.1, ifindex: 7, port: s3:42}\n",
+            "sflow.interfaces[0].port",
+            "port: s3:42",
+            ["switch s3 has no port 42"],
+        ),
         ("fuzz:\n  pairs:\n    - [s1:5, s4:77]\n", "fuzz.pairs[0]", "s4:77", ["no port 77"]),
         ("fuzz:\n  inject:\n    s1:66: veth0\n", "fuzz.inject.s1:66", "s1:66", ["no port 66"]),
-        ("metrics:\n  listen: no-such-host.invalid:9473\n", "metrics.listen", "no-such-host",
-         ["cannot resolve host 'no-such-host.invalid'"]),
-        ("log_level: info\n", "log_level", "log_level: info", ["duplicate key (first given on line"]),
+        (
+            "metrics:\n  listen: no-such-host.invalid:9473\n",
+            "metrics.listen",
+            "no-such-host",
+            ["cannot resolve host 'no-such-host.invalid'"],
+        ),
+        (
+            "log_level: info\n",
+            "log_level",
+            "log_level: info",
+            ["duplicate key (first given on line"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_check_config_rejects(tmp_path, extra, key, needle, words):
     cfg = base_config(tmp_path)
     section = extra.split(":", 1)[0]

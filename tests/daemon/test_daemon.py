@@ -19,12 +19,23 @@ from tester.sflow import encode_datagram  # noqa: F401  (the tester's encoder is
 from .helpers import Pazzd, base_config, pazzctl, write_config
 
 METRIC_NAMES = [
-    "pazz_faults_open", "pazz_faults_detected_total", "pazz_detection_latency_seconds_bucket",
-    "pazz_reports_total", "pazz_sflow_datagrams_received_total", "pazz_sflow_datagrams_lost_total",
-    "pazz_model_rules", "pazz_model_classes", "pazz_model_update_seconds_bucket",
-    "pazz_fuzz_probes_sent_total", "pazz_config_load_error", "pazz_config_reloads_total",
-    "pazz_build_info", "pazz_config_hash_info", "process_cpu_seconds_total", "python_info",
-]  # fmt: skip
+    "pazz_faults_open",
+    "pazz_faults_detected_total",
+    "pazz_detection_latency_seconds_bucket",
+    "pazz_reports_total",
+    "pazz_sflow_datagrams_received_total",
+    "pazz_sflow_datagrams_lost_total",
+    "pazz_model_rules",
+    "pazz_model_classes",
+    "pazz_model_update_seconds_bucket",
+    "pazz_fuzz_probes_sent_total",
+    "pazz_config_load_error",
+    "pazz_config_reloads_total",
+    "pazz_build_info",
+    "pazz_config_hash_info",
+    "process_cpu_seconds_total",
+    "python_info",
+]
 
 
 @pytest.fixture
@@ -123,19 +134,37 @@ def test_pazzctl_live_and_file_forms(daemon, tmp_path):
     assert json.loads(pazzctl(d.sock, "status", "--json").stdout)["pid"] == d.proc.pid
     assert pazzctl(d.sock, "faults").stdout.strip() == "no faults"
     assert json.loads(pazzctl(d.sock, "faults", "--open", "--json").stdout) == []
-    live = json.loads(pazzctl(d.sock, "trace", "--in", "s1:5", "--header",
-                              "ipv4_dst=10.0.1.9,tcp_dst=80", "--json").stdout)  # fmt: skip
+    live = json.loads(
+        pazzctl(
+            d.sock, "trace", "--in", "s1:5", "--header", "ipv4_dst=10.0.1.9,tcp_dst=80", "--json"
+        ).stdout
+    )
     topo, rules = tmp_path / "topology.yaml", tmp_path / "rules.jsonl"
-    filed = json.loads(pazzctl(d.sock, "trace", "--topology", str(topo), "--rules", str(rules),
-                               "--in", "s1:5", "--header", "ipv4_dst=10.0.1.9,tcp_dst=80",
-                               "--json").stdout)  # fmt: skip
+    filed = json.loads(
+        pazzctl(
+            d.sock,
+            "trace",
+            "--topology",
+            str(topo),
+            "--rules",
+            str(rules),
+            "--in",
+            "s1:5",
+            "--header",
+            "ipv4_dst=10.0.1.9,tcp_dst=80",
+            "--json",
+        ).stdout
+    )
     assert live == filed and live["outcomes"][0]["egress"] == "s2:5"
     human = pazzctl(d.sock, "trace", "--in", "s1:5", "--header", "ipv4_dst=10.0.1.9").stdout
     assert "outcome 1: egress at s2:5" in human
     r = json.loads(pazzctl(d.sock, "reach", "--from", "s1:5", "--to", "s2:5", "--json").stdout)
     assert r["headers"] > 0
-    fm = json.loads(pazzctl(d.sock, "flowmod", "s1", "priority=99,ip,nw_dst=10.0.1.9,actions=output:3",
-                            "--json").stdout)  # fmt: skip
+    fm = json.loads(
+        pazzctl(
+            d.sock, "flowmod", "s1", "priority=99,ip,nw_dst=10.0.1.9,actions=output:3", "--json"
+        ).stdout
+    )
     assert fm["version"] > st["model"]["version"]
     # The server's error and a socket nobody listens on: exit 1, as ovs-appctl; the same
     # status with --json, whose error is a JSON object on stderr.

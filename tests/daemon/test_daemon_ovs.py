@@ -49,8 +49,17 @@ def env():
     procs: list[subprocess.Popen] = []
     try:
         lab.start()
-        run = bring_up(lab, workdir, procs, controller=True, pps=100, fuzz_rate=100.0,
-                       resolve_after=30.0, settle=1.5, updates=workdir / "updates.jsonl")  # fmt: skip
+        run = bring_up(
+            lab,
+            workdir,
+            procs,
+            controller=True,
+            pps=100,
+            fuzz_rate=100.0,
+            resolve_after=30.0,
+            settle=1.5,
+            updates=workdir / "updates.jsonl",
+        )
         yield {"lab": lab, "run": run, "workdir": workdir}
     finally:
         stop_processes(procs, timeout=10)
@@ -118,8 +127,12 @@ def test_model_fed_through_the_proxy(env):
     header = {"eth_type": 0x800, "ipv4_src": 0x0A000001, "ipv4_dst": h2net + 9}
     for h in hops:
         for r in h["rules"]:
-            match = next(k[3] for k in ids if k[:3] == (h["dpid"], r["table"], r["priority"])
-                         and k[3].contains(header, h["in_port"]))  # fmt: skip
+            match = next(
+                k[3]
+                for k in ids
+                if k[:3] == (h["dpid"], r["table"], r["priority"])
+                and k[3].contains(header, h["in_port"])
+            )
             assert r["rule_id"] == ids[(h["dpid"], r["table"], r["priority"], match)], (h, r)
 
 
@@ -142,15 +155,25 @@ def test_pazzd_on_patched_ovs_through_the_proxy(env):
             f.writelines(json.dumps(u) + "\n" for u in lines)
 
     ips = [dotted(h2net + 150 + i) for i in range(10)]
-    send({"dpid": 1, "command": "add", "flow": f"priority=50,cookie=0x30,ip,nw_dst={ip},"
-          "actions=output:2"} for ip in ips)  # fmt: skip
+    send(
+        {
+            "dpid": 1,
+            "command": "add",
+            "flow": f"priority=50,cookie=0x30,ip,nw_dst={ip},actions=output:2",
+        }
+        for ip in ips
+    )
     _wait(lambda: _status(sock)["model"]["rules"] == n + 10, 15, "model: 10 routes added")
-    _wait(lambda: sum(f"nw_dst={ip} " in ln for ln in lab.dump_flows(1) for ip in ips) == 10,
-          15, "switch: 10 routes added")  # fmt: skip
+    _wait(
+        lambda: sum(f"nw_dst={ip} " in ln for ln in lab.dump_flows(1) for ip in ips) == 10,
+        15,
+        "switch: 10 routes added",
+    )
     assert all("set_verify_rule:" in ln for ln in lab.dump_flows(1))
     time.sleep(2)
-    send({"dpid": 1, "command": "delete_strict", "flow": f"priority=50,ip,nw_dst={ip}"}
-         for ip in ips)  # fmt: skip
+    send(
+        {"dpid": 1, "command": "delete_strict", "flow": f"priority=50,ip,nw_dst={ip}"} for ip in ips
+    )
     _wait(lambda: _status(sock)["model"]["rules"] == n, 15, "model: 10 routes deleted")
     assert len(lab.dump_flows(1)) == sum(1 for e in wl.entries if e.dpid == 1)
     time.sleep(3)
@@ -163,9 +186,13 @@ def test_pazzd_on_patched_ovs_through_the_proxy(env):
             lab.ofctl(f.dpid, cmd, *a)
         row, deadline = None, time.monotonic() + 20
         while time.monotonic() < deadline:
-            rows = [r for r in _faults(sock) if r["kind"] == EXPECT[f.key]
-                    and r["state"] == "open"
-                    and (r["id"] not in known or r["last_seen"] >= t_inj)]  # fmt: skip
+            rows = [
+                r
+                for r in _faults(sock)
+                if r["kind"] == EXPECT[f.key]
+                and r["state"] == "open"
+                and (r["id"] not in known or r["last_seen"] >= t_inj)
+            ]
             if rows:
                 row = rows[0]
                 break

@@ -31,8 +31,25 @@ def prefix():
 
 
 def test_faults_in_steady_state_with_churn_are_found_and_localized(prefix):
-    a = options(["--kinds", "acl_bypass,delete_route", "--gap", "6", "10", "--warm", "10",
-                 "--horizon", "30", "--settle", "9", "--quiet", "10", "--churn-rate", "3"])  # fmt: skip
+    a = options(
+        [
+            "--kinds",
+            "acl_bypass,delete_route",
+            "--gap",
+            "6",
+            "10",
+            "--warm",
+            "10",
+            "--horizon",
+            "30",
+            "--settle",
+            "9",
+            "--quiet",
+            "10",
+            "--churn-rate",
+            "3",
+        ]
+    )
     out = run_seed(SEED, a, prefix, print)
     assert out["startup_false_alarms"] == [], out["startup_false_alarms"]
     assert out["false_alarms"] == [], out["false_alarms"]

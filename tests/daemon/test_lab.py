@@ -82,8 +82,12 @@ def test_the_lab_is_a_mininet_network_of_patched_bridges(prefix, tmp_path):
             return int(h2["ns"].run("cat", "/sys/class/net/eth0/statistics/rx_packets"))
 
         before = rx()
-        pkt = bytes(Ether(src=h1["mac"], dst=h2["mac"]) / IP(src=h1["ip"], dst=dst)
-                    / UDP(sport=7000, dport=80) / (b"x" * 32))  # fmt: skip
+        pkt = bytes(
+            Ether(src=h1["mac"], dst=h2["mac"])
+            / IP(src=h1["ip"], dst=dst)
+            / UDP(sport=7000, dport=80)
+            / (b"x" * 32)
+        )
         with netns_packet_socket(h1["ns"].name, "eth0") as s:
             for _ in range(5):
                 s.send(pkt)

@@ -45,7 +45,10 @@ def test_the_example_network_loads_with_addresses_from_the_topology():
     assert wl.hosts == {"a": (1, 1), "b": (3, 2), "c": (3, 3)}
     assert not any(p[0] == 2 for p in wl.hosts.values())  # core: a transit switch
     assert {h: a.cidr for h, a in addrs.items()} == {
-        "a": "10.1.0.2/24", "b": "10.2.0.2/24", "c": "10.2.0.66/26"}  # fmt: skip
+        "a": "10.1.0.2/24",
+        "b": "10.2.0.2/24",
+        "c": "10.2.0.66/26",
+    }
     assert addrs["a"].mac == "02:00:00:00:01:02"
     assert len(wl.entries) == 8 and any(e.priority == 1000 for e in wl.entries)
 
@@ -61,35 +64,67 @@ def test_hosts_without_host_key_get_derived_addresses(tmp_path):
     assert addrs["h2"].mac == "02:00:00:00:00:02"
 
 
-@pytest.mark.parametrize(("topo_text", "rules_text", "expect"), [
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
-     "  - {port: s1:1, host: {ip: 10.0.0.300/24}}\n", "",
-     r"t\.yaml:4: edge\.host\.ip: '10\.0\.0\.300/24' is not an IPv4"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
-     "  - {port: s1:1, host: {ip: 10.0.0.2}}\n", "", r"t\.yaml:4: edge\.host\.ip: .*LEN"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
-     "  - {port: s1:1, host: {ip: 10.0.0.2/24, mac: 'zz'}}\n", "",
-     r"t\.yaml:4: edge\.host\.mac"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
-     "  - {port: s1:1, host: {ip: 10.0.0.2/24, gw: 10.0.0.1}}\n", "", r"t\.yaml:4: edge\.host:"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
-     "  - {port: s1:1, host: {ip: 10.0.0.2/24}}\n  - {port: s1:2, host: {ip: 10.0.0.2/8}}\n",
-     "", r"t\.yaml:5: edge\.host\.ip: 10\.0\.0\.2 is also host h1's"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nlinks:\n  - [s1:1, s9:1]\n", "",
-     r"t\.yaml:4: .*unknown switch 's9'"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
-     '{"dpid": 1, "flow": "priority=1,ip,actions=output:2"}\n'
-     '{"dpid": 1, "flow": "priority=1,ip,nw_dst=10.0.0.0/8,actions=output:7"}\n',
-     r"r\.jsonl:2: output: s1 has no port 7"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
-     '{"dpid": 5, "flow": "priority=1,ip,actions=output:2"}\n',
-     r"r\.jsonl:1: dpid: switch 5 is not in"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
-     '{"dpid": 1, "flow": "priority=1,ip,actions=group:3"}\n', r"r\.jsonl:1: group: s1 has no group 3"),
-    ("switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
-     '{"dpid": 1, "flow": "priority=1,ip,nw_dst=1.2.3.4.5,actions=output:2"}\n',
-     r"r\.jsonl:1: .*ipv4_dst"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("topo_text", "rules_text", "expect"),
+    [
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
+            "  - {port: s1:1, host: {ip: 10.0.0.300/24}}\n",
+            "",
+            r"t\.yaml:4: edge\.host\.ip: '10\.0\.0\.300/24' is not an IPv4",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
+            "  - {port: s1:1, host: {ip: 10.0.0.2}}\n",
+            "",
+            r"t\.yaml:4: edge\.host\.ip: .*LEN",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
+            "  - {port: s1:1, host: {ip: 10.0.0.2/24, mac: 'zz'}}\n",
+            "",
+            r"t\.yaml:4: edge\.host\.mac",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
+            "  - {port: s1:1, host: {ip: 10.0.0.2/24, gw: 10.0.0.1}}\n",
+            "",
+            r"t\.yaml:4: edge\.host:",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge:\n"
+            "  - {port: s1:1, host: {ip: 10.0.0.2/24}}\n  - {port: s1:2, host: {ip: 10.0.0.2/8}}\n",
+            "",
+            r"t\.yaml:5: edge\.host\.ip: 10\.0\.0\.2 is also host h1's",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nlinks:\n  - [s1:1, s9:1]\n",
+            "",
+            r"t\.yaml:4: .*unknown switch 's9'",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
+            '{"dpid": 1, "flow": "priority=1,ip,actions=output:2"}\n'
+            '{"dpid": 1, "flow": "priority=1,ip,nw_dst=10.0.0.0/8,actions=output:7"}\n',
+            r"r\.jsonl:2: output: s1 has no port 7",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
+            '{"dpid": 5, "flow": "priority=1,ip,actions=output:2"}\n',
+            r"r\.jsonl:1: dpid: switch 5 is not in",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
+            '{"dpid": 1, "flow": "priority=1,ip,actions=group:3"}\n',
+            r"r\.jsonl:1: group: s1 has no group 3",
+        ),
+        (
+            "switches:\n  - {name: s1, dpid: 1, ports: [1, 2]}\nedge: [s1:1]\n",
+            '{"dpid": 1, "flow": "priority=1,ip,nw_dst=1.2.3.4.5,actions=output:2"}\n',
+            r"r\.jsonl:1: .*ipv4_dst",
+        ),
+    ],
+)
 def test_bad_files_name_the_file_line_and_field(tmp_path, topo_text, rules_text, expect):
     (tmp_path / "t.yaml").write_text(topo_text)
     (tmp_path / "r.jsonl").write_text(rules_text)
@@ -99,8 +134,12 @@ def test_bad_files_name_the_file_line_and_field(tmp_path, topo_text, rules_text,
 
 def test_the_cli_reports_a_bad_file_before_building_anything(tmp_path, capsys):
     (tmp_path / "r.jsonl").write_text('{"dpid": 9, "flow": "priority=1,ip,actions=output:1"}\n')
-    assert labmod.main(["--topology", str(NET), "--rules", str(tmp_path / "r.jsonl"),
-                        "--dir", str(tmp_path)]) == 2  # fmt: skip
+    assert (
+        labmod.main(
+            ["--topology", str(NET), "--rules", str(tmp_path / "r.jsonl"), "--dir", str(tmp_path)]
+        )
+        == 2
+    )
     assert "r.jsonl:1: dpid: switch 9 is not in" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
 
@@ -141,10 +180,26 @@ class _Lines:
 @pytest.mark.ovs
 def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
     env = dict(os.environ, PAZZ_OVS_PREFIX=prefix)
-    cmd = [sys.executable, "-m", "pazzlab.lab", "--topology", str(NET), "--rules", str(RULES),
-           "--dir", str(tmp_path)]  # fmt: skip
-    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pazzlab.lab",
+        "--topology",
+        str(NET),
+        "--rules",
+        str(RULES),
+        "--dir",
+        str(tmp_path),
+    ]
+    p = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lab_out = _Lines(p)
     run_dir = None
     info: dict = {}
@@ -154,11 +209,19 @@ def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
         info = json.loads((run_dir / "lab.json").read_text())
         hosts = info["hosts"]
         assert {h: hosts[h]["cidr"] for h in hosts} == {
-            "a": "10.1.0.2/24", "b": "10.2.0.2/24", "c": "10.2.0.66/26"}  # fmt: skip
+            "a": "10.1.0.2/24",
+            "b": "10.2.0.2/24",
+            "c": "10.2.0.66/26",
+        }
 
         def ns(h, *cmd, check=True):
-            return subprocess.run(["ip", "netns", "exec", hosts[h]["netns"], *cmd],
-                                  capture_output=True, text=True, timeout=30, check=check)  # fmt: skip
+            return subprocess.run(
+                ["ip", "netns", "exec", hosts[h]["netns"], *cmd],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=check,
+            )
 
         for h in hosts:
             addr = ns(h, "ip", "-o", "-4", "addr", "show", "dev", "eth0").stdout
@@ -177,20 +240,36 @@ def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
         ofctl = [f"{info['ovs_bin']}/ovs-ofctl", "-O", "OpenFlow13"]
         want = {1: 2, 2: 2, 3: 4}
         for name, sw in info["switches"].items():
-            out = subprocess.run([*ofctl, "dump-flows", "--no-stats", sw["mgmt"]],
-                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+            out = subprocess.run(
+                [*ofctl, "dump-flows", "--no-stats", sw["mgmt"]],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             flows = [ln for ln in out.splitlines() if "actions=" in ln]
             assert len(flows) == want[sw["dpid"]], (name, out)
         edge2 = info["switches"]["edge2"]
-        assert any("priority=1000" in ln and "tp_dst=22" in ln and "actions=drop" in ln
-                   for ln in subprocess.run([*ofctl, "dump-flows", "--no-stats", edge2["mgmt"]],
-                                            capture_output=True, text=True).stdout.splitlines())  # fmt: skip
+        assert any(
+            "priority=1000" in ln and "tp_dst=22" in ln and "actions=drop" in ln
+            for ln in subprocess.run(
+                [*ofctl, "dump-flows", "--no-stats", edge2["mgmt"]], capture_output=True, text=True
+            ).stdout.splitlines()
+        )
 
         def trace(flow: str) -> str:
             return subprocess.run(
-                [f"{info['ovs_bin']}/ovs-appctl", "-t", f"{info['ovs_rundir']}/ovs-vswitchd.ctl",
-                 "ofproto/trace", edge2["bridge"], flow],
-                capture_output=True, text=True, check=True).stdout  # fmt: skip
+                [
+                    f"{info['ovs_bin']}/ovs-appctl",
+                    "-t",
+                    f"{info['ovs_rundir']}/ovs-vswitchd.ctl",
+                    "ofproto/trace",
+                    edge2["bridge"],
+                    flow,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
 
         acl = trace("in_port=1,tcp,nw_dst=10.2.0.2,tp_dst=22")
         assert "priority 1000" in acl and "drop" in acl, acl

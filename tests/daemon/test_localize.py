@@ -54,9 +54,12 @@ class FakeProxy:
 
 def localizer(intended: dict[int, list], actual: dict[int, list], changes=None) -> Localizer:
     return Localizer(
-        lambda d: intended.get(d, []), {}, proxy=FakeProxy(actual),
-        names={d: f"s{d}" for d in actual}, changes=changes,
-    )  # fmt: skip
+        lambda d: intended.get(d, []),
+        {},
+        proxy=FakeProxy(actual),
+        names={d: f"s{d}" for d in actual},
+        changes=changes,
+    )
 
 
 def fault(headers: list[dict], candidates=(1,), kind="type_p_match", now=100.0, store=None):
@@ -64,9 +67,17 @@ def fault(headers: list[dict], candidates=(1,), kind="type_p_match", now=100.0, 
     store = store or FaultStore(":memory:")
     for i, h in enumerate(headers):
         fid, _ = store.record(
-            kind, "dpid:1", "c1", now + i, b"", h, (1, 5), [], None,
+            kind,
+            "dpid:1",
+            "c1",
+            now + i,
+            b"",
+            h,
+            (1, 5),
+            [],
+            None,
             {"candidates": list(candidates), "culprit": None},
-        )  # fmt: skip
+        )
     return store.get(fid)
 
 
@@ -220,10 +231,21 @@ def test_store_migrates_an_old_database(tmp_path) -> None:
 def test_faults_show_blackhole_header(monkeypatch, capsys) -> None:
     s = FaultStore(":memory:")
     flow_hdr = {"ipv4_dst": parse_header("ipv4_dst=10.0.1.5")["ipv4_dst"]}  # no "text"
-    fid, _ = s.record("blackhole", "flow:1:5->2:5", "flow:f", 1.0, b"", flow_hdr, (2, 5), [],
-                      None, {"candidates": [1]})  # fmt: skip
-    nohdr, _ = s.record("blackhole", "flow:1:5->3:5", "flow:g", 1.0, b"", {}, (3, 5), [],
-                        None, {"candidates": []})  # fmt: skip
+    fid, _ = s.record(
+        "blackhole",
+        "flow:1:5->2:5",
+        "flow:f",
+        1.0,
+        b"",
+        flow_hdr,
+        (2, 5),
+        [],
+        None,
+        {"candidates": [1]},
+    )
+    nohdr, _ = s.record(
+        "blackhole", "flow:1:5->3:5", "flow:g", 1.0, b"", {}, (3, 5), [], None, {"candidates": []}
+    )
     rows = {fid: fault_json(s.get(fid)), nohdr: fault_json(s.get(nohdr))}
     assert rows[fid]["header"] == "ipv4_dst=10.0.1.5" and rows[nohdr]["header"] is None
     monkeypatch.setattr(cli, "_call", lambda args, cmd, **kw: rows[int(kw["id"])])
@@ -278,8 +300,17 @@ def scenarios(draw):
     return routes, actual, kind, mutated
 
 
-DSTS = [0x0A000000, 0x0A000001, 0x0A000105, 0x0A000110, 0x0A000111, 0x0A0001FF, 0x0A010000,
-        0x0A010203, 0x0B000001]  # fmt: skip
+DSTS = [
+    0x0A000000,
+    0x0A000001,
+    0x0A000105,
+    0x0A000110,
+    0x0A000111,
+    0x0A0001FF,
+    0x0A010000,
+    0x0A010203,
+    0x0B000001,
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -33,8 +33,10 @@ class PazzdWorkers(Pazzd):
         self.log = open(config.parent / "pazzd.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pazzd", "--config", str(config), "--tester-workers", str(n)],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 @pytest.fixture
@@ -42,16 +44,22 @@ def net(tmp_path):
     wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)  # as tests/daemon/helpers
     ifs = [
         {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
-        for d in sorted(wl.topo.switches) for p in wl.topo.ports_of(d)
-    ]  # fmt: skip
+        for d in sorted(wl.topo.switches)
+        for p in wl.topo.ports_of(d)
+    ]
     cfg = base_config(tmp_path)
     cfg["sflow"]["interfaces"] = ifs
     ingress, h = _traffic(wl)[0]
     egress = RefDataPlane(wl.topo, wl.entries, wl.groups).send(ingress, h)[0].egress
-    cfg["critical_flows"] = [{
-        "name": "crit", "from": wl.topo.port_name(ingress), "to": wl.topo.port_name(egress),
-        "header": format_header(h), "timeout": 4.0,
-    }]  # fmt: skip
+    cfg["critical_flows"] = [
+        {
+            "name": "crit",
+            "from": wl.topo.port_name(ingress),
+            "to": wl.topo.port_name(egress),
+            "header": format_header(h),
+            "timeout": 4.0,
+        }
+    ]
     d = PazzdWorkers(write_config(tmp_path / "pazzd.yaml", cfg), 2)
     try:
         st = d.wait_ready()
@@ -85,8 +93,10 @@ def _traffic(wl):
             if wl.prefixes[net] == src:
                 continue
             ip = net + 9 + i % 7
-            h = parse_header(f"tcp_dst=80,tcp_src={2000 + i},nw_src=10.0.{int(src[1:]) - 1}.9,"
-                             f"nw_dst={ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}")  # fmt: skip
+            h = parse_header(
+                f"tcp_dst=80,tcp_src={2000 + i},nw_src=10.0.{int(src[1:]) - 1}.9,"
+                f"nw_dst={ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
+            )
             out.append((wl.hosts[src], h))
     return out
 
@@ -180,14 +190,26 @@ def test_workers_judge_reports_and_record_faults(net):
         int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker(int(p), d.proc.pid)
     )
     os.kill(victim, signal.SIGKILL)
-    s = _wait(lambda: (x := _status(d))["tester"]["worker_restarts"] >= 1
-              and all(w["alive"] for w in x["tester_workers"]) and x, timeout=15)  # fmt: skip
+    s = _wait(
+        lambda: (
+            (x := _status(d))["tester"]["worker_restarts"] >= 1
+            and all(w["alive"] for w in x["tester_workers"])
+            and x
+        ),
+        timeout=15,
+    )
     assert s, d.log_text()[-2000:]
 
     # The critical flow (the first flow) has been silent since its last report: pazzd's
     # blackhole timer, fed with the workers' samples of it, says so from that report on.
-    rows = _wait(lambda: [r for r in json.loads(pazzctl(d.sock, "faults", "--json").stdout)
-                          if r["kind"] == "blackhole"], timeout=10)  # fmt: skip
+    rows = _wait(
+        lambda: [
+            r
+            for r in json.loads(pazzctl(d.sock, "faults", "--json").stdout)
+            if r["kind"] == "blackhole"
+        ],
+        timeout=10,
+    )
     assert len(rows) == 1 and rows[0]["location"].startswith("flow:"), rows
     assert rows[0]["localization"]["silent_since"] >= t_last - 1.0, (rows[0], t_last)
     for s_ in socks.values():

@@ -45,8 +45,14 @@ echo {prefix} > .ovs-prefix
     code = "\n".join(line.split("#", 1)[0] for line in script.splitlines())
     assert not re.search(r"(?<!\$ROOT)(?<![\w.])/(etc|usr|var|run|lib|opt)\b", code), code
     env = {**os.environ, "ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    p = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=checkout,
-                       env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "deploy/pazzd.yaml" not in p.stderr
     assert f"{root}/etc/pazz/pazzd.yaml: OK" in p.stdout
@@ -59,14 +65,19 @@ echo {prefix} > .ovs-prefix
     # The default ovs.bin_dir, /opt/pazz/ovs/bin, is the patched build once installed.
     assert (checkout / "ovs").resolve() == prefix and (checkout / "ovs/bin/ovs-ofctl").exists()
     assert calls.read_text().splitlines() == [
-        "make venv ovs", "systemctl daemon-reload", "systemctl enable --now pazzd"
-    ]  # fmt: skip
+        "make venv ovs",
+        "systemctl daemon-reload",
+        "systemctl enable --now pazzd",
+    ]
 
 
 def test_shipped_config_passes_check_config():
-    p = subprocess.run([sys.executable, "-m", "pazzd.cli", "check-config",
-                        str(REPO / "deploy/pazzd.yaml")],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "pazzd.cli", "check-config", str(REPO / "deploy/pazzd.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     from pazzd.config import DEFAULT_OVS_BIN_DIR, load_config
 

@@ -33,7 +33,7 @@ def exported() -> set[str]:
                     "expected_detect_s": {"1/256": 2.0},
                 },
             ],
-        },  # fmt: skip
+        },
         "proxy_on": True,
         "proxy": {"stalled": 0},
         "switches": {1: True},

@@ -49,18 +49,26 @@ class Prom:
         cfg = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": ["pazz-alerts.yml"],
-            "scrape_configs": [{
-                "job_name": "pazzd",
-                "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
-            }],
-        }  # fmt: skip
+            "scrape_configs": [
+                {
+                    "job_name": "pazzd",
+                    "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
+                }
+            ],
+        }
         (d / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         self.log = open(d / "prometheus.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [tool, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=d,
-        )  # fmt: skip
+            [
+                tool,
+                f"--config.file={d / 'prometheus.yml'}",
+                f"--storage.tsdb.path={d / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=d,
+        )
         self.dir = d
 
     def api(self, path: str, **params) -> object:
@@ -112,8 +120,9 @@ def probe_sink():
     ns = f"pazzprom{uuid.uuid4().hex[:6]}"  # not pz*: the lab's leftover checks own those
     subprocess.run([ip, "netns", "add", ns], check=True)
     try:
-        subprocess.run([ip, "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "pb"],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [ip, "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "pb"], check=True
+        )
         for dev in ("pa", "pb"):
             subprocess.run([ip, "-n", ns, "link", "set", dev, "up"], check=True)
         yield f"netns:{ns}:pa"
@@ -128,8 +137,10 @@ def _traffic(wl):
             if wl.prefixes[net] == src:
                 continue
             ip = net + 9 + i % 7
-            h = parse_header(f"tcp_dst=80,tcp_src={2000 + i},nw_src=10.0.{int(src[1:]) - 1}.9,"
-                             f"nw_dst={ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}")  # fmt: skip
+            h = parse_header(
+                f"tcp_dst=80,tcp_src={2000 + i},nw_src=10.0.{int(src[1:]) - 1}.9,"
+                f"nw_dst={ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
+            )
             out.append((wl.hosts[src], h))
     return out
 
@@ -167,15 +178,23 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
         cfg = base_config(tmp_path)
         cfg["sflow"]["interfaces"] = [
             {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
-            for d in sorted(wl.topo.switches) for p in wl.topo.ports_of(d)
-        ]  # fmt: skip
+            for d in sorted(wl.topo.switches)
+            for p in wl.topo.ports_of(d)
+        ]
         metrics_port = free_port()
         cfg["metrics"] = {"listen": f"127.0.0.1:{metrics_port}"}
         # The proxy with no switch and no controller: every switch and the controller down.
-        cfg["controller"] = {"enabled": True, "listen": f"127.0.0.1:{free_port()}",
-                             "address": f"127.0.0.1:{free_port()}"}  # fmt: skip
-        cfg["fuzz"] = {"enabled": True, "rate": 20, "pairs": [["s1:5", "s2:5"]],
-                       "inject": {"s1:5": sink}}  # fmt: skip
+        cfg["controller"] = {
+            "enabled": True,
+            "listen": f"127.0.0.1:{free_port()}",
+            "address": f"127.0.0.1:{free_port()}",
+        }
+        cfg["fuzz"] = {
+            "enabled": True,
+            "rate": 20,
+            "pairs": [["s1:5", "s2:5"]],
+            "inject": {"s1:5": sink},
+        }
         cfg_path = write_config(tmp_path / "pazzd.yaml", cfg)
         pz = Pazzd(cfg_path)
         prom = None
@@ -187,18 +206,24 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
             host, port = st["sflow"].rsplit(":", 1)
             _scenario(wl, (host, int(port)))
             pz.call("flowmod", switch="s1", flow="priority=99,ip,nw_dst=10.0.1.9,actions=output:3")
-            prom.wait("the fault scraped",
-                      lambda: prom.query('pazz_faults_open{class="type_p_match"} == 1'))  # fmt: skip
+            prom.wait(
+                "the fault scraped",
+                lambda: prom.query('pazz_faults_open{class="type_p_match"} == 1'),
+            )
             time.sleep(3)  # a few scrapes with the scenario's counters
             _check_dashboard(prom)
             _check_alert_rules(prom)
             # A reload with a bad config: PazzConfigLoadError fires (no `for:`).
             cfg_path.write_text(cfg_path.read_text() + "tester:\n  settle: -1\n")
             pz.proc.send_signal(signal.SIGHUP)
-            firing = prom.wait("PazzConfigLoadError firing", lambda: [
-                a for a in prom.api("alerts")["alerts"]
-                if a["labels"]["alertname"] == "PazzConfigLoadError" and a["state"] == "firing"
-            ])  # fmt: skip
+            firing = prom.wait(
+                "PazzConfigLoadError firing",
+                lambda: [
+                    a
+                    for a in prom.api("alerts")["alerts"]
+                    if a["labels"]["alertname"] == "PazzConfigLoadError" and a["state"] == "firing"
+                ],
+            )
             assert firing[0]["labels"]["instance"] == f"127.0.0.1:{metrics_port}"
             assert firing[0]["annotations"]["runbook_url"].endswith("#pazzconfigloaderror")
         finally:
@@ -222,8 +247,11 @@ def _check_dashboard(prom: Prom) -> None:
 def _check_alert_rules(prom: Prom) -> None:
     """Each selector of each rule returns series, which carry every label the rule uses;
     the rules evaluate without error; the scenario's alerts are pending or firing."""
-    rules = [r for g in yaml.safe_load((DEPLOY / "pazz-alerts.yml").read_text())["groups"]
-             for r in g["rules"]]  # fmt: skip
+    rules = [
+        r
+        for g in yaml.safe_load((DEPLOY / "pazz-alerts.yml").read_text())["groups"]
+        for r in g["rules"]
+    ]
     for r in rules:
         expr = r["expr"]
         labels_used = {x.strip() for c in LABEL_CLAUSE.findall(expr) for x in c.split(",")}
@@ -235,10 +263,17 @@ def _check_alert_rules(prom: Prom) -> None:
             assert res, f"{r['alert']}: {name}{matchers} returns no series"
             have |= {k for s in res for k in s["metric"]}
         assert labels_used - {""} <= have, (r["alert"], labels_used - have)
-    groups = prom.wait("rules evaluated", lambda: [
-        g for g in prom.api("rules")["groups"] if all(x.get("lastEvaluation", "").startswith("2")
-                                                      and x["health"] != "unknown" for x in g["rules"])
-    ])  # fmt: skip
+    groups = prom.wait(
+        "rules evaluated",
+        lambda: [
+            g
+            for g in prom.api("rules")["groups"]
+            if all(
+                x.get("lastEvaluation", "").startswith("2") and x["health"] != "unknown"
+                for x in g["rules"]
+            )
+        ],
+    )
     bad = {x["name"]: x.get("lastError") for g in groups for x in g["rules"] if x["health"] != "ok"}
     assert not bad, bad
     active = {}

@@ -33,8 +33,10 @@ def _exposure(unit_dir: Path) -> tuple[float, str]:
     tool = require_tool("systemd-analyze", "systemd")
     r = subprocess.run(
         [tool, "security", "--offline=yes", "--no-pager", str(unit_dir / "pazzd.service")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     m = re.search(r"Overall exposure level for pazzd.service: (\d+\.\d+)", r.stdout)
     assert m, r.stdout + r.stderr
     return float(m.group(1)), r.stdout
@@ -66,8 +68,9 @@ def _local_unit(tmp_path: Path) -> Path:
 
 def test_systemd_analyze_verify(tmp_path):
     tool = require_tool("systemd-analyze", "systemd")
-    r = subprocess.run([tool, "verify", str(_local_unit(tmp_path))],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [tool, "verify", str(_local_unit(tmp_path))], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and "pazzd.service" not in r.stderr, r.stderr
 
 
@@ -80,8 +83,12 @@ def test_unit_settings():
     assert s["CapabilityBoundingSet"] == ["CAP_NET_RAW"]
     assert s["SystemCallFilter"] == ["@system-service"]
     assert set(s["RestrictAddressFamilies"][0].split()) == {
-        "AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET"
-    }  # fmt: skip
+        "AF_UNIX",
+        "AF_INET",
+        "AF_INET6",
+        "AF_NETLINK",
+        "AF_PACKET",
+    }
     assert all(p.startswith("-") for p in s["ReadWritePaths"][0].split())
     # prometheus_client's process collector needs /proc/stat: no ProcSubset=pid.
     assert s.get("ProcSubset", ["all"]) == ["all"]
@@ -144,8 +151,16 @@ def _run_as(d: Path, user, setpriv: str) -> None:
     path = write_config(d / "pazzd.yaml", cfg)
     for f in d.iterdir():
         os.chown(f, nobody.pw_uid, nobody.pw_gid)
-    pz = Pazzd(path, prefix=[setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                             "--clear-groups", "--inh-caps=-all"])  # fmt: skip
+    pz = Pazzd(
+        path,
+        prefix=[
+            setpriv,
+            f"--reuid={nobody.pw_uid}",
+            f"--regid={nobody.pw_gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ],
+    )
     try:
         st = pz.wait_ready()
         assert st["model"]["rules"] > 0

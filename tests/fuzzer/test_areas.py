@@ -29,8 +29,9 @@ def net():
 
 def _exit_outputs(entries, groups, dpid, h) -> set[int]:
     """Ports the exit switch's table 0 sends h to (linear scan, highest priority first)."""
-    cands = sorted((e for e in entries if e.dpid == dpid and e.table == 0),
-                   key=lambda e: -e.priority)  # fmt: skip
+    cands = sorted(
+        (e for e in entries if e.dpid == dpid and e.table == 0), key=lambda e: -e.priority
+    )
     for e in cands:
         if e.match.contains(h, 1):
             outs = set(e.instructions.outputs())
@@ -91,8 +92,13 @@ def test_small_areas_are_probed_in_every_window(net):
 
 def test_groups_get_their_shares_and_areas_keep_turning(net):
     wl, model, ref, entries = net
-    fz = Fuzzer(model, pairs=[((1, 5), (4, 5))], seed=1, subscribe=False,
-                shares={"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1})  # fmt: skip
+    fz = Fuzzer(
+        model,
+        pairs=[((1, 5), (4, 5))],
+        seed=1,
+        subscribe=False,
+        shares={"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1},
+    )
     probes = []
     for _ in range(40):
         batch = fz.next_probes(100)

@@ -26,8 +26,9 @@ def _model():
 def test_update_replans_and_trims_coverage():
     wl, m = _model()
     clk = Clock()
-    fz = Fuzzer(m, pairs=[((1, 5), (4, 5))], rate=10_000, burst=1000, clock=clk, seed=1,
-                min_replan_s=0.0)  # fmt: skip
+    fz = Fuzzer(
+        m, pairs=[((1, 5), (4, 5))], rate=10_000, burst=1000, clock=clk, seed=1, min_replan_s=0.0
+    )
     inj = RecordingInjector()
     clk.t = 1.0
     fz.step(inj, max_probes=500)
@@ -95,8 +96,12 @@ def test_metrics_state_the_window_and_the_bound():
     clk.t = 11.0
     assert fz.metrics()["areas_recent"] == 0
     names = {n for n, _, _ in fz.prometheus_samples()}
-    assert {"pazz_fuzz_areas_recent", "pazz_fuzz_expected_detect_seconds",
-            "pazz_fuzz_revisit_seconds", "pazz_fuzz_probes_sent_total"} <= names  # fmt: skip
+    assert {
+        "pazz_fuzz_areas_recent",
+        "pazz_fuzz_expected_detect_seconds",
+        "pazz_fuzz_revisit_seconds",
+        "pazz_fuzz_probes_sent_total",
+    } <= names
     # One series per ingress (and group or size), never per pair.
     assert all(
         set(lab) <= {"ingress", "group", "fraction"} for _, lab, _ in fz.prometheus_samples()

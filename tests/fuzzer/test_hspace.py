@@ -40,9 +40,20 @@ def test_valid_predicate_agrees_with_canonicalize(space):
     v = valid_headers(space)
     rng = random.Random(1)
     for _ in range(3000):
-        h = {f: rng.getrandbits(w) for f, w in (("ipv4_dst", 32), ("ipv4_src", 32),
-             ("ip_proto", 8), ("tp_dst", 16), ("tp_src", 16), ("eth_type", 16),
-             ("vlan_vid", 13), ("eth_dst", 48), ("eth_src", 48))}  # fmt: skip
+        h = {
+            f: rng.getrandbits(w)
+            for f, w in (
+                ("ipv4_dst", 32),
+                ("ipv4_src", 32),
+                ("ip_proto", 8),
+                ("tp_dst", 16),
+                ("tp_src", 16),
+                ("eth_type", 16),
+                ("vlan_vid", 13),
+                ("eth_dst", 48),
+                ("eth_src", 48),
+            )
+        }
         if rng.random() < 0.5:
             h["eth_type"] = 0x0800
         if rng.random() < 0.5:
@@ -61,9 +72,19 @@ def test_sampler_total_is_exact(space):
     assert s.total == 2 * 1900 * per
     assert Sampler(space, space.false).total == 0
     assert Sampler(space, space.true).total == 2 ** sum(
-        w for _, w in (("a", 32), ("b", 32), ("c", 8), ("d", 16), ("e", 16), ("f", 16),
-                       ("g", 13), ("h", 48), ("i", 48))
-    )  # fmt: skip
+        w
+        for _, w in (
+            ("a", 32),
+            ("b", 32),
+            ("c", 8),
+            ("d", 16),
+            ("e", 16),
+            ("f", 16),
+            ("g", 13),
+            ("h", 48),
+            ("i", 48),
+        )
+    )
 
 
 def test_sampler_is_uniform_chi_square(space):
@@ -79,8 +100,23 @@ def test_sampler_is_uniform_chi_square(space):
     # Pin every other field so that the set is exactly the cells.
     for f in FIELD_NAMES:
         if f not in ("ip_proto", "tp_dst"):
-            u = u & space.field_bdd(f, 0, (1 << {"ipv4_dst": 32, "ipv4_src": 32, "tp_src": 16,
-                "eth_type": 16, "vlan_vid": 13, "eth_dst": 48, "eth_src": 48}[f]) - 1)  # fmt: skip
+            u = u & space.field_bdd(
+                f,
+                0,
+                (
+                    1
+                    << {
+                        "ipv4_dst": 32,
+                        "ipv4_src": 32,
+                        "tp_src": 16,
+                        "eth_type": 16,
+                        "vlan_vid": 13,
+                        "eth_dst": 48,
+                        "eth_src": 48,
+                    }[f]
+                )
+                - 1,
+            )
     s = Sampler(space, u)
     assert s.total == len(cells)
     rng = random.Random(7)
@@ -103,8 +139,23 @@ def test_sampler_is_uniform_chi_square(space):
 def test_sampler_index_is_a_bijection(space):
     u = range_bdd(space, "tp_dst", 3, 40) & space.field_bdd("ip_proto", 6, 0xFE)
     for f in ("ipv4_dst", "ipv4_src", "tp_src", "eth_type", "vlan_vid", "eth_dst", "eth_src"):
-        u = u & space.field_bdd(f, 0, (1 << {"ipv4_dst": 32, "ipv4_src": 32, "tp_src": 16,
-            "eth_type": 16, "vlan_vid": 13, "eth_dst": 48, "eth_src": 48}[f]) - 1)  # fmt: skip
+        u = u & space.field_bdd(
+            f,
+            0,
+            (
+                1
+                << {
+                    "ipv4_dst": 32,
+                    "ipv4_src": 32,
+                    "tp_src": 16,
+                    "eth_type": 16,
+                    "vlan_vid": 13,
+                    "eth_dst": 48,
+                    "eth_src": 48,
+                }[f]
+            )
+            - 1,
+        )
     s = Sampler(space, u)
     got = {(h["ip_proto"], h["tp_dst"]) for h in (s.header(r) for r in range(s.total))}
     assert got == {(p, t) for p in (6, 7) for t in range(3, 41)}

@@ -39,9 +39,16 @@ OFPT_HELLO, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY = 0, 2, 3
 OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
 
 
-OVS_NAMES = {"ipv4_dst": "nw_dst", "ipv4_src": "nw_src", "ip_proto": "nw_proto",
-             "tp_dst": "tp_dst", "tp_src": "tp_src", "eth_type": "dl_type",
-             "eth_dst": "dl_dst", "eth_src": "dl_src"}  # fmt: skip
+OVS_NAMES = {
+    "ipv4_dst": "nw_dst",
+    "ipv4_src": "nw_src",
+    "ip_proto": "nw_proto",
+    "tp_dst": "tp_dst",
+    "tp_src": "tp_src",
+    "eth_type": "dl_type",
+    "eth_dst": "dl_dst",
+    "eth_src": "dl_src",
+}
 
 
 def ovs_match(match) -> str:
@@ -53,8 +60,10 @@ def ovs_match(match) -> str:
 def ovs_flow(e) -> str:
     acts = str(e.instructions).replace("drop", "")
     ident = f"set_verify_rule:{e.rule_id}," if e.rule_id else ""
-    return (f"table={e.table},priority={e.priority},cookie={e.cookie:#x},{ovs_match(e.match)},"
-            f"actions={ident}{acts}").rstrip(",")  # fmt: skip
+    return (
+        f"table={e.table},priority={e.priority},cookie={e.cookie:#x},{ovs_match(e.match)},"
+        f"actions={ident}{acts}"
+    ).rstrip(",")
 
 
 class OpenFlowListener:
@@ -172,8 +181,16 @@ def grid_net(ovs, cleanup, tmp_path):
     # installed: changing a bridge's controllers flushes its flow table.
     of = OpenFlowListener()
     cleanup.push(of.close)
-    ovs.vsctl("set-controller", bridges[1], f"tcp:127.0.0.1:{of.port}", "--", "set",
-              "controller", bridges[1], "connection-mode=out-of-band")  # fmt: skip
+    ovs.vsctl(
+        "set-controller",
+        bridges[1],
+        f"tcp:127.0.0.1:{of.port}",
+        "--",
+        "set",
+        "controller",
+        bridges[1],
+        "connection-mode=out-of-band",
+    )
     done = set()
     for (a, pa), (b, pb) in topo.links.items():
         if ((b, pb), (a, pa)) in done:
@@ -195,8 +212,12 @@ def grid_net(ovs, cleanup, tmp_path):
         ifindex[(d, p)] = int(Path(f"/sys/class/net/{link.outer}/ifindex").read_text())
     for br in bridges.values():  # the bridge's management socket exists
         deadline = time.monotonic() + 90
-        while subprocess.run([ovs.bin["ovs-ofctl"], "show", br], env=ovs.env,
-                             capture_output=True).returncode != 0:  # fmt: skip
+        while (
+            subprocess.run(
+                [ovs.bin["ovs-ofctl"], "show", br], env=ovs.env, capture_output=True
+            ).returncode
+            != 0
+        ):
             if time.monotonic() > deadline:
                 log = ovs.log_tail(40)
                 if "ovs-netdev: creating tap device failed" in log:
@@ -209,11 +230,14 @@ def grid_net(ovs, cleanup, tmp_path):
         groups = [g for g in wl.groups if g.dpid == d]
         if groups:
             f = tmp_path / f"{br}.groups"
-            f.write_text("".join(
-                f"group_id={g.group_id},type={g.type},"
-                + ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
-                + "\n" for g in groups
-            ))  # fmt: skip
+            f.write_text(
+                "".join(
+                    f"group_id={g.group_id},type={g.type},"
+                    + ",".join("bucket=" + ",".join(f"output:{a[1]}" for a in b) for b in g.buckets)
+                    + "\n"
+                    for g in groups
+                )
+            )
             _ofctl(ovs, "add-groups", br, str(f))
         f = tmp_path / f"{br}.flows"
         f.write_text("".join(ovs_flow(e) + "\n" for e in wl.entries if e.dpid == d))
@@ -221,10 +245,17 @@ def grid_net(ovs, cleanup, tmp_path):
     sflow = SflowSink()
     cleanup.push(sflow.stop)
     ovs.vsctl(
-        "--", "--id=@s", "create", "sflow", "agent=lo", f'target="127.0.0.1:{sflow.port}"',
-        "sampling=1", "header=128", "polling=600",
+        "--",
+        "--id=@s",
+        "create",
+        "sflow",
+        "agent=lo",
+        f'target="127.0.0.1:{sflow.port}"',
+        "sampling=1",
+        "header=128",
+        "polling=600",
         *[x for br in bridges.values() for x in ("--", "set", "bridge", br, "sflow=@s")],
-    )  # fmt: skip
+    )
     return wl, bridges, sflow, ifindex, of
 
 

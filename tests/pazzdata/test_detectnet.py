@@ -42,8 +42,14 @@ def test_network_delivers_every_pair_and_loads_in_the_lab(seed, tmp_path):
             if a == b:
                 continue
             for dst in (net.ips[b], net.ips[b] - 1 + CHURN_HOST):
-                h = {"eth_type": 0x0800, "ipv4_src": net.ips[a], "ipv4_dst": dst,
-                     "ip_proto": 6, "tp_src": 5000, "tp_dst": 80}  # fmt: skip
+                h = {
+                    "eth_type": 0x0800,
+                    "ipv4_src": net.ips[a],
+                    "ipv4_dst": dst,
+                    "ip_proto": 6,
+                    "tp_src": 5000,
+                    "tp_dst": 80,
+                }
                 ds = ref.send_with_headers(net.hosts[a], h)
                 assert ds, (a, b)
                 for d, out in ds:
@@ -63,10 +69,11 @@ def test_every_fault_kind_occurs_and_is_a_real_difference():
             ingress, header = f.witness
             before = net.ref().send_with_headers(ingress, header)
             after = net.ref(f.apply(net.entries)).send_with_headers(ingress, header)
-            assert [(d.kind, d.egress, d.hops, d.verify_rule, sorted(h.items()))
-                    for d, h in before] != [
-                (d.kind, d.egress, d.hops, d.verify_rule, sorted(h.items())) for d, h in after
-            ], f.title  # fmt: skip
+            assert [
+                (d.kind, d.egress, d.hops, d.verify_rule, sorted(h.items())) for d, h in before
+            ] != [(d.kind, d.egress, d.hops, d.verify_rule, sorted(h.items())) for d, h in after], (
+                f.title
+            )
     assert kinds == set(FAULT_KINDS)
 
 
@@ -77,8 +84,9 @@ def test_faults_on_the_critical_flow_or_off_it():
         path = net.ref().send(net.hosts[net.critical[0]], hdr)
         for f in make_faults(net, seed, kinds=("delete_critical", "delete_route")):
             (e,) = f.delete
-            on_path = any(h.dpid == e.dpid and e.match.contains(hdr, h.in_port)
-                          for d in path for h in d.hops)  # fmt: skip
+            on_path = any(
+                h.dpid == e.dpid and e.match.contains(hdr, h.in_port) for d in path for h in d.hops
+            )
             assert on_path == (f.kind == "delete_critical"), f.title
 
 
@@ -96,11 +104,23 @@ def test_churn_is_benign_for_production_traffic(seed):
         for a in net.hosts:
             for b in net.hosts:
                 if a != b:
-                    h = {"eth_type": 0x0800, "ipv4_src": net.ips[a], "ip_proto": 17,
-                         "ipv4_dst": net.ips[b] - 1 + CHURN_HOST, "tp_src": 1, "tp_dst": 53}  # fmt: skip
-                    out[a, b] = sorted((d.kind, d.egress, tuple(x.dpid for x in d.hops),
-                                        d.verify_rule if tags else 0)
-                                       for d in ref.send(net.hosts[a], h))  # fmt: skip
+                    h = {
+                        "eth_type": 0x0800,
+                        "ipv4_src": net.ips[a],
+                        "ip_proto": 17,
+                        "ipv4_dst": net.ips[b] - 1 + CHURN_HOST,
+                        "tp_src": 1,
+                        "tp_dst": 53,
+                    }
+                    out[a, b] = sorted(
+                        (
+                            d.kind,
+                            d.egress,
+                            tuple(x.dpid for x in d.hops),
+                            d.verify_rule if tags else 0,
+                        )
+                        for d in ref.send(net.hosts[a], h)
+                    )
         return out
 
     want, tags0 = outcomes(entries), outcomes(entries, tags=True)

@@ -178,9 +178,20 @@ def sample_headers(net, n, seed):
 # --- fixtures -----------------------------------------------------------------------------------
 # The whole ACL trace is out of the model's reach (its classes multiply, docs/stanford.md), so
 # the ACL tests run on a subset: a random share of the forwarding rules and the small ACLs.
-SMALL_ACLS = ("coza_rtr_outACL", "goza_rtr_100", "goza_rtr_157", "gozb_rtr_100",
-              "gozb_rtr_157", "poza_rtr_199", "pozb_rtr_199", "roza_rtr_102",
-              "yoza_rtr_174", "yoza_rtr_175", "yozb_rtr_174", "yozb_rtr_175")  # fmt: skip
+SMALL_ACLS = (
+    "coza_rtr_outACL",
+    "goza_rtr_100",
+    "goza_rtr_157",
+    "gozb_rtr_100",
+    "gozb_rtr_157",
+    "poza_rtr_199",
+    "pozb_rtr_199",
+    "roza_rtr_102",
+    "yoza_rtr_174",
+    "yoza_rtr_175",
+    "yozb_rtr_174",
+    "yozb_rtr_175",
+)
 
 
 def thinned(net, every, seed=0, acls=SMALL_ACLS):
@@ -361,15 +372,18 @@ def test_acl_priorities_keep_first_match_order(tmp_path):
     [
         ("updates", "+ fwd bbra_rtr 1 8 te1/1\n", "forwarding line"),
         ("updates", "+ fwd nosuch_rtr 0 0 te1/1 0\n", "unknown device 'nosuch_rtr'"),
-        ("updates", "+ acl nosuch_rtr_7 access-list 7 permit 0 255 any null null null any null null null 1\n",
-         "unknown device 'nosuch_rtr_7'"),
+        (
+            "updates",
+            "+ acl nosuch_rtr_7 access-list 7 permit 0 255 any null null null any null null null 1\n",
+            "unknown device 'nosuch_rtr_7'",
+        ),
         ("updates", "+ fwd bbra_rtr 1 33 te1/1 33\n", "prefix length 33"),
         ("updates", "+ fwd bbra_rtr 1 8 vlan99999 8\n", "no vlan99999"),
         ("updates", "* fwd bbra_rtr 1 8 te1/1 8\n", "starts with '+' or '-'"),
         ("topo.txt", "bbra_rtr te1/3\n", "a link is"),
         ("vlan.txt", "nosuch_rtr vlan5 te1/1\n", "unknown device 'nosuch_rtr'"),
     ],
-)  # fmt: skip
+)
 def test_errors_name_file_and_line(tmp_path, file, text, message):
     d = tmp_path / "ds"
     shutil.copytree(NOACL, d)

@@ -53,8 +53,17 @@ def bridge(ovs):  # noqa: F811
         ovs.add_bridge(name, dpid=dpid)
         ovs.vsctl("set", "bridge", name, "protocols=OpenFlow13")
         for p in ports:
-            ovs.vsctl("add-port", name, f"{name}{p}", "--", "set", "interface", f"{name}{p}",
-                      "type=internal", f"ofport_request={p}")  # fmt: skip
+            ovs.vsctl(
+                "add-port",
+                name,
+                f"{name}{p}",
+                "--",
+                "set",
+                "interface",
+                f"{name}{p}",
+                "type=internal",
+                f"ofport_request={p}",
+            )
         return name
 
     return make

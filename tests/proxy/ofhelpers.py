@@ -35,21 +35,45 @@ def parse(data: bytes):
     return ofproto_parser.msg(DPATH, ver, t, ln, xid, data)
 
 
-def flow_mod(xid, command=ofp.OFPFC_ADD, table=0, priority=100, match=None, actions=None,
-             instructions=None, cookie=0, cookie_mask=0, out_port=ofp.OFPP_ANY,
-             out_group=ofp.OFPG_ANY, flags=0, idle=0, hard=0) -> bytes:  # fmt: skip
+def flow_mod(
+    xid,
+    command=ofp.OFPFC_ADD,
+    table=0,
+    priority=100,
+    match=None,
+    actions=None,
+    instructions=None,
+    cookie=0,
+    cookie_mask=0,
+    out_port=ofp.OFPP_ANY,
+    out_group=ofp.OFPG_ANY,
+    flags=0,
+    idle=0,
+    hard=0,
+) -> bytes:
     if instructions is None:
         instructions = (
             [ofpp.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
         )
     return ser(
-        ofpp.OFPFlowMod(DPATH, cookie=cookie, cookie_mask=cookie_mask, table_id=table,
-                        command=command, idle_timeout=idle, hard_timeout=hard,
-                        priority=priority, buffer_id=ofp.OFP_NO_BUFFER, out_port=out_port,
-                        out_group=out_group, flags=flags, match=match or ofpp.OFPMatch(),
-                        instructions=instructions),
+        ofpp.OFPFlowMod(
+            DPATH,
+            cookie=cookie,
+            cookie_mask=cookie_mask,
+            table_id=table,
+            command=command,
+            idle_timeout=idle,
+            hard_timeout=hard,
+            priority=priority,
+            buffer_id=ofp.OFP_NO_BUFFER,
+            out_port=out_port,
+            out_group=out_group,
+            flags=flags,
+            match=match or ofpp.OFPMatch(),
+            instructions=instructions,
+        ),
         xid,
-    )  # fmt: skip
+    )
 
 
 def out(port: int):
@@ -65,8 +89,9 @@ class RawController:
         self.all: list[Conn] = []
 
     async def start(self, port: int = 0) -> int:
-        self.server = await asyncio.start_server(self._accept, "127.0.0.1", port,
-                                                 reuse_address=True)  # fmt: skip
+        self.server = await asyncio.start_server(
+            self._accept, "127.0.0.1", port, reuse_address=True
+        )
         return self.server.sockets[0].getsockname()[1]
 
     async def start_unix(self, path: str) -> None:

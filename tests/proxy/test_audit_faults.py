@@ -61,7 +61,9 @@ def test_audit_faults_open_update_and_resolve(ovs, bridge, tmp_path):
             (row,) = await until(lambda: audit_faults(OPEN))
             assert row.location == f"dpid:{DPID}" and row.audit["finding"] == "unexpected"
             assert row.audit["switch"] == "s7"
-            assert row.audit["entry"] == "table=0,priority=100,ip,nw_dst=10.0.99.0/24,actions=output:2"  # fmt: skip
+            assert (
+                row.audit["entry"] == "table=0,priority=100,ip,nw_dst=10.0.99.0/24,actions=output:2"
+            )
             await until(lambda: reader.get(row.id).count >= 3)
             assert len(audit_faults()) == 1  # not a new fault per round
             assert d.metrics.faults_detected.labels("audit")._value.get() == 1

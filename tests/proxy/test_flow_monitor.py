@@ -32,8 +32,13 @@ VERIFY_PREFIX = bytes.fromhex("ffff001000002320")  # an experimenter action of N
 VERIFY_SUB = struct.pack("!H", of.NXAST_SET_VERIFY_RULE_ID)  # ...subtype set_verify_rule
 
 
-def monitor_request(xid: int, mon_id: int, flags: int, vendor=monitor.ONF_VENDOR_ID,
-                    exp_type=monitor.ONFST_FLOW_MONITOR) -> bytes:  # fmt: skip
+def monitor_request(
+    xid: int,
+    mon_id: int,
+    flags: int,
+    vendor=monitor.ONF_VENDOR_ID,
+    exp_type=monitor.ONFST_FLOW_MONITOR,
+) -> bytes:
     """One flow monitor on all tables, all flows: onf_flow_monitor_request + an empty
     ofp_match (what OVS's decoder pulls)."""
     body = struct.pack("!HH4xII", 0xFFFF, 0, vendor, exp_type)
@@ -66,15 +71,37 @@ def initial_mods(x) -> list[bytes]:
             cookie=0x10 + i,
             match=ip_match(f"10.0.{i}.0"),
             actions=[out(i % 3 + 1)],
-        )  # fmt: skip
+        )
         for i in range(6)
     ]
-    msgs.append(flow_mod(x(), priority=50, match=ofpp.OFPMatch(in_port=3),
-                         instructions=[ofpp.OFPInstructionGotoTable(1)]))  # fmt: skip
-    msgs.append(flow_mod(x(), priority=60, match=ip_match("10.9.0.0", 16), instructions=[
-        apply(out(2)), ofpp.OFPInstructionActions(ofp.OFPIT_WRITE_ACTIONS, [out(3)])]))  # fmt: skip
-    msgs.append(flow_mod(x(), table=1, priority=10, match=ofpp.OFPMatch(),
-                         actions=[ofpp.OFPActionSetField(eth_dst="02:00:00:00:00:09"), out(1)]))  # fmt: skip
+    msgs.append(
+        flow_mod(
+            x(),
+            priority=50,
+            match=ofpp.OFPMatch(in_port=3),
+            instructions=[ofpp.OFPInstructionGotoTable(1)],
+        )
+    )
+    msgs.append(
+        flow_mod(
+            x(),
+            priority=60,
+            match=ip_match("10.9.0.0", 16),
+            instructions=[
+                apply(out(2)),
+                ofpp.OFPInstructionActions(ofp.OFPIT_WRITE_ACTIONS, [out(3)]),
+            ],
+        )
+    )
+    msgs.append(
+        flow_mod(
+            x(),
+            table=1,
+            priority=10,
+            match=ofpp.OFPMatch(),
+            actions=[ofpp.OFPActionSetField(eth_dst="02:00:00:00:00:09"), out(1)],
+        )
+    )
     return msgs
 
 
@@ -88,7 +115,7 @@ def owned_changes(x) -> list[bytes]:
             priority=100,
             match=ip_match("10.0.1.0"),
             actions=[out(3), out(1)],
-        ),  # fmt: skip
+        ),
         flow_mod(x(), command=ofp.OFPFC_DELETE_STRICT, priority=100, match=ip_match("10.0.2.0")),
         flow_mod(x(), command=ofp.OFPFC_DELETE, match=ip_match("10.9.0.0", 16)),
         flow_mod(
@@ -98,7 +125,7 @@ def owned_changes(x) -> list[bytes]:
             priority=10,
             match=ofpp.OFPMatch(),
             instructions=[],
-        ),  # fmt: skip
+        ),
     ]
 
 
@@ -115,7 +142,7 @@ def abbreviated_changes(x) -> list[bytes]:
             cookie_mask=0xFE,
             match=ofpp.OFPMatch(eth_type=0x800),
             actions=[out(2)],
-        ),  # fmt: skip
+        ),
         flow_mod(x(), command=ofp.OFPFC_DELETE_STRICT, priority=100, match=ip_match("10.0.3.0")),
     ]
 
@@ -193,8 +220,9 @@ def test_flow_monitor_updates_are_stripped(ovs, bridge):
 
             # NXST_FLOW_MONITOR is not served on OpenFlow 1.3 by OVS 3.1: the same error
             # reaches the controller with and without the proxy.
-            nx_req = monitor_request(x(), 9, INITIAL | ADD | ACTIONS, of.NX_VENDOR_ID,
-                                     monitor.NXST_FLOW_MONITOR)  # fmt: skip
+            nx_req = monitor_request(
+                x(), 9, INITIAL | ADD | ACTIONS, of.NX_VENDOR_ID, monitor.NXST_FLOW_MONITOR
+            )
             nx_err = [await c.request(nx_req) for c in conns]
             assert nx_err[0] == nx_err[1] and nx_err[0][0][1] == of.OFPT_ERROR
 

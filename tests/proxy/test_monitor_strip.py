@@ -16,8 +16,22 @@ NXM_OF_IN_PORT = struct.pack("!IH", 0x00000002, 2)  # in_port=2, 6 bytes: padded
 
 def nx_update(event: int, actions: bytes, cookie: int = 0x42) -> bytes:
     match = NXM_OF_IN_PORT + b"\0\0"
-    return struct.pack("!HHHHHHHBxQ", 24 + len(match) + len(actions), event, 0, 100, 0, 0,
-                       len(NXM_OF_IN_PORT), 0, cookie) + match + actions  # fmt: skip
+    return (
+        struct.pack(
+            "!HHHHHHHBxQ",
+            24 + len(match) + len(actions),
+            event,
+            0,
+            100,
+            0,
+            0,
+            len(NXM_OF_IN_PORT),
+            0,
+            cookie,
+        )
+        + match
+        + actions
+    )
 
 
 def nx_reply(xid: int, *updates: bytes) -> bytes:

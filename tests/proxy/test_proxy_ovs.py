@@ -54,8 +54,9 @@ def random_match(rng):
     if rng.random() < 0.85:
         kw["eth_type"] = 0x800
         net, plen = rng.choice(PREFIXES).split("/")
-        mask = ".".join(str((0xFFFFFFFF << (32 - int(plen)) >> (24 - 8 * i)) & 0xFF)
-                        for i in range(4))  # fmt: skip
+        mask = ".".join(
+            str((0xFFFFFFFF << (32 - int(plen)) >> (24 - 8 * i)) & 0xFF) for i in range(4)
+        )
         kw["ipv4_dst"] = (net, mask) if plen != "32" else net
         if rng.random() < 0.3:
             kw["ip_proto"] = 6
@@ -67,8 +68,15 @@ def random_match(rng):
 def random_flow_mod(rng, xid):
     """A random FlowMod; about one in six is one the switch rejects."""
     cmd = rng.choices(
-        [ofp.OFPFC_ADD, ofp.OFPFC_MODIFY, ofp.OFPFC_MODIFY_STRICT, ofp.OFPFC_DELETE,
-         ofp.OFPFC_DELETE_STRICT], [6, 1, 1, 1, 1])[0]  # fmt: skip
+        [
+            ofp.OFPFC_ADD,
+            ofp.OFPFC_MODIFY,
+            ofp.OFPFC_MODIFY_STRICT,
+            ofp.OFPFC_DELETE,
+            ofp.OFPFC_DELETE_STRICT,
+        ],
+        [6, 1, 1, 1, 1],
+    )[0]
     table = rng.choice([0, 0, 1, 2])
     bad = rng.random() < 0.17
     acts = [out(rng.randint(1, 3))]
@@ -98,9 +106,16 @@ def random_flow_mod(rng, xid):
         kw["out_port"] = rng.randint(1, 3)
     if cmd != ofp.OFPFC_ADD and rng.random() < 0.3:
         kw["cookie"], kw["cookie_mask"] = rng.randint(0, 2), 0xFF
-    return flow_mod(xid, command=cmd, table=table, priority=rng.choice([10, 20, 30]),
-                    match=random_match(rng), instructions=ins,
-                    cookie=kw.pop("cookie", rng.randint(0, 2)), **kw)  # fmt: skip
+    return flow_mod(
+        xid,
+        command=cmd,
+        table=table,
+        priority=rng.choice([10, 20, 30]),
+        match=random_match(rng),
+        instructions=ins,
+        cookie=kw.pop("cookie", rng.randint(0, 2)),
+        **kw,
+    )
 
 
 _N = iter(range(1_000_000))
@@ -193,7 +208,7 @@ def install_routes(c):
             cookie=0x42,
             match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst=(net, "255.255.255.0")),
             actions=[out(port)],
-        )  # fmt: skip
+        )
         for net, port in ROUTES
     ]
     c.send(*msgs)
@@ -247,11 +262,18 @@ def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path
         model2 = Model(topo(5))
         ctl2 = ctl
         px2 = Proxy(
-            ProxyConfig(listen_host="127.0.0.1", listen_port=0,
-                        controller_port=ctl.server.sockets[0].getsockname()[1], db_path=db,
-                        audit_interval=0.5, audit_delay=0.2, listen_unix=unix_path(ovs)),
-            model=model2, on_finding=findings.append,
-        )  # fmt: skip
+            ProxyConfig(
+                listen_host="127.0.0.1",
+                listen_port=0,
+                controller_port=ctl.server.sockets[0].getsockname()[1],
+                db_path=db,
+                audit_interval=0.5,
+                audit_delay=0.2,
+                listen_unix=unix_path(ovs),
+            ),
+            model=model2,
+            on_finding=findings.append,
+        )
         try:
             assert model_entries(model2, 5) == want
             assert {e.key: e.rule_id for e in px2.intended(5)} == ids
@@ -266,8 +288,9 @@ def test_restarts_keep_the_model_and_audit_finds_cli_rules(ovs, bridge, tmp_path
             assert [f.kind for f in findings] == ["unexpected"]
             assert "10.0.99.0/24" in findings[0].text
             # A changed entry is reported too.
-            ovs.ofctl("mod-flows", br, "--strict",
-                      "priority=100,ip,nw_dst=10.0.3.0/24,actions=output:3")  # fmt: skip
+            ovs.ofctl(
+                "mod-flows", br, "--strict", "priority=100,ip,nw_dst=10.0.3.0/24,actions=output:3"
+            )
             await asyncio.sleep(0.9)
             assert [f.kind for f in findings] == ["unexpected", "changed"]
         finally:

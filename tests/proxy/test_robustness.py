@@ -73,8 +73,11 @@ def flow_stats_reply(xid: int) -> bytes:
     p = of.parse_flow_mod(fm)
     instr = of.add_rule_id(p.instr, 9)
     match = fm[48 : p.match_end]
-    entry = struct.pack("!HBxIIHHHH4xQQQ", 48 + len(match) + len(instr), 0, 1, 2, 100, 0, 0,
-                        0, 0, 0, 0) + match + instr  # fmt: skip
+    entry = (
+        struct.pack("!HBxIIHHHH4xQQQ", 48 + len(match) + len(instr), 0, 1, 2, 100, 0, 0, 0, 0, 0, 0)
+        + match
+        + instr
+    )
     return of.message(4, of.OFPT_MULTIPART_REPLY, xid, struct.pack("!HH4x", 1, 0) + entry)
 
 
@@ -85,26 +88,50 @@ def flow_monitor_reply(xid: int) -> bytes:
     p = of.parse_flow_mod(fm)
     match = fm[48 : p.match_end]
     instr = of.add_rule_id(p.instr, 9)
-    full = struct.pack("!HHHHHHHBxQ", 24 + len(match) + len(instr), 0, 0, 100, 0, 0,
-                       struct.unpack_from("!H", match, 2)[0], 0, 7) + match + instr  # fmt: skip
+    full = (
+        struct.pack(
+            "!HHHHHHHBxQ",
+            24 + len(match) + len(instr),
+            0,
+            0,
+            100,
+            0,
+            0,
+            struct.unpack_from("!H", match, 2)[0],
+            0,
+            7,
+        )
+        + match
+        + instr
+    )
     abbrev = struct.pack("!HHI", 8, 3, 5)
     head = struct.pack("!HH4xII", 0xFFFF, 0, monitor.ONF_VENDOR_ID, monitor.ONFST_FLOW_MONITOR)
     return of.message(4, of.OFPT_MULTIPART_REPLY, xid, head + full + abbrev)
 
 
 CONTROLLER_TEMPLATES = [
-    flow_mod(5, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.0.0", "255.0.0.0")),
-             actions=[out(1), ofpp.OFPActionSetField(eth_dst="00:00:00:00:00:01")]),
+    flow_mod(
+        5,
+        match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.0.0", "255.0.0.0")),
+        actions=[out(1), ofpp.OFPActionSetField(eth_dst="00:00:00:00:00:01")],
+    ),
     flow_mod(6, command=ofp.OFPFC_DELETE, match=ofpp.OFPMatch(in_port=1)),
     flow_mod(7, instructions=[ofpp.OFPInstructionGotoTable(3)], table=1),
-    ser(ofpp.OFPGroupMod(DPATH,
-                         ofp.OFPGC_ADD, ofp.OFPGT_SELECT, 1,
-                         [ofpp.OFPBucket(1, ofp.OFPP_ANY, ofp.OFPG_ANY, [out(2)])]), 8),
+    ser(
+        ofpp.OFPGroupMod(
+            DPATH,
+            ofp.OFPGC_ADD,
+            ofp.OFPGT_SELECT,
+            1,
+            [ofpp.OFPBucket(1, ofp.OFPP_ANY, ofp.OFPG_ANY, [out(2)])],
+        ),
+        8,
+    ),
     of.packet_out(9, 1, b"\x00" * 60),
     of.message(4, of.OFPT_BARRIER_REQUEST, 10),
     of.message(4, of.OFPT_ECHO_REQUEST, 11, b"abc"),
     of.flow_stats_request(12),
-]  # fmt: skip
+]
 SWITCH_TEMPLATES = [
     flow_stats_reply(1001),
     flow_monitor_reply(0),
@@ -117,10 +144,10 @@ SWITCH_TEMPLATES = [
         + struct.pack("!HH4x", 1, 4)
         + b"\0\0"
         + b"\x11" * 60,
-    ),  # fmt: skip
+    ),
     of.message(
         4, of.OFPT_PORT_STATUS, 0, struct.pack("!B7x", 2) + struct.pack("!I", 3) + b"\0" * 60
-    ),  # fmt: skip
+    ),
     of.message(4, of.OFPT_ECHO_REQUEST, 3),
     of.message(4, of.OFPT_BARRIER_REPLY, 10),
 ]
@@ -198,8 +225,7 @@ COUNT = {"messages": 0}
 
 
 @pytest.mark.slow
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck),
-          database=None)  # fmt: skip
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(st.lists(st.tuples(st.booleans(), mutation), min_size=20, max_size=40))
 def test_malformed_messages_from_both_sides(msgs):
     """Each generated mutation is applied to two templates of each side (4 messages), so

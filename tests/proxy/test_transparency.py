@@ -40,11 +40,20 @@ def free_port() -> int:
 def start_app(cleanup, port: int, record: Path, netns=None) -> subprocess.Popen:
     pre = ["ip", "netns", "exec", netns.name] if netns is not None else []
     p = subprocess.Popen(
-        [*pre, sys.executable, str(ROOT / "examples/controller_app.py"), "--port", str(port),
-         "--record", str(record)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(str(record) + ".log", "w"),  # noqa: SIM115
+        [
+            *pre,
+            sys.executable,
+            str(ROOT / "examples/controller_app.py"),
+            "--port",
+            str(port),
+            "--record",
+            str(record),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=open(str(record) + ".log", "w"),  # noqa: SIM115
         start_new_session=True,
-    )  # fmt: skip
+    )
 
     def stop():
         if p.poll() is None:
@@ -67,8 +76,10 @@ def wait_record(record: Path, timeout: float = 30) -> list[dict]:
             if any(x["type"] == of.OFPT_MULTIPART_REPLY for x in lines):
                 return lines
         time.sleep(0.1)
-    raise TimeoutError(f"no flow-stats reply recorded in {record}: "
-                       f"{Path(str(record) + '.log').read_text()[-2000:]}")  # fmt: skip
+    raise TimeoutError(
+        f"no flow-stats reply recorded in {record}: "
+        f"{Path(str(record) + '.log').read_text()[-2000:]}"
+    )
 
 
 def view(lines: list[dict]):
@@ -110,9 +121,14 @@ def test_controller_sees_the_same_through_the_proxy(ovs, bridge, cleanup, tmp_pa
     time.sleep(1.5)
 
     async def main():
-        cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_port=p2,
-                          listen_unix=str(ovs.rundir / "pazzd.sock"), audit_interval=0,
-                          audit_delay=-1)  # fmt: skip
+        cfg = ProxyConfig(
+            listen_host="127.0.0.1",
+            listen_port=0,
+            controller_port=p2,
+            listen_unix=str(ovs.rundir / "pazzd.sock"),
+            audit_interval=0,
+            audit_delay=-1,
+        )
         px = Proxy(cfg)
         await px.start()
         try:

@@ -127,8 +127,15 @@ class RawControllerServer:
 
 
 async def start_proxy(ctl_port: int, **kw) -> Proxy:
-    cfg = ProxyConfig(listen_host="127.0.0.1", listen_port=0, controller_host="127.0.0.1",
-                      controller_port=ctl_port, audit_interval=0, audit_delay=-1, **kw)  # fmt: skip
+    cfg = ProxyConfig(
+        listen_host="127.0.0.1",
+        listen_port=0,
+        controller_host="127.0.0.1",
+        controller_port=ctl_port,
+        audit_interval=0,
+        audit_delay=-1,
+        **kw,
+    )
     p = Proxy(cfg)
     await p.start()
     return p

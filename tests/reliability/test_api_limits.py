@@ -117,16 +117,20 @@ def test_loop_errors_are_logged_once_per_cause(caplog):
         loop.set_exception_handler(lim)
         with caplog.at_level(logging.ERROR, logger="asyncio"):
             for _ in range(1000):
-                loop.call_exception_handler({
-                    "message": "socket.accept() out of system resource",
-                    "exception": OSError(24, "Too many open files"),
-                })  # fmt: skip
+                loop.call_exception_handler(
+                    {
+                        "message": "socket.accept() out of system resource",
+                        "exception": OSError(24, "Too many open files"),
+                    }
+                )
             loop.call_exception_handler({"message": "something else"})
             t[0] = 61.0
-            loop.call_exception_handler({
-                "message": "socket.accept() out of system resource",
-                "exception": OSError(24, "Too many open files"),
-            })  # fmt: skip
+            loop.call_exception_handler(
+                {
+                    "message": "socket.accept() out of system resource",
+                    "exception": OSError(24, "Too many open files"),
+                }
+            )
     finally:
         loop.close()
     msgs = [r.getMessage() for r in caplog.records]

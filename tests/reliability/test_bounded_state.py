@@ -27,8 +27,9 @@ def test_rule_ids_are_freed(tmp_path):
     try:
         s, sw, up = connected(proxy)
         n = 200
-        s.from_controller(b"".join(flow_mod(i + 1, match=_match(i), actions=[out(1)])
-                                   for i in range(n)))  # fmt: skip
+        s.from_controller(
+            b"".join(flow_mod(i + 1, match=_match(i), actions=[out(1)]) for i in range(n))
+        )
         assert proxy.store.id_count == n
         # The switch rejects the odd ones.
         for i in range(1, n, 2):
@@ -39,8 +40,10 @@ def test_rule_ids_are_freed(tmp_path):
         assert proxy.store.id_count == n // 2
         kept = {k: e.rule_id for k, e in proxy.tables[7].entries.items()}
         # The controller deletes half of the rest, and re-adds one of them in the same batch.
-        dels = [flow_mod(1000 + i, command=ofp.OFPFC_DELETE_STRICT, match=_match(i))
-                for i in range(0, n // 2, 2)]  # fmt: skip
+        dels = [
+            flow_mod(1000 + i, command=ofp.OFPFC_DELETE_STRICT, match=_match(i))
+            for i in range(0, n // 2, 2)
+        ]
         readd = flow_mod(2000, match=_match(0), actions=[out(2)])
         s.from_controller(b"".join(dels) + readd)
         _barrier_reply(s, sw)

@@ -37,8 +37,13 @@ def make(tmp_path):
         store = FaultStore(str(tmp_path / f"f{len(stores)}.db"))
         stores.append(store)
         events, suspects = [], []
-        t = Tester(FakeModel({(EGRESS, HDR["ipv4_dst"]): [expected(GOOD)]}), store,
-                   synthetic_ifmap(ALL_PORTS), on_fault=events.append, resolve_after=1e9)  # fmt: skip
+        t = Tester(
+            FakeModel({(EGRESS, HDR["ipv4_dst"]): [expected(GOOD)]}),
+            store,
+            synthetic_ifmap(ALL_PORTS),
+            on_fault=events.append,
+            resolve_after=1e9,
+        )
         t.corroborate, t.corroborate_window = corroborate, 10.0
         t.on_suspect = lambda eg, h, exp: suspects.append((eg, h, exp))
         return t, store, events, suspects

@@ -42,12 +42,17 @@ def test_pazzd_under_hostile_peers(tmp_path):
     cfg = base_config(tmp_path)
     cfg["sflow"]["interfaces"] = [
         {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
-        for d in sorted(wl.topo.switches) for p in wl.topo.ports_of(d)
-    ]  # fmt: skip
+        for d in sorted(wl.topo.switches)
+        for p in wl.topo.ports_of(d)
+    ]
     cfg["sflow"]["agents"] = [*agents, "127.0.0.1"]
-    cfg["controller"] = {"enabled": True, "listen": f"127.0.0.1:{listen}",
-                         "address": f"127.0.0.1:{free_port()}", "handshake_timeout": 1,
-                         "audit_interval": 0}  # fmt: skip
+    cfg["controller"] = {
+        "enabled": True,
+        "listen": f"127.0.0.1:{listen}",
+        "address": f"127.0.0.1:{free_port()}",
+        "handshake_timeout": 1,
+        "audit_interval": 0,
+    }
     d = Pazzd(write_config(tmp_path / "pazzd.yaml", cfg))
     conns: list[socket.socket] = []
     try:

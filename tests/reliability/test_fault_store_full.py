@@ -25,8 +25,7 @@ def setup(tmp_path):
     model = FakeModel({(EGRESS, h["ipv4_dst"]): [expected(GOOD)] for h in hdrs})
     store = FaultStore(str(tmp_path / "faults.db"))
     events = []
-    t = Tester(model, store, synthetic_ifmap(ALL_PORTS), on_fault=events.append,
-               resolve_after=1e9)  # fmt: skip
+    t = Tester(model, store, synthetic_ifmap(ALL_PORTS), on_fault=events.append, resolve_after=1e9)
     yield t, store, events, hdrs
     store.close()
 

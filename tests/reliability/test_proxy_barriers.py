@@ -16,8 +16,7 @@ MAX_PENDING = 100
 def test_switch_without_barrier_replies_is_bounded_then_dropped():
     async def main():
         ctl = RawControllerServer()
-        proxy = await start_proxy(await ctl.start(), max_pending=MAX_PENDING,
-                                  barrier_timeout=1.5)  # fmt: skip
+        proxy = await start_proxy(await ctl.start(), max_pending=MAX_PENDING, barrier_timeout=1.5)
         sw = RawSwitch(proxy.port, dpid=9, barriers=False)
         peak = [0, 0]
         try:

@@ -25,8 +25,7 @@ def _model() -> Model:
 def _bad_set_field_fm(xid: int, oxm_len: int) -> bytes:
     """A FlowMod whose APPLY_ACTIONS holds a set_field whose OXM length is inconsistent
     (well-framed TLVs, so it passes the receive-time checks)."""
-    good = flow_mod(xid, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.9"),
-                    actions=[out(2)])  # fmt: skip
+    good = flow_mod(xid, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.9"), actions=[out(2)])
     fm = of.parse_flow_mod(good)
     # set_field: type 25, len 16, OXM eth_dst (class 0x8000, field 3) with a bad length.
     oxm_hdr = (0x8000 << 16) | (3 << 9) | oxm_len
@@ -50,7 +49,7 @@ def test_malformed_set_field_is_contained():
                 match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.1"),
                 actions=[out(1)],
                 cookie=1,
-            ),  # fmt: skip
+            ),
             _bad_set_field_fm(2, 0x30),
             _bad_set_field_fm(3, 0),
             flow_mod(
@@ -58,7 +57,7 @@ def test_malformed_set_field_is_contained():
                 match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.2"),
                 actions=[out(2)],
                 cookie=4,
-            ),  # fmt: skip
+            ),
         ]
         s.from_controller(b"".join(msgs))
         sent = frames(bytes(sw.data))

@@ -79,8 +79,9 @@ def test_timeouts_and_the_controllers_deletes_end_intent(proxy):
     assert not proxy.tables[7].entries and not proxy.model.entries(7)
     fm = _add(s, sw, 2)
     # The controller deletes it: the FLOW_REMOVED comes before the barrier reply.
-    s.from_controller(flow_mod(3, command=ofp.OFPFC_DELETE_STRICT, match=MATCH,
-                               out_port=ofp.OFPP_ANY))  # fmt: skip
+    s.from_controller(
+        flow_mod(3, command=ofp.OFPFC_DELETE_STRICT, match=MATCH, out_port=ofp.OFPP_ANY)
+    )
     s.from_switch(_flow_removed(fm, of.OFPRR_DELETE))
     assert proxy.unexplained_removals == 0
     _commit(s, sw)

@@ -58,14 +58,51 @@ def _certs(d) -> dict:
     def run(*args):
         subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=pazz-ca",
-        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))  # fmt: skip
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-        "-keyout", str(d / "srv.key"), "-out", str(d / "srv.csr"))  # fmt: skip
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=pazz-ca",
+        "-keyout",
+        str(d / "ca.key"),
+        "-out",
+        str(d / "ca.crt"),
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        str(d / "srv.key"),
+        "-out",
+        str(d / "srv.csr"),
+    )
     (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("x509", "-req", "-in", str(d / "srv.csr"), "-CA", str(d / "ca.crt"), "-CAkey",
-        str(d / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(d / "ext.cnf"),
-        "-out", str(d / "srv.crt"))  # fmt: skip
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(d / "srv.csr"),
+        "-CA",
+        str(d / "ca.crt"),
+        "-CAkey",
+        str(d / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(d / "ext.cnf"),
+        "-out",
+        str(d / "srv.crt"),
+    )
     return {"ca": d / "ca.crt", "cert": d / "srv.crt", "key": d / "srv.key"}
 
 

@@ -81,8 +81,9 @@ def test_collector_passes_the_udp_source():
     got = []
 
     async def main():
-        col = SflowCollector(lambda d, src: got.append(src), hosts=("127.0.0.1",), port=0,
-                             pass_source=True)  # fmt: skip
+        col = SflowCollector(
+            lambda d, src: got.append(src), hosts=("127.0.0.1",), port=0, pass_source=True
+        )
         await col.start()
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -118,8 +119,12 @@ def test_new_counters_are_exported():
 
     from pazzd.metrics import Metrics
 
-    m = Metrics(lambda: {"tester": {"unknown_agent": 7, "sequence_resets": 3},
-                         "proxy": {"stalled": 2, "refused": 5}})  # fmt: skip
+    m = Metrics(
+        lambda: {
+            "tester": {"unknown_agent": 7, "sequence_resets": 3},
+            "proxy": {"stalled": 2, "refused": 5},
+        }
+    )
     text = generate_latest(m.registry).decode()
     assert "pazz_sflow_unknown_agent_datagrams_total 7.0" in text
     assert "pazz_sflow_sequence_resets_total 3.0" in text

@@ -35,11 +35,16 @@ def test_sigterm_while_the_audit_waits_for_a_flow_dump(tmp_path):
     ctl.bind(("127.0.0.1", 0))
     ctl.listen(4)
     listen = free_port()
-    cfg = base_config(tmp_path, controller={
-        "enabled": True, "listen": f"127.0.0.1:{listen}",
-        "address": f"127.0.0.1:{ctl.getsockname()[1]}", "audit_delay": 3600,
-        "audit_interval": 0.5,
-    })  # fmt: skip
+    cfg = base_config(
+        tmp_path,
+        controller={
+            "enabled": True,
+            "listen": f"127.0.0.1:{listen}",
+            "address": f"127.0.0.1:{ctl.getsockname()[1]}",
+            "audit_delay": 3600,
+            "audit_interval": 0.5,
+        },
+    )
     cfg.pop("rules")
     d = Pazzd(write_config(tmp_path / "pazzd.yaml", cfg))
     sw = socket.socket()

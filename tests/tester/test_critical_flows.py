@@ -60,8 +60,14 @@ def test_reports_after_a_rewrite_keep_the_flow_alive_and_alarm_names_the_path(tm
     mon = BlackholeMonitor([f], k=5.0, now=0.0, model=m)
     store = FaultStore(str(tmp_path / "f.db"))
     requests = []
-    t = Tester(m, store, synthetic_ifmap(ports(topo)), ports=ports(topo), blackholes=mon,
-               on_localize=requests.append)  # fmt: skip
+    t = Tester(
+        m,
+        store,
+        synthetic_ifmap(ports(topo)),
+        ports=ports(topo),
+        blackholes=mon,
+        on_localize=requests.append,
+    )
     ref = RefDataPlane(topo, m.entries(), m.groups())
     em = ReferenceEmitter()
     for s in range(10):  # the reference's report: the rewritten header, at the egress

@@ -37,8 +37,9 @@ def make(tmp_path):
     guard = TransientGuard(settle=2.0, clock=clock)
     m.subscribe(guard.on_model_update)
     ports = [(d, p) for d in sorted(topo.switches) for p in topo.ports_of(d)]
-    t = Tester(m, FaultStore(str(tmp_path / "f.db")), synthetic_ifmap(ports), ports=ports,
-               guard=guard)  # fmt: skip
+    t = Tester(
+        m, FaultStore(str(tmp_path / "f.db")), synthetic_ifmap(ports), ports=ports, guard=guard
+    )
     return topo, m, clock, t
 
 

@@ -140,9 +140,14 @@ def test_hidden_rule_same_path(tmp_path, net) -> None:
     x = ingress[0]
     e = route_entry(m.entries(), x, dst_net)
     hidden = FlowEntry(
-        x, 0, 100, Match.build({"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (h["ipv4_dst"], 0xFFFFFFFF)}),
-        e.instructions, cookie=0xBAD, rule_id=0,
-    )  # fmt: skip
+        x,
+        0,
+        100,
+        Match.build({"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (h["ipv4_dst"], 0xFFFFFFFF)}),
+        e.instructions,
+        cookie=0xBAD,
+        rule_id=0,
+    )
     ref = with_entries(wl, m, lambda es: es + [hidden])
     t, store = make_tester(tmp_path, wl, m)
     replay(t, ref, traffic(wl), 1.0)

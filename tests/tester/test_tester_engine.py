@@ -27,9 +27,14 @@ def make(tmp_path, **kw):
     store = FaultStore(str(tmp_path / "faults.db"))
     events, requests = [], []
     t = Tester(
-        model, store, synthetic_ifmap(ALL_PORTS), on_fault=events.append,
-        on_localize=requests.append, resolve_after=10.0, **kw,
-    )  # fmt: skip
+        model,
+        store,
+        synthetic_ifmap(ALL_PORTS),
+        on_fault=events.append,
+        on_localize=requests.append,
+        resolve_after=10.0,
+        **kw,
+    )
     return t, model, store, events, requests
 
 
@@ -257,18 +262,29 @@ def test_sequence_loss_unknown_interface_and_malformed(tmp_path) -> None:
 
 
 def test_ovsdb_mapping() -> None:
-    bridges = json.dumps({
-        "headings": ["_uuid", "datapath_id", "ports"],
-        "data": [[["uuid", "b1"], "000000000000000a", ["set", [["uuid", "p1"], ["uuid", "p2"]]]]],
-    })  # fmt: skip
-    ports = json.dumps({
-        "headings": ["_uuid", "interfaces"],
-        "data": [[["uuid", "p1"], ["uuid", "i1"]], [["uuid", "p2"], ["uuid", "i2"]]],
-    })  # fmt: skip
-    ifaces = json.dumps({
-        "headings": ["_uuid", "name", "ofport", "ifindex"],
-        "data": [[["uuid", "i1"], "s10-eth1", 1, 41], [["uuid", "i2"], "s10", 65534, ["set", []]]],
-    })  # fmt: skip
+    bridges = json.dumps(
+        {
+            "headings": ["_uuid", "datapath_id", "ports"],
+            "data": [
+                [["uuid", "b1"], "000000000000000a", ["set", [["uuid", "p1"], ["uuid", "p2"]]]]
+            ],
+        }
+    )
+    ports = json.dumps(
+        {
+            "headings": ["_uuid", "interfaces"],
+            "data": [[["uuid", "p1"], ["uuid", "i1"]], [["uuid", "p2"], ["uuid", "i2"]]],
+        }
+    )
+    ifaces = json.dumps(
+        {
+            "headings": ["_uuid", "name", "ofport", "ifindex"],
+            "data": [
+                [["uuid", "i1"], "s10-eth1", 1, 41],
+                [["uuid", "i2"], "s10", 65534, ["set", []]],
+            ],
+        }
+    )
     assert parse_ovsdb(bridges, ports, ifaces) == {41: (10, 1)}
 
     class Done:

@@ -24,10 +24,16 @@ from tester.sflow import (
 
 def _frame(i: int, verify: bool) -> bytes:
     hdr = {
-        "eth_dst": 0x0200000000AA, "eth_src": 0x0200000000BB + i, "eth_type": 0x0800,
-        "ipv4_src": 0x0A000001 + i, "ipv4_dst": 0x0A000102, "ip_proto": 6 if i % 2 else 17,
-        "tp_src": 1000 + i, "tp_dst": 80, "vlan_vid": 0x1000 | 7 if i % 3 == 0 else 0,
-    }  # fmt: skip
+        "eth_dst": 0x0200000000AA,
+        "eth_src": 0x0200000000BB + i,
+        "eth_type": 0x0800,
+        "ipv4_src": 0x0A000001 + i,
+        "ipv4_dst": 0x0A000102,
+        "ip_proto": 6 if i % 2 else 17,
+        "tp_src": 1000 + i,
+        "tp_dst": 80,
+        "vlan_vid": 0x1000 | 7 if i % 3 == 0 else 0,
+    }
     return build_frame(hdr, (0x12345678 ^ i, 0xBEEF ^ i) if verify else None)
 
 
@@ -38,21 +44,52 @@ def sample_datagrams(agent: str = "192.0.2.1") -> list[bytes]:
         for i in range(3):
             samples.append(
                 FlowSample(
-                    seq=100 * d + i, source_type=0, source_index=5 + i, sampling_rate=64 << i,
-                    sample_pool=1000 * d + 7 * i, drops=i, input_format=0, input=5 + i,
-                    output_format=0 if i < 2 else IF_FORMAT_MULTIPLE, output=9 + d,
-                    header_protocol=1, frame_length=60 + i, stripped=4,
-                    header=_frame(i + d, verify=bool(i & 1)), expanded=(d % 2 == 1),
+                    seq=100 * d + i,
+                    source_type=0,
+                    source_index=5 + i,
+                    sampling_rate=64 << i,
+                    sample_pool=1000 * d + 7 * i,
+                    drops=i,
+                    input_format=0,
+                    input=5 + i,
+                    output_format=0 if i < 2 else IF_FORMAT_MULTIPLE,
+                    output=9 + d,
+                    header_protocol=1,
+                    frame_length=60 + i,
+                    stripped=4,
+                    header=_frame(i + d, verify=bool(i & 1)),
+                    expanded=(d % 2 == 1),
                 )
-            )  # fmt: skip
+            )
         samples.append(
             CounterSample(
-                seq=d, source_type=0, source_index=5,
-                generic=IfCounters(5, 6, 10**9, 1, 3, 123456789012, 1, 2, 3, 4, 5 + d, 6,
-                                   98765, 7, 8, 9, 10, 11 + d, 0),
+                seq=d,
+                source_type=0,
+                source_index=5,
+                generic=IfCounters(
+                    5,
+                    6,
+                    10**9,
+                    1,
+                    3,
+                    123456789012,
+                    1,
+                    2,
+                    3,
+                    4,
+                    5 + d,
+                    6,
+                    98765,
+                    7,
+                    8,
+                    9,
+                    10,
+                    11 + d,
+                    0,
+                ),
                 expanded=(d == 3),
             )
-        )  # fmt: skip
+        )
         out.append(encode_datagram(agent, 3, 1000 + d, 5000 + d, samples))
     return out
 
@@ -80,9 +117,16 @@ def test_fields() -> None:
 
 def test_parse_frame() -> None:
     hdr = {
-        "eth_dst": 1, "eth_src": 2, "eth_type": 0x0800, "vlan_vid": 0x1005,
-        "ipv4_src": 0x0A000001, "ipv4_dst": 0x0A000002, "ip_proto": 6, "tp_src": 1234, "tp_dst": 80,
-    }  # fmt: skip
+        "eth_dst": 1,
+        "eth_src": 2,
+        "eth_type": 0x0800,
+        "vlan_vid": 0x1005,
+        "ipv4_src": 0x0A000001,
+        "ipv4_dst": 0x0A000002,
+        "ip_proto": 6,
+        "tp_src": 1234,
+        "tp_dst": 80,
+    }
     p = parse_frame(build_frame(hdr, (0xDEADBEEF, 0x1234)))
     assert p.header == hdr and p.complete and p.has_verify
     assert (p.verify_port, p.verify_rule) == (0xDEADBEEF, 0x1234)
@@ -98,9 +142,16 @@ def test_parse_frame_against_scapy() -> None:
     from scapy.layers.l2 import Dot1Q, Ether
 
     hdr = {
-        "eth_dst": 0x0A0B0C0D0E0F, "eth_src": 0x020304050607, "eth_type": 0x0800, "vlan_vid": 0x1009,
-        "ipv4_src": 0xC0A80001, "ipv4_dst": 0xC0A80102, "ip_proto": 6, "tp_src": 4321, "tp_dst": 443,
-    }  # fmt: skip
+        "eth_dst": 0x0A0B0C0D0E0F,
+        "eth_src": 0x020304050607,
+        "eth_type": 0x0800,
+        "vlan_vid": 0x1009,
+        "ipv4_src": 0xC0A80001,
+        "ipv4_dst": 0xC0A80102,
+        "ip_proto": 6,
+        "tp_src": 4321,
+        "tp_dst": 443,
+    }
     raw = build_frame(hdr)
     pkt = Ether(raw)
     assert pkt[Dot1Q].vlan == 9 and pkt[IP].dst == "192.168.1.2" and pkt[TCP].dport == 443
@@ -172,8 +223,11 @@ def test_against_tshark(tmp_path) -> None:
     _pcap(raws, path)
     res = subprocess.run(
         ["tshark", "-r", str(path), "-T", "json", "-d", "udp.port==6343,sflow"],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     packets = json.loads(res.stdout)
     assert len(packets) == len(raws)
     for pkt, raw in zip(packets, raws, strict=True):

@@ -25,14 +25,19 @@ def _mac(v: int) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    vport=st.integers(0, 2**32 - 1), vrule=st.integers(0, 2**16 - 1),
-    vlan=st.one_of(st.none(), st.integers(0, 4095)), proto=st.sampled_from([6, 17, 1, 0x806]),
-    src=st.integers(0, 2**32 - 1), dst=st.integers(0, 2**32 - 1),
-    sport=st.integers(0, 65535), dport=st.integers(0, 65535),
+    vport=st.integers(0, 2**32 - 1),
+    vrule=st.integers(0, 2**16 - 1),
+    vlan=st.one_of(st.none(), st.integers(0, 4095)),
+    proto=st.sampled_from([6, 17, 1, 0x806]),
+    src=st.integers(0, 2**32 - 1),
+    dst=st.integers(0, 2**32 - 1),
+    sport=st.integers(0, 65535),
+    dport=st.integers(0, 65535),
     macs=st.tuples(st.integers(0, 2**48 - 1), st.integers(0, 2**48 - 1)),
-)  # fmt: skip
-def test_frames_built_with_the_layer_parse_as_built(vport, vrule, vlan, proto, src, dst, sport,
-                                                    dport, macs):  # fmt: skip
+)
+def test_frames_built_with_the_layer_parse_as_built(
+    vport, vrule, vlan, proto, src, dst, sport, dport, macs
+):
     pkt = Ether(dst=_mac(macs[0]), src=_mac(macs[1])) / Verify(port=vport, rule=vrule)
     if vlan is not None:
         pkt = pkt / Dot1Q(vlan=vlan)

@@ -36,9 +36,16 @@ R1, R2, R3, R4 = rule(10, 1), rule(10, 2), rule(10, 3), rule(10, 4)
 GOOD = path((1, 1, 2, R1), (2, 1, 2, R2), (3, 1, 2, R3))
 ALL_PORTS = [(d, p) for d in (1, 2, 3, 4) for p in (1, 2, 3, 4)]
 HDR = {
-    "ipv4_dst": 0x0A000302, "ipv4_src": 0x0A000101, "ip_proto": 6, "tp_dst": 80, "tp_src": 5555,
-    "eth_type": 0x0800, "vlan_vid": 0, "eth_dst": 0x020000000302, "eth_src": 0x020000000101,
-}  # fmt: skip
+    "ipv4_dst": 0x0A000302,
+    "ipv4_src": 0x0A000101,
+    "ip_proto": 6,
+    "tp_dst": 80,
+    "tp_src": 5555,
+    "eth_type": 0x0800,
+    "vlan_vid": 0,
+    "eth_dst": 0x020000000302,
+    "eth_src": 0x020000000101,
+}
 
 
 class FakeModel:
