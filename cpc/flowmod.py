@@ -1,20 +1,31 @@
-"""OpenFlow 1.3 FlowMod semantics that need no header space: the flags, the checks a
-FlowMod must pass before it touches a table, and the entries a MODIFY or DELETE selects
-(OpenFlow 1.3.5, section 6.4). cpc.model applies what these functions select.
+"""OpenFlow 1.3 FlowMod semantics that need no header space: the flags (their values are
+cpc.rules' OFPFF_* constants), the checks a FlowMod must pass before it touches a table,
+and the entries a MODIFY or DELETE selects (OpenFlow 1.3.5, section 6.4). cpc.model
+applies what these functions select.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .rules import OFPG_ANY, OFPP_ANY, OFPTT_ALL, FlowEntry, FlowMod, ModelError
+from .rules import (
+    OFPFF_CHECK_OVERLAP,
+    OFPG_ANY,
+    OFPP_ANY,
+    OFPTT_ALL,
+    FlowEntry,
+    FlowMod,
+    ModelError,
+)
 
-# ofp_flow_mod_flags
-OFPFF_SEND_FLOW_REM = 1
-OFPFF_CHECK_OVERLAP = 2
-OFPFF_RESET_COUNTS = 4
-OFPFF_NO_PKT_COUNTS = 8
-OFPFF_NO_BYT_COUNTS = 16
+__all__ = [
+    "OFPFF_CHECK_OVERLAP",
+    "UnknownSwitchError",
+    "check_goto",
+    "check_overlap",
+    "check_switch",
+    "select",
+]
 
 
 class UnknownSwitchError(ModelError):

@@ -18,15 +18,13 @@ from pathlib import Path
 
 from . import yamlpos
 from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
-from .flowmod import (
+from .rules import (
+    GROUP_TYPES,
     OFPFF_CHECK_OVERLAP,
     OFPFF_NO_BYT_COUNTS,
     OFPFF_NO_PKT_COUNTS,
     OFPFF_RESET_COUNTS,
     OFPFF_SEND_FLOW_REM,
-)
-from .rules import (
-    GROUP_TYPES,
     OFPP_ALL,
     OFPP_ANY,
     OFPP_CONTROLLER,
