@@ -203,7 +203,7 @@ def test_pazzd_on_patched_ovs_through_the_proxy(env):
         assert time.monotonic() - t0 < 5
         assert ans["dpid"] == f.dpid, (f.key, ans)
         if f.expect_entry:
-            assert f.expect_entry in ans["entry"], (f.key, ans)
+            assert f.expect_entry in ans["cause"], (f.key, ans)  # the entry it names
         if f.key == "misroute":
             assert ans["finding"] == "changed" and ans["misrouting_hop"] == f"s{f.dpid}"
         if f.key == "delete":
