@@ -125,3 +125,19 @@ def lab_leftovers(tag: str, run_dir: Path | None = None) -> list[str]:
     if run_dir is not None and run_dir.exists():
         out.append(f"run dir {run_dir}")
     return out
+
+
+def lab_prefix(*tools: str) -> str:
+    """The patched OVS build for a lab test (PAZZ_OVS_PREFIX), or a skip that says what is
+    missing: the build, root, Mininet's mnexec or one of `tools`."""
+    import shutil
+
+    import pytest
+
+    p = os.environ.get("PAZZ_OVS_PREFIX")
+    if not p or not Path(p, "sbin/ovs-vswitchd").exists():
+        pytest.skip("PAZZ_OVS_PREFIX is not set (run `make ovs`)")
+    missing = [t for t in ("mnexec", *tools) if shutil.which(t) is None]
+    if os.geteuid() != 0 or missing:
+        pytest.skip(f"needs root and {', '.join(('mnexec', *tools))} (missing: {missing})")
+    return p

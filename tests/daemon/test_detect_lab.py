@@ -7,14 +7,13 @@ at start-up or while the network is as intended, and nothing of the run may be l
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from bench.detect import options, run_seed
+from tests.daemon.helpers import lab_prefix
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 SEED = 31
@@ -22,12 +21,7 @@ SEED = 31
 
 @pytest.fixture
 def prefix():
-    p = os.environ.get("PAZZ_OVS_PREFIX")
-    if not p or not Path(p, "sbin/ovs-vswitchd").exists():
-        pytest.skip("PAZZ_OVS_PREFIX is not set (run `make ovs`)")
-    if os.geteuid() != 0 or shutil.which("mnexec") is None or shutil.which("tcpreplay") is None:
-        pytest.skip("needs root, Mininet (mnexec) and tcpreplay")
-    return p
+    return lab_prefix("tcpreplay")
 
 
 def test_faults_in_steady_state_with_churn_are_found_and_localized(prefix):

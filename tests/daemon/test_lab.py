@@ -5,8 +5,6 @@ also after a failed start."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -18,19 +16,14 @@ from pazzd.daemon import netns_packet_socket
 from pazzlab.lab import Lab
 from pazzlab.ovs import LINK_MTU
 
-from .helpers import lab_leftovers
+from .helpers import lab_leftovers, lab_prefix
 
 pytestmark = pytest.mark.ovs
 
 
 @pytest.fixture
 def prefix():
-    p = os.environ.get("PAZZ_OVS_PREFIX")
-    if not p or not Path(p, "sbin/ovs-vswitchd").exists():
-        pytest.skip("PAZZ_OVS_PREFIX is not set (run `make ovs`)")
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Mininet (mnexec)")
-    return p
+    return lab_prefix()
 
 
 def _get(lab: Lab, table: str, record: str, column: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 from pazzlab import lab as labmod
 from pazzlab.lab import Lab, LabError, load_network
 
-from .helpers import lab_leftovers
+from .helpers import lab_leftovers, lab_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
 NET = ROOT / "examples" / "rehearsal-net.yaml"
@@ -31,12 +30,7 @@ RULES = ROOT / "examples" / "rehearsal-rules.jsonl"
 
 @pytest.fixture
 def prefix():
-    p = os.environ.get("PAZZ_OVS_PREFIX")
-    if not p or not Path(p, "sbin/ovs-vswitchd").exists():
-        pytest.skip("PAZZ_OVS_PREFIX is not set (run `make ovs`)")
-    if os.geteuid() != 0 or shutil.which("mnexec") is None or shutil.which("ping") is None:
-        pytest.skip("needs root, Mininet (mnexec) and ping (iputils-ping)")
-    return p
+    return lab_prefix("ping")
 
 
 # --- the files ---------------------------------------------------------------------------------
