@@ -21,3 +21,31 @@ def pct(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def readd_flowmods(e):
+    """A FlowMod that deletes entry e (strict, its cookie exactly) and one that adds it back:
+    the update the model benches time."""
+    from cpc.rules import FlowMod
+
+    return (
+        FlowMod(
+            "delete_strict",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            cookie=e.cookie,
+            cookie_mask=(1 << 64) - 1,
+        ),
+        FlowMod(
+            "add",
+            e.dpid,
+            e.table,
+            e.priority,
+            e.match,
+            e.instructions,
+            cookie=e.cookie,
+            rule_id=e.rule_id,
+        ),
+    )

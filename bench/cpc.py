@@ -27,9 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median, pct, rss_mb  # noqa: E402
+from bench.common import median, pct, readd_flowmods, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from cpc.rules import FlowMod  # noqa: E402
 from pazzdata.workloads import generate  # noqa: E402
 
 
@@ -37,26 +36,7 @@ def readd(model: Model, entries) -> list[float]:
     """Delete each entry, then add it back; the time of each FlowMod in µs."""
     out = []
     for e in entries:
-        dm = FlowMod(
-            "delete_strict",
-            e.dpid,
-            e.table,
-            e.priority,
-            e.match,
-            cookie=e.cookie,
-            cookie_mask=(1 << 64) - 1,
-        )
-        am = FlowMod(
-            "add",
-            e.dpid,
-            e.table,
-            e.priority,
-            e.match,
-            e.instructions,
-            cookie=e.cookie,
-            rule_id=e.rule_id,
-        )
-        for fm in (dm, am):
+        for fm in readd_flowmods(e):
             t = time.perf_counter()
             model.apply(fm)
             out.append((time.perf_counter() - t) * 1e6)

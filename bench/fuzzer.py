@@ -26,9 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median, pct, rss_mb  # noqa: E402
+from bench.common import median, pct, readd_flowmods, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from cpc.rules import FlowMod  # noqa: E402
 from fuzzer.craft import Crafter  # noqa: E402
 from fuzzer.engine import Fuzzer  # noqa: E402
 from fuzzer.hspace import CountCache, Sampler, valid_headers  # noqa: E402
@@ -112,29 +111,8 @@ def main(argv=None) -> dict:
         plan_cold.append((time.perf_counter() - t) * 1e3)
         assert all(b is not None for b in batch)
         e = rng.choice(wl.entries)
-        model.apply(
-            FlowMod(
-                "delete_strict",
-                e.dpid,
-                e.table,
-                e.priority,
-                e.match,
-                cookie=e.cookie,
-                cookie_mask=(1 << 64) - 1,
-            )
-        )
-        model.apply(
-            FlowMod(
-                "add",
-                e.dpid,
-                e.table,
-                e.priority,
-                e.match,
-                e.instructions,
-                cookie=e.cookie,
-                rule_id=e.rule_id,
-            )
-        )
+        for fm in readd_flowmods(e):
+            model.apply(fm)
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         t = time.perf_counter()
         plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
