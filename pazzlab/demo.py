@@ -142,7 +142,8 @@ def _status_line(st: dict) -> str:
     t = st["tester"]
     fz = st.get("fuzz") or {}
     fuzz = (
-        f", fuzz {fz.get('probes_sent_total', 0)} probes ({fz.get('mean_coverage', 0):.1%} cov)"
+        f", fuzz {fz.get('probes_sent_total', 0)} probes ({fz.get('areas_recent', 0)} of "
+        f"{fz.get('areas', 0)} areas in the last {fz.get('window_s', 0):.0f} s)"
         if fz
         else ", fuzz off"
     )
