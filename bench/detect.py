@@ -39,6 +39,8 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct  # noqa: E402
@@ -148,10 +150,18 @@ class Faults:
             self.events.append(ev)
         return new
 
+    def watch(self, seconds: float, step: float = 0.5) -> list[dict]:
+        """Poll for `seconds`; every fault that opened meanwhile."""
+        end, out = time.monotonic() + seconds, []
+        while time.monotonic() < end:
+            out += self.poll()
+            time.sleep(step)
+        return out
+
 
 class ChurnThread(threading.Thread):
-    """Appends benign updates to the controller app's --updates file, one batch every
-    `interval` s, until stopped."""
+    """Appends benign updates to the controller app's --updates file at `rate` FlowMods
+    per second on average, until stopped."""
 
     def __init__(self, churn: Churn, path: Path, rate: float) -> None:
         super().__init__(daemon=True)
@@ -214,8 +224,6 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         # raised false blackholes of a critical flow with a few packets per second.
         del cfg["tester"]["blackhole_k"]
         cfg_path = workdir / "pazzd.yaml"
-        import yaml
-
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         with open(workdir / "pazzd.log", "w") as log:
             pz = subprocess.Popen(
@@ -240,18 +248,11 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         polled.poll()
         out["startup_false_alarms"] = [_brief(e) for e in polled.events]
         quiet_alarms: list[dict] = []
-        for f in faults:
-            gap = rng.uniform(*a.gap)
-            end = time.monotonic() + gap
-            while time.monotonic() < end:  # steady state: churn only
-                quiet_alarms += [_brief(e) for e in polled.poll()]
-                time.sleep(0.5)
+        for f in faults:  # each after a stretch of steady state: churn only
+            quiet_alarms += [_brief(e) for e in polled.watch(rng.uniform(*a.gap))]
             out["faults"].append(run_fault(lab, f, polled, a, sock, say))
-        end = time.monotonic() + a.quiet  # steady state with no fault: churn only
-        while time.monotonic() < end:
-            quiet_alarms += [_brief(e) for e in polled.poll()]
-            time.sleep(0.5)
-        quiet_alarms += [_brief(e) for e in polled.poll()]
+        # Steady state with no fault after the last one, then a last look.
+        quiet_alarms += [_brief(e) for e in [*polled.watch(a.quiet), *polled.poll()]]
         out["false_alarms"] = quiet_alarms
         st = call(sock, "status", timeout=10)
         out["churn_flowmods"] = churn.churn.count
@@ -325,16 +326,11 @@ def run_fault(lab: Lab, f: FaultSpec, polled: Faults, a, sock: str, say) -> dict
         res["localize"] = {k: ans.get(k) for k in ("switch", "finding", "cause", "error")}
     restore(lab, f, saved)
     # Faults that open until the network has settled belong to this one.
-    end = time.monotonic() + a.settle
-    while time.monotonic() < end:
-        for ev in polled.poll():
-            if ev["kind"] == AUDIT and audit_right(ev["row"], f):
-                res["audit_localized"] = True
-                if res["any_s"] is None or ev["t"] - t_inj < res["any_s"]:
-                    pass
-            elif first_dp is None or ev["id"] != first_dp["id"]:
-                res["unattributed"].append(_brief(ev))
-        time.sleep(0.5)
+    for ev in polled.watch(a.settle):
+        if ev["kind"] == AUDIT and audit_right(ev["row"], f):
+            res["audit_localized"] = True
+        elif first_dp is None or ev["id"] != first_dp["id"]:
+            res["unattributed"].append(_brief(ev))
     say(
         f"  {f.kind:17s} {f.title}: "
         + (
