@@ -309,8 +309,9 @@ def run_fault(lab: Lab, f: FaultSpec, polled: Faults, a, sock: str, say) -> dict
             if res["any_s"] is None:
                 res["any_s"], res["detector"] = round(dt, 2), ev["kind"]
             if ev["kind"] == AUDIT:
-                res["audit_localized"] |= audit_right(ev["row"], f)
-                if not res["audit_localized"]:
+                right = audit_right(ev["row"], f)
+                res["audit_localized"] |= right
+                if not right:  # an audit finding about something else
                     res["unattributed"].append(_brief(ev))
             elif first_dp is None:
                 first_dp, res["dataplane_s"], res["fault_kind"] = ev, round(dt, 2), ev["kind"]
