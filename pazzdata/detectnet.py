@@ -300,7 +300,7 @@ class FaultSpec:
         return [e for e in entries if (e.dpid, e.table, e.priority, e.match) not in drop] + self.add
 
 
-def _differs(net: DetectNet, faulty: list[FlowEntry], ingress, header) -> bool:
+def _differs(intended: RefDataPlane, faulty: RefDataPlane, ingress, header) -> bool:
     """Does the faulty network deliver header other than the intended one does (another
     outcome, path, egress header or tag)?"""
 
@@ -310,7 +310,7 @@ def _differs(net: DetectNet, faulty: list[FlowEntry], ingress, header) -> bool:
             for d, h in ref.send_with_headers(ingress, header)
         )
 
-    return outcomes(net.ref()) != outcomes(net.ref(faulty))
+    return outcomes(intended) != outcomes(faulty)
 
 
 def _witness(
@@ -324,16 +324,15 @@ def _witness(
     """The first (ingress, header) among the hosts and destinations that shows the fault;
     with `exits`, only one that the faulty network still delivers (to some exit), so that
     its reports show it (a misroute that loops shows as a drop, or not at all)."""
-    faulty = fault.apply(net.entries)
-    ref = net.ref(faulty) if exits else None
+    intended, faulty = net.ref(), net.ref(fault.apply(net.entries))
     ingresses = sorted(net.hosts.values())
     rng.shuffle(ingresses)
     for dst in dsts:
         for ing in ingresses:
             h = {**_HDR, "ipv4_dst": dst, **(extra or {})}
-            if exits and not all(d.kind == "egress" for d in ref.send(ing, h)):
+            if exits and not all(d.kind == "egress" for d in faulty.send(ing, h)):
                 continue
-            if _differs(net, faulty, ing, h):
+            if _differs(intended, faulty, ing, h):
                 return ing, h
     return None
 
@@ -500,7 +499,7 @@ def _delete_critical(net: DetectNet, rng) -> FaultSpec | None:
         f"s{e.dpid}: route to {dotted(v)}/{bin(m).count('1')} deleted (critical flow {a}->{_b})",
         delete=[e],
     )
-    if _differs(net, f.apply(net.entries), net.hosts[a], hdr):
+    if _differs(net.ref(), net.ref(f.apply(net.entries)), net.hosts[a], hdr):
         f.witness = (net.hosts[a], hdr)
     return f
 
