@@ -271,14 +271,13 @@ class Identities(Labels):
         effective regions). Tables with many entries that do not key on a destination
         prefix walk the labelled regions instead.
         """
-        if len(self._other) + len(self._prefix.get((0, 0), ())) > _SCAN_MAX:
+        if not self._scannable():
             return self.beh.get(self.classify(header))
         get = header.get
-        dst = get("ipv4_dst", 0)
         best = None
         best_p, best_seq = -1, 0
-        prefix, seq = self._prefix, self._seq
-        for bucket in [prefix.get((n, dst & _MASKS[n])) for n in self._lengths] + [self._other]:
+        seq = self._seq
+        for bucket in self._along(get("ipv4_dst", 0)):
             for e in bucket or ():
                 p = e.priority
                 if p < best_p:
@@ -293,6 +292,17 @@ class Identities(Labels):
         if best is None:
             return None
         return self.beh[self._id[_ikey(best)]]
+
+    def _scannable(self) -> bool:
+        """Few enough entries key on something other than a destination prefix that a
+        concrete destination's candidates are found by scanning its prefix buckets."""
+        return len(self._other) + len(self._prefix.get((0, 0), ())) <= _SCAN_MAX
+
+    def _along(self, dst: int) -> list:
+        """The entries that can match destination dst, in buckets (None: empty): those of
+        each prefix length along it, then those whose ipv4_dst mask is not a prefix."""
+        prefix = self._prefix
+        return [prefix.get((n, dst & _MASKS[n])) for n in self._lengths] + [self._other]
 
     def split(self, hdr) -> list[tuple[Behaviour | None, object]]:
         """The header set hdr cut by entry: [(behaviour or None for the miss, part)]."""
@@ -314,17 +324,16 @@ class Identities(Labels):
         (a trace's header, a critical flow's): only the entries along that address can
         meet it. None when hdr spans several destinations or too many entries key on other
         fields. A trace then never builds the label, which every later update would have
-        to keep up to date (3,000 traces made updates 15 % slower for good on a 100k-rule
-        fat-tree, up to 2x on larger tables)."""
-        if len(self._other) + len(self._prefix.get((0, 0), ())) > _SCAN_MAX:
+        to keep up to date (3,000 traces made updates 1.7x slower for good on the 100k-rule
+        fat-tree: docs/benchmarks.md)."""
+        if not self._scannable():
             return None
         dst = self.space.one_dst(hdr)
         if dst is None:
             return None
         false = self.space.false
         out = []
-        prefix = self._prefix
-        for bucket in [prefix.get((n, dst & _MASKS[n])) for n in self._lengths] + [self._other]:
+        for bucket in self._along(dst):
             for e in bucket or ():
                 key = _ikey(e)
                 part = hdr & self.eff[key]
