@@ -26,19 +26,14 @@ from tester.engine import Tester  # noqa: E402
 from tester.store import FaultStore  # noqa: E402
 from tests.tester.tester_helpers import (  # noqa: E402
     ALL_PORTS,
+    BAD,
+    EGRESS,
     GOOD,
     HDR,
-    R1,
-    R3,
-    R4,
     FakeModel,
     expected,
-    path,
     tags_of,
 )
-
-EGRESS = (3, 2)
-BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
 
 
 def run(corroborate: int, n: int, rate: float, seed: int) -> dict:

@@ -14,19 +14,14 @@ from tester.engine import Tester
 from tester.store import FaultStore
 from tests.tester.tester_helpers import (
     ALL_PORTS,
+    BAD,
+    EGRESS,
     GOOD,
     HDR,
-    R1,
-    R3,
-    R4,
     FakeModel,
     expected,
-    path,
     tags_of,
 )
-
-EGRESS = (3, 2)
-BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
 
 
 @pytest.fixture

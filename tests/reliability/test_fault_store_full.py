@@ -8,10 +8,16 @@ import pytest
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester
 from tester.store import FaultStore
-from tests.tester.tester_helpers import ALL_PORTS, GOOD, HDR, R1, R3, R4, FakeModel, expected, path
+from tests.tester.tester_helpers import (
+    ALL_PORTS,
+    BAD,
+    EGRESS,
+    GOOD,
+    HDR,
+    FakeModel,
+    expected,
+)
 
-EGRESS = (3, 2)
-BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
 N = 20
 
 

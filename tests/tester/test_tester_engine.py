@@ -7,7 +7,16 @@ import json
 import sqlite3
 
 import pytest
-from tester_helpers import ALL_PORTS, GOOD, HDR, R1, R3, R4, FakeModel, expected, path, tags_of
+from tester_helpers import (
+    ALL_PORTS,
+    BAD,
+    EGRESS,
+    GOOD,
+    HDR,
+    FakeModel,
+    expected,
+    tags_of,
+)
 
 from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION
@@ -17,9 +26,6 @@ from tester.ifmap import IfMap, parse_ovsdb
 from tester.sflow import encode_datagram
 from tester.store import _MIGRATIONS, OPEN, RESOLVED, FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
-
-EGRESS = (3, 2)
-BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
 
 
 def make(tmp_path, **kw):

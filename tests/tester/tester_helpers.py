@@ -34,6 +34,9 @@ def path(*steps) -> tuple[Hop, ...]:
 # between s1 (port 3) and s3 (port 3), and a parallel link s1:4 - s2:4.
 R1, R2, R3, R4 = rule(10, 1), rule(10, 2), rule(10, 3), rule(10, 4)
 GOOD = path((1, 1, 2, R1), (2, 1, 2, R2), (3, 1, 2, R3))
+# The same flow through s4 instead of s2, leaving at the same egress port (3, 2).
+BAD = path((1, 1, 3, R1), (4, 1, 2, R4), (3, 3, 2, R3))
+EGRESS = (3, 2)
 ALL_PORTS = [(d, p) for d in (1, 2, 3, 4) for p in (1, 2, 3, 4)]
 HDR = {
     "ipv4_dst": 0x0A000302,
