@@ -111,6 +111,10 @@ class Config:
     # intents.no_loops is false, and the configured policies.
     intent_policies: list[Policy] = field(default_factory=list)
     intents_confirm: bool = True  # probe each new finding's witness (with the fuzzer)
+    # NICE's invariants over the PACKET_INs the proxy relays (pazzd.packetins)
+    intents_packet_ins: bool = True
+    intents_forgotten_after: float = 5.0
+    intents_resolve_after: float = 60.0
 
     def summary(self) -> dict:
         return {
@@ -178,7 +182,15 @@ KNOWN = {
     },
     "metrics": {"listen"},
     "api": {"socket", "group"},
-    "intents": {"no_loops", "no_blackholes", "confirm", "policies"},
+    "intents": {
+        "no_loops",
+        "no_blackholes",
+        "confirm",
+        "policies",
+        "packet_ins",
+        "forgotten_after",
+        "resolve_after",
+    },
 }
 POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
@@ -318,6 +330,13 @@ def _ports(r: _Reader, topo: Topology, d, key, dotted: str) -> tuple:
 def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
     sec = r.section(doc, "intents", "intents")
     cfg.intents_confirm = r.typed(sec, "confirm", "intents.confirm", bool, True)
+    cfg.intents_packet_ins = r.typed(sec, "packet_ins", "intents.packet_ins", bool, True)
+    cfg.intents_forgotten_after = r.typed(
+        sec, "forgotten_after", "intents.forgotten_after", float, 5.0, lo=0.1
+    )
+    cfg.intents_resolve_after = r.typed(
+        sec, "resolve_after", "intents.resolve_after", float, 60.0, lo=0.1
+    )
     pols: list[Policy] = []
     if r.typed(sec, "no_loops", "intents.no_loops", bool, True):
         pols.append(Policy("no_loops", "loop_free"))

@@ -54,6 +54,7 @@ from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier, setup_logging
+from .packetins import PacketInWatch
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
@@ -63,6 +64,7 @@ STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 log = logging.getLogger("pazzd")
 
 _TICK = 0.5  # seconds between tester timer ticks
+PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
 
@@ -215,6 +217,8 @@ class Daemon:
         self._intents_unsynced = False
         self._local_cause: dict | None = None  # what the model update being made is (API)
         self.intent_guard: IntentGuard | None = None
+        self.packet_ins: PacketInWatch | None = None
+        self._packet_in_second = [0.0, 0]  # [start of the current second, judged in it]
 
     # --- state for metrics and status ----------------------------------------------------------
     def faults_open(self) -> dict[str, int]:
@@ -526,6 +530,8 @@ class Daemon:
         """Log the entries a committed batch of the proxy changed (for localization)."""
         from pazzd import openflow as of
 
+        if self.packet_ins is not None:
+            self.packet_ins.committed(dpid)
         for kind, new, old in changes:
             if kind == "group":
                 continue
@@ -565,6 +571,44 @@ class Daemon:
         self.model.subscribe(self._on_intents)
         if self.proxy is not None:
             self.proxy.guard = self.intent_guard.for_proxy
+            if cfg.intents_packet_ins:
+                self.packet_ins = PacketInWatch(
+                    self.model,
+                    cfg.topology,
+                    forgotten_after=cfg.intents_forgotten_after,
+                    resolve_after=cfg.intents_resolve_after,
+                )
+                self.proxy.on_packet_in = self._on_packet_in
+                self.proxy.on_release = self.packet_ins.released
+
+    def _on_packet_in(self, dpid: int, msg: bytes) -> None:
+        from pazzd import openflow as of
+
+        sec, now = self._packet_in_second, time.monotonic()
+        if now - sec[0] >= 1.0:
+            sec[0], sec[1] = now, 0
+        if sec[1] >= PACKET_IN_RATE:
+            return  # a storm: judge a sample, at most PACKET_IN_RATE a second
+        sec[1] += 1
+        try:
+            buffer_id, in_port, frame = of.parse_packet_in(msg)
+        except of.ProtocolError:
+            self.packet_ins.unparsed += 1
+            return
+        self.packet_ins.packet_in(dpid, buffer_id, in_port, frame)
+
+    def _packet_ins_tick(self) -> None:
+        w = self.packet_ins
+        try:
+            for o in w.tick():
+                if o.stored:
+                    self.intent_findings.resolve_key(o.key)
+            for o in w.open.values():
+                if not o.stored:
+                    self.intent_findings.occurrence(o)
+                    o.stored = True
+        except (sqlite3.Error, OSError) as e:
+            log.error("packet-in findings not stored (%s); retrying", e)
 
     def _intents_sync(self, cause: dict) -> None:
         """Bring the findings table in step with the checker (start, reload, after a store
@@ -777,6 +821,8 @@ class Daemon:
                 log.exception("tester tick failed")
             if self._intents_unsynced:
                 self._intents_sync({"source": "retry after a store failure"})
+            if self.packet_ins is not None:
+                self._packet_ins_tick()
             if self.confirmations is not None:
                 try:
                     self.confirmations.tick()

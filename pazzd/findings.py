@@ -127,10 +127,47 @@ class IntentFindings:
                 )
         return new
 
+    def occurrence(self, occ) -> tuple[int, bool]:
+        """Store a finding of the packet-in watch (pazzd.packetins), in the same form."""
+        d = occ.detail
+        hdr = d["header"]
+        cause = {"source": "packet-in", "count": occ.count}
+        if "buffer_id" in d:
+            cause["buffer_id"] = d["buffer_id"]
+        detail = {
+            "policy": occ.name,
+            "check": occ.name,
+            "detail": occ.key.split("|", 1)[1],
+            "ingress": f"{d['switch']}:{d['in_port']}",
+            "egress": None,
+            "via": [],
+            "enforce": False,
+            "classes": 0,
+            "witness": header_text(hdr),
+            "witness_header": hdr,
+            "paths": [delivery_json(self.topo, o) for o in d["paths"]],
+            "cause": cause,
+        }
+        if "reply" in d:
+            detail["reply"] = header_text(d["reply"])
+            detail["reply_header"] = d["reply"]
+            detail["reply_paths"] = [delivery_json(self.topo, o) for o in d["reply_paths"]]
+        fid, fresh = self.store.open_finding(
+            INTENT, occ.key, occ.name, "warning", occ.summary, detail, time.time()
+        )
+        if fresh:
+            self.opened_total += 1
+            log.warning("intent finding #%d %s; packet %s", fid, occ.summary, header_text(hdr))
+        return fid, fresh
+
+    def resolve_key(self, key: str) -> None:
+        fid = self.store.resolve_finding(INTENT, key, time.time())
+        if fid is not None:
+            log.info("intent finding #%d resolved: %s", fid, key)
+
     def open_by_policy(self, policies) -> dict[str, int]:
         """Open findings per policy, every configured policy present (a bounded label set)."""
         out = dict.fromkeys((p.name for p in policies), 0)
         for f in self.store.findings(INTENT, OPEN):
-            if f.name in out:
-                out[f.name] += 1
+            out[f.name] = out.get(f.name, 0) + 1  # the packet-in watch's names too
         return out

@@ -567,6 +567,27 @@ def output_action(port: int, max_len: int = OFPCML_NO_BUFFER) -> bytes:
     return struct.pack("!HHIH6x", OFPAT_OUTPUT, 16, port, max_len)
 
 
+def parse_packet_in(msg: bytes) -> tuple[int, int | None, bytes]:
+    """(buffer_id, in_port or None, frame) of an OpenFlow 1.3 PACKET_IN."""
+    if len(msg) < 34:
+        raise ProtocolError("PACKET_IN shorter than 34 bytes")
+    (buffer_id,) = struct.unpack_from("!I", msg, 8)
+    mtype, mlen = struct.unpack_from("!HH", msg, 24)
+    if mtype != 1 or mlen < 4 or 24 + mlen > len(msg):
+        raise ProtocolError("PACKET_IN with a bad match")
+    in_port = None
+    for cls, field, value, _mask in oxm_fields(msg[28 : 24 + mlen]):
+        if cls == 0x8000 and field == OXM_IN_PORT:
+            in_port = value
+    data_at = 24 + (mlen + 7) // 8 * 8 + 2
+    return buffer_id, in_port, msg[data_at:]
+
+
+def packet_out_buffer(msg: bytes) -> int:
+    """The buffer_id of an OpenFlow 1.3 PACKET_OUT."""
+    return struct.unpack_from("!I", msg, 8)[0]
+
+
 def packet_out(xid: int, in_port: int, data: bytes, actions: bytes | None = None) -> bytes:
     acts = output_action(OFPP_TABLE, 0) if actions is None else actions
     body = struct.pack("!IIH6x", OFP_NO_BUFFER, in_port, len(acts)) + acts + data

@@ -552,6 +552,11 @@ class Session:
                 msg = monitor.strip_reply(msg, kind, self.own_fire)
                 if msg is None:
                     return
+        elif t == of.OFPT_PACKET_IN and self.proxy.on_packet_in is not None:
+            try:
+                self.proxy.on_packet_in(self.dpid, msg)
+            except Exception:  # the watch must never cost the controller its packets
+                log.exception("on_packet_in callback failed")
         elif t == of.OFPT_PORT_STATUS:
             reason, port, up = of.parse_port_status(msg)
             self.proxy._model_call(self.dpid, "port_status", self.dpid, port, up)
@@ -789,6 +794,8 @@ class Session:
                 msg = self._flow_mod(msg, xid)
                 if msg is None:  # refused with an OFPT_ERROR
                     return
+            elif t == of.OFPT_PACKET_OUT and self.proxy.on_release is not None:
+                self.proxy.on_release(self.dpid, of.packet_out_buffer(msg))
             elif t == of.OFPT_GROUP_MOD:
                 gm = of.parse_group_mod(msg)
                 if gm.command in (of.GC_ADD, of.GC_MODIFY) and of.buckets_have_verify_action(
@@ -818,6 +825,8 @@ class Session:
 
     def _flow_mod(self, msg: bytes, xid: int) -> bytes | None:
         fm = of.parse_flow_mod(msg)
+        if fm.buffer_id != of.OFP_NO_BUFFER and self.proxy.on_release is not None:
+            self.proxy.on_release(self.dpid, fm.buffer_id)
         rid = 0
         sent = msg
         adds = fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT)
@@ -955,6 +964,10 @@ class Proxy:
         # guard(dpid, RawFlowMod) -> why it is refused, or None: asked before a FlowMod is
         # forwarded (pazzd.guard); a refused one is answered with an error, never sent.
         self.guard: Callable[[int, of.RawFlowMod], str | None] | None = None
+        # on_packet_in(dpid, message) for every PACKET_IN; on_release(dpid, buffer_id) for
+        # every PACKET_OUT and FLOW_MOD of the controller (pazzd.packetins).
+        self.on_packet_in: Callable[[int, bytes], None] | None = None
+        self.on_release: Callable[[int, int], None] | None = None
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
         self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
