@@ -29,6 +29,8 @@ HOST_GAP = 62.0  # from a switch to its hosts
 HOST_SPACING = 44.0  # between the hosts of one switch (in a row)
 HOST_FAN = 0.45  # radians between the hosts of one switch (around it)
 MARGIN = 50.0
+BOX_W, BOX_H = 62.0, 30.0  # a switch's box as drawn (pazzd.ui.svg)
+BOX_GAP = 6.0  # at least this much between two boxes
 STRESS_MAX = 150
 MAX_SAME_TIER = 0.25  # links inside a tier (of all links) beyond which tiers read badly
 
@@ -79,7 +81,7 @@ def layout(topo: Topology) -> Layout:
         sw, hs = _tiered(adj, order, tiers, hosts_of)
         kind = "tiers"
     elif len(order) <= STRESS_MAX:
-        sw = _stress(adj, order)
+        sw = _separate(_stress(adj, order), order)
         hs = _hosts_around(sw, adj, hosts_of)
         kind = "stress"
     else:
@@ -88,6 +90,34 @@ def layout(topo: Topology) -> Layout:
         hs = _hosts_around(sw, adj, hosts_of)
         kind = "rows"
     return _fit(kind, sw, hs)
+
+
+def _separate(sw: dict, order: list[int], rounds: int = 100) -> dict:
+    """Push overlapping boxes apart along the axis where they overlap least, until none
+    overlaps (a stress layout can put two switches of a dense part closer than a box)."""
+    pos = {d: list(sw[d]) for d in order}
+    need_x, need_y = BOX_W + BOX_GAP, BOX_H + BOX_GAP
+    for _ in range(rounds):
+        moved = False
+        for i, a in enumerate(order):
+            for b in order[i + 1 :]:
+                pa, pb = pos[a], pos[b]
+                dx, dy = pb[0] - pa[0], pb[1] - pa[1]
+                ox, oy = need_x - abs(dx), need_y - abs(dy)
+                if ox <= 0 or oy <= 0:
+                    continue
+                moved = True
+                if ox / need_x <= oy / need_y:
+                    k = (ox / 2 + 0.5) * (1 if dx >= 0 else -1)
+                    pa[0] -= k
+                    pb[0] += k
+                else:
+                    k = (oy / 2 + 0.5) * (1 if dy >= 0 else -1)
+                    pa[1] -= k
+                    pb[1] += k
+        if not moved:
+            break
+    return {d: (p[0], p[1]) for d, p in pos.items()}
 
 
 # --- tiers -----------------------------------------------------------------------------------

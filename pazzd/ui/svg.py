@@ -16,11 +16,11 @@ from xml.sax.saxutils import escape, quoteattr
 
 from cpc.topology import Topology
 
-from .layout import Layout, layout
+from .layout import BOX_H, BOX_W, Layout, layout
 
 __all__ = ["render"]
 
-SW_W, SW_H = 62.0, 30.0  # switch box
+SW_W, SW_H = BOX_W, BOX_H
 HOST_R = 9.0
 
 
