@@ -419,6 +419,16 @@ class Fuzzer:
                 row["p99_detect_s"][k] = worst * math.log(100) / f
         return row
 
+    def area_ages(self, ingress: Port) -> list[tuple[str, str, int, float | None]]:
+        """Every area of the ingress's plan: (group, name, probes, seconds since its last
+        probe or None if never); [] before the first plan."""
+        plan = self.state[ingress].plan
+        return [] if plan is None else plan.area_ages(self.clock())
+
+    @property
+    def ingresses(self) -> list[Port]:
+        return list(self._order)
+
     def metrics(self) -> dict:
         """Metrics-friendly snapshot: totals and one row per ingress (labels "dpid:port")."""
         rows = [self.ingress_metrics(i) for i in self._order]

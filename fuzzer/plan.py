@@ -458,6 +458,15 @@ class IngressPlan:
             out[g] = 1.0 / per_area if per_area > 0 else float("inf")
         return out
 
+    def area_ages(self, now: float) -> list[tuple[str, str, int, float | None]]:
+        """(group, area name, probes sent, seconds since its last probe or None) of every
+        area."""
+        return [
+            (g, a.name, a.sent, None if a.last is None else max(now - a.last, 0.0))
+            for g in GROUPS
+            for a in self.areas[g]
+        ]
+
     def area_stats(self, now: float, window: float) -> tuple[int, int]:
         """(areas, areas probed within the last `window` seconds)."""
         n = recent = 0

@@ -2,7 +2,8 @@
 
 Request: one JSON object per line, {"cmd": NAME, ...arguments}. Reply: one line,
 {"ok": true, "result": ...} or {"ok": false, "error": "..."}. Commands: status, faults,
-fault, localize, trace, reach, flowmod, reload. `call()` is the client side.
+fault, localize, trace, reach, topology, coverage, flowmod, reload. `call()` is the client
+side; the web view (pazzd.ui) serves the read-only ones over HTTP.
 """
 
 from __future__ import annotations
@@ -141,6 +142,10 @@ class ApiServer:
             writer.transport.abort() if st[1] else writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1)
+
+    async def answer(self, req: dict) -> dict:
+        """The reply to one request, as a client of the socket gets it (the web view's)."""
+        return await self._serve(req)
 
     async def _serve(self, req: dict) -> dict:
         try:

@@ -222,6 +222,7 @@ def cmd_status(args) -> int:
         ("faults open", ", ".join(f"{k}={v}" for k, v in st["faults_open"].items())),
         ("fuzz", _fuzz_line(st["fuzz"])),
         ("metrics", st["metrics"]),
+        ("web view", st.get("ui") or "off (ui.enabled)"),
     ]
     workers = st.get("tester_workers")
     if workers:

@@ -101,6 +101,9 @@ class Config:
     corroborate_window: float = 60.0
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9473
+    ui_enabled: bool = False  # the read-only web view (pazzd/ui), on its own listener
+    ui_host: str = "127.0.0.1"
+    ui_port: int = 9474
     api_socket: str = "/run/pazz/pazzd.sock"
     # The API socket's group (mode 0660): its members may use pazzctl. None: the default,
     # "pazz" if that group exists, else the process's own group.
@@ -149,6 +152,7 @@ KNOWN = {
         "intents",
         "tester",
         "metrics",
+        "ui",
         "api",
         "database",
         "log_level",
@@ -181,6 +185,7 @@ KNOWN = {
         "corroborate_window",
     },
     "metrics": {"listen"},
+    "ui": {"enabled", "listen"},
     "api": {"socket", "group"},
     "intents": {
         "no_loops",
@@ -675,6 +680,10 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         m, "listen", "metrics.listen", ("127.0.0.1", 9473)
     )
     r.resolvable(m, "listen", "metrics.listen", cfg.metrics_host)
+    u = r.section(doc, "ui", "ui")
+    cfg.ui_enabled = r.typed(u, "enabled", "ui.enabled", bool, False)
+    cfg.ui_host, cfg.ui_port = r.address(u, "listen", "ui.listen", ("127.0.0.1", 9474))
+    r.resolvable(u, "listen", "ui.listen", cfg.ui_host)
     a = r.section(doc, "api", "api")
     sock = a.get("socket", cfg.api_socket)
     if not isinstance(sock, str) or not sock:

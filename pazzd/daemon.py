@@ -55,6 +55,7 @@ from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier, setup_logging
 from .packetins import PacketInWatch
+from .ui.data import coverage_json, topology_json
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
 __all__ = ["Daemon", "main", "fault_json"]
@@ -202,6 +203,8 @@ class Daemon:
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
         self.metrics_port = 0
+        self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
+        self.ui_port = 0
         self.last_config_error: str | None = None
         self.reloads = 0
         self._tasks: set[asyncio.Task] = set()
@@ -419,6 +422,9 @@ class Daemon:
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         if self.metrics._server is not None:
             limit_http_server(self.metrics._server, max_clients=32, timeout=10.0)
+        if cfg.ui_enabled:
+            with _resource(f"ui.listen {cfg.ui_host}:{cfg.ui_port}"):
+                self._start_ui(cfg)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
             # Silence counts from now: before this the datagrams were not being read.
@@ -438,6 +444,15 @@ class Daemon:
         self.notifier.ready(
             f"monitoring {len(cfg.topology.switches)} switches, {self.model.rule_count()} rules"
         )
+
+    def _start_ui(self, cfg: Config) -> None:
+        from .ui.server import UiServer, loop_answer
+
+        answer = loop_answer(asyncio.get_running_loop(), self.api.answer, timeout=10.0)
+        self.ui = UiServer(cfg.topology, answer, cfg.ui_host, cfg.ui_port)
+        self.ui_port = self.ui.start()
+        limit_http_server(self.ui.server, max_clients=32, timeout=10.0)
+        log.info("web view: http://%s:%d/ui/ (read-only)", _url_host(cfg.ui_host), self.ui_port)
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
@@ -877,6 +892,9 @@ class Daemon:
             "api_socket",
             "metrics_host",
             "metrics_port",
+            "ui_enabled",
+            "ui_host",
+            "ui_port",
             "database",
             "controller_enabled",
             "listen_host",
@@ -920,6 +938,9 @@ class Daemon:
             "api_socket",
             "metrics_host",
             "metrics_port",
+            "ui_enabled",
+            "ui_host",
+            "ui_port",
             "database",
             "fuzz_delivered_share",
         ):
@@ -962,6 +983,8 @@ class Daemon:
             if self.injector is not None:
                 self.injector.close()
             self.metrics.close()
+            if self.ui is not None:
+                self.ui.close()
             if self.store is not None:
                 self.store.close()
             if self._lock_fd is not None:  # the lock file stays: unlinking it would race
@@ -1032,6 +1055,9 @@ class Daemon:
             "controller": "proxy" if self.proxy is not None else "off (rules from file)",
             "switches_connected": sorted(d for d, up in st["switches"].items() if up),
             "metrics": f"http://{self.cfg.metrics_host}:{self.metrics_port}/metrics",
+            "ui": f"http://{_url_host(self.cfg.ui_host)}:{self.ui_port}/ui/"
+            if self.ui is not None
+            else None,
             "sflow": f"{self.cfg.sflow_host}:{self.cfg.sflow_port}",
         }
 
@@ -1100,9 +1126,21 @@ class Daemon:
             raise ApiError(f"no finding with id {req['id']}")
         return f.as_json()
 
+    def api_topology(self, req) -> dict:
+        """Switches, ports (with their Verify_Port bits), links and edge ports."""
+        return topology_json(self.cfg.topology)
+
+    def api_coverage(self, req) -> dict:
+        """The fuzzer's coverage per ingress; with `ingress`, that ingress's areas."""
+        return coverage_json(self.fuzzer, self.cfg.topology, req.get("ingress"))
+
     async def api_reload(self, req) -> dict:
         ok = await self.reload()
         return {"ok": ok, "error": self.last_config_error}
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _setup_logging(level: str = "info") -> None:

@@ -596,6 +596,13 @@ def main(argv=None) -> int:
         "(no controller, no proxy)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument(
+        "--ui-port",
+        type=int,
+        default=9474,
+        metavar="PORT",
+        help="pazzd's web view on 127.0.0.1:PORT (default 9474; another free port if taken)",
+    )
     args = ap.parse_args(argv)
     args.network = None
     if args.topology not in TOPOLOGIES:
@@ -759,6 +766,7 @@ def bring_up(
     resolve_after: float = 8.0,
     settle: float = 1.0,
     updates: Path | None = None,
+    ui_listen: str | None = None,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -774,6 +782,7 @@ def bring_up(
 
     controller=False: the rules go on with ovs-ofctl, pazzd loads the same rule file.
     `updates`: a file the controller app follows (examples/controller_app.py --updates).
+    `ui_listen`: HOST:PORT of pazzd's web view (off without it).
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
     sock = str(workdir / "pazzd.sock")
@@ -783,6 +792,7 @@ def bring_up(
         fuzz_rate=fuzz_rate,
         resolve_after=resolve_after,
         settle=settle,
+        ui_listen=ui_listen,
     )
     cfg_path = workdir / "pazzd.yaml"
     ctl = None
@@ -854,6 +864,16 @@ def bring_up(
     return Running(sock, cfg_path, pz, ctl, status, faults, traffic)
 
 
+def ui_port(wanted: int) -> int:
+    """wanted, if free on 127.0.0.1; else a free port."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", wanted))
+        except OSError:
+            return free_tcp_port()
+    return wanted
+
+
 def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int:
     say = view.event
     say(f"topology {args.topology}: building the network (patched OVS at {prefix})")
@@ -872,6 +892,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         controller=not args.no_controller,
         pps=pps,
         fuzz_rate=0.0 if args.no_fuzz else 200.0,
+        ui_listen=f"127.0.0.1:{ui_port(args.ui_port)}",
         say=say,
     )
     faults, sock = run.faults, run.sock
@@ -886,6 +907,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}"
     )
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
+    say(f"web view (read-only, this machine only): {status['ui']}")
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))

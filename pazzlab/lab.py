@@ -595,10 +595,11 @@ class Lab:
         settle: float = 2.0,
         proxy_listen: str | None = None,
         controller: str | None = None,
+        ui_listen: str | None = None,
     ) -> dict:
         """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
         on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
-        the model is loaded from the rule file."""
+        the model is loaded from the rule file. With ui_listen (HOST:PORT) the web view is on."""
         cfg = {
             "topology": str(self.topology_file),
             **({} if proxy_listen else {"rules": str(self.rules_file)}),
@@ -630,6 +631,7 @@ class Lab:
             "critical_flows": list(critical_flows),
             "tester": {"resolve_after": resolve_after, "settle": settle, "blackhole_k": 5},
             "metrics": {"listen": f"127.0.0.1:{metrics_port}"},
+            **({"ui": {"enabled": True, "listen": ui_listen}} if ui_listen else {}),
             "api": {"socket": api_socket},
             "database": database,
         }

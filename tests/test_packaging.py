@@ -39,3 +39,15 @@ def test_every_dependency_is_imported():
     for name in names:
         mod = MODULES.get(name, name)
         assert re.search(rf"^\s*(import|from) {mod}\b", source, re.M), f"{name} is never imported"
+
+
+def test_the_web_views_files_are_package_data():
+    from fnmatch import fnmatch
+
+    from pazzd.ui.server import STATIC
+
+    globs = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-data"]["pazzd.ui"]
+    static = REPO / "pazzd" / "ui" / "static"
+    assert set(STATIC) <= {p.name for p in static.iterdir()}
+    for p in static.iterdir():  # whatever is there gets installed with `pip install .`
+        assert any(fnmatch(f"static/{p.name}", g) for g in globs), p.name
