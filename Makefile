@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := $(shell grep -v '^\s*\#' deploy/apt-packages.txt | grep -v '^\s*$$')
 OVS_PREFIX_FILE := .ovs-prefix
 
-.PHONY: all deps venv ovs test test-fast lint format bench demo clean
+.PHONY: all deps venv ovs test test-fast lint format bench eval eval-quick demo clean
 
 all: venv
 
@@ -21,7 +21,7 @@ deps:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,lab]'
+	$(PY) -m pip install -q -e '.[dev,lab,eval]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -45,6 +45,19 @@ format: venv
 
 bench: venv
 	$(PY) bench/cpc.py --topology fattree --k 4 --rules 100000 --json
+
+# The paper's evaluation, simulated at its rates, and how costs grow (docs/evaluation.md):
+# JSON and figures into docs/evaluation/. eval-quick: a small run of both into /tmp.
+EVAL_DIR ?= docs/evaluation
+eval: venv
+	mkdir -p $(EVAL_DIR)
+	nice -n 10 $(PY) bench/paper.py --out $(EVAL_DIR)/paper.json --figures $(EVAL_DIR) -v > /dev/null
+	nice -n 10 $(PY) bench/scaling.py --out $(EVAL_DIR)/scaling.json --figures $(EVAL_DIR) -v > /dev/null
+
+eval-quick: venv
+	mkdir -p /tmp/pazz-eval
+	$(PY) bench/paper.py --quick --out /tmp/pazz-eval/paper.json --figures /tmp/pazz-eval > /dev/null
+	$(PY) bench/scaling.py --quick --out /tmp/pazz-eval/scaling.json --figures /tmp/pazz-eval > /dev/null
 
 # The end-to-end demo (root): emulated network, pazzd, traffic, one fault of each class.
 # DEMO_ARGS="--topology grid16 --duration 120" for the other topologies.

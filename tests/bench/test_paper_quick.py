@@ -1,0 +1,52 @@
+"""bench/paper.py --quick and bench/scaling.py --quick: the JSON's shape and the figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("matplotlib")  # the `eval` extra; `make test` installs it
+
+from bench import paper, scaling  # noqa: E402
+
+
+@pytest.mark.slow
+def test_paper_quick(tmp_path, capsys):
+    out = tmp_path / "paper.json"
+    assert paper.main(["--quick", "--out", str(out), "--figures", str(tmp_path)]) == 0
+    doc = json.loads(out.read_text())
+    horizon = doc["config"]["horizon_s"]
+    net = doc["networks"]["grid4"]
+    assert len(net["faults"]) == 34
+    assert len(doc["runs"]) == 34 * 2 * 3 * 2
+    for r in doc["runs"]:
+        assert r["system"] in paper.SYSTEMS and r["sampling"] in paper.SAMPLINGS
+        assert r["detect_s"] is None or 0 < r["detect_s"] <= horizon + 1
+    s = doc["summary"]["grid4"]["1/100"]
+    assert s["pazz"]["type_p"]["runs"] == 20 and s["pazz"]["type_a"]["runs"] == 36
+    assert s["pazz"]["type_p"]["detected"] == 20  # production traffic at 10^6 pps
+    for name in ("fig9a", "fig9b", "fig10"):
+        for ext in ("png", "svg"):
+            assert (tmp_path / f"{name}.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_scaling_quick(tmp_path, capsys):
+    out = tmp_path / "scaling.json"
+    assert scaling.main(["--quick", "--out", str(out), "--figures", str(tmp_path)]) == 0
+    doc = json.loads(out.read_text())
+    assert [p["rules"] for p in doc["rules"]] == [4988, 19988]
+    for p in doc["rules"] + doc["switches"]:
+        assert "error" not in p, p
+        assert p["tester_faults"] == 0  # reports with the model's own tags are consistent
+        for m in scaling.METRICS:
+            assert p[m] > 0
+    assert set(doc["slopes"]["rules"]) == set(scaling.METRICS)
+    for name in ("scaling-rules", "scaling-switches"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+
+
+def test_slope_of_a_power_law():
+    xs = [1, 10, 100, 1000]
+    assert scaling.slope(xs, [3 * x**1.5 for x in xs]) == pytest.approx(1.5)
