@@ -107,7 +107,7 @@ class Violation:
 
 class Changes(NamedTuple):
     """What an evaluation changed: violations opened and resolved, and open ones whose
-    witness or class count changed (the witness left the violating headers)."""
+    witness changed (the witness left the violating headers)."""
 
     opened: list[Violation]
     resolved: list[Violation]
@@ -236,9 +236,14 @@ class IntentChecker:
         src = self._src[i]
         found: dict[str, tuple] = {}
         kind = p.kind
-        outcomes = [
-            o for o in self.model.index.walks[class_id].expanded(class_id) if o.ingress in src
-        ]
+        walk = self.model.index.walks[class_id]
+        outcomes = self._outcomes(p, walk, class_id, src, h, found)
+        if outcomes is None:  # decided without spelling the paths out
+            if found:
+                self._bad[i][class_id] = found
+                for detail in found:
+                    self._where[i][detail].add(class_id)
+            return
         if kind == "reach":
             by_ing: dict[Port, list] = {ing: [] for ing in p.src}
             for o in outcomes:
@@ -249,10 +254,17 @@ class IntentChecker:
                 if bad != space.false:
                     found[self._port_detail(ing)] = (ing, bad)
         else:
+            seen = set()  # multipath: many paths of one ingress end at one place alike
             for o in outcomes:
                 detail = self._outcome_detail(p, o)
                 if detail is None:
                     continue
+                if o.src is None:
+                    last = o.hops[-1]
+                    key = (detail, o.ingress, last.dpid, last.in_port)
+                    if key in seen:
+                        continue
+                    seen.add(key)
                 bad = h & o.src if o.src is not None else h
                 if kind == "blackhole_free" and o.reason.startswith(_MISS):
                     bad = bad & self._missed(o)
@@ -264,6 +276,33 @@ class IntentChecker:
             self._bad[i][class_id] = found
             for detail in found:
                 self._where[i][detail].add(class_id)
+
+    def _outcomes(self, p: Policy, walk, class_id: int, src, h, found: dict):
+        """The outcomes policy p must read from, or None when the walk's summaries decide
+        (then `found` holds the violations). Spelling every path out is the costly part of
+        a check: a fat-tree class has thousands."""
+        kind = p.kind
+        if kind in _SCOPED:
+            ends = walk.ends()
+            if kind == "loop_free" and not any(k == "loop" for k, _ in ends):
+                return None
+            if kind == "blackhole_free" and not any(
+                k == "drop" and blackhole_reason(r) for k, r in ends
+            ):
+                return None
+        elif class_id not in self.model.index.rewriting:
+            pairs = walk.pair_set()
+            if kind in ("reach", "isolate"):
+                # every header of a class that no rewrite splits takes the same paths
+                for ing in p.src:
+                    if ((ing, p.dst) in pairs) == (kind == "isolate"):
+                        found[self._port_detail(ing)] = (ing, h)
+                return None
+            if kind == "waypoint":
+                src = frozenset(ing for ing in p.src if (ing, p.dst) in pairs)
+                if not src:
+                    return None
+        return walk.expanded_from(src, class_id)
 
     def _missed(self, o):
         """The ingress headers of a table-miss outcome that no entry matched: in table 0 a
@@ -361,9 +400,7 @@ class IntentChecker:
                         self.open[key] = v = w
                         changed.append(v)
                         continue
-                if v.classes != n:
-                    v.classes = n
-                    changed.append(v)
+                v.classes = n  # not a change worth storing by itself
                 continue
             v = self._violation(key, i, detail, n)
             if v is not None:
@@ -372,10 +409,15 @@ class IntentChecker:
         return Changes(opened, resolved, changed)
 
     def _still_witness(self, i: int, v: Violation) -> bool:
-        if v.witness_class is None:
+        """Does the witness still violate? Class ids change under it (a split, a merge):
+        the witness is looked up again rather than its class."""
+        if self.policies[i].kind == "reply":
             found = self._reply_bad[i].get(v.detail)
         else:
-            found = self._bad[i].get(v.witness_class, {}).get(v.detail)
+            c = self.model.classify(v.witness)
+            found = self._bad[i].get(c, {}).get(v.detail)
+            if found is not None:
+                v.witness_class = c
         return found is not None and self.space.contains(found[1], v.witness)
 
     def violating(self, name: str, detail: str | None = None):

@@ -146,7 +146,16 @@ class Node:
     holds for any path that reaches it without having passed one of them: loop checks
     then only ever meet states of the node's own paths."""
 
-    __slots__ = ("outcomes", "links", "_own", "_states", "_expanded", "_egresses", "_dpids")
+    __slots__ = (
+        "outcomes",
+        "links",
+        "_own",
+        "_states",
+        "_expanded",
+        "_egresses",
+        "_dpids",
+        "_ends",
+    )
 
     def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
         self.outcomes = outcomes
@@ -156,6 +165,7 @@ class Node:
         self._expanded = None
         self._egresses = None
         self._dpids = None
+        self._ends = None
 
     @property
     def states(self) -> frozenset:
@@ -176,6 +186,16 @@ class Node:
         if self._expanded is None:
             self._expanded = self.outcomes + _expand_links(self.links)
         return self._expanded
+
+    def ends(self) -> frozenset:
+        """(kind, reason) of every outcome from here on, made once: a check that looks for
+        loops or drops can skip a walk that has none without spelling its paths out."""
+        if self._ends is None:
+            e = {(o.kind, o.reason) for o in self.outcomes}
+            for link in self.links:
+                e |= link.node.ends()
+            self._ends = frozenset(e)
+        return self._ends
 
     def egresses(self) -> frozenset:
         if self._egresses is None:
@@ -288,6 +308,27 @@ class WalkResult:
                 for o in out
             ]
         return out
+
+    def expanded_from(self, ingresses, class_id: int) -> list[Outcome]:
+        """expanded(class_id), only the paths that start at one of `ingresses`."""
+        out = [o for o in self.outcomes if o.ingress in ingresses]
+        out += _expand_links([k for k in self.links if k.ingress in ingresses])
+        out += _expand_entries(
+            [(node, [x for x in ings if x[0] in ingresses]) for node, ings in self.entries]
+        )
+        return [
+            o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+            for o in out
+        ]
+
+    def ends(self) -> frozenset:
+        """(kind, reason) of every outcome of the walk (see Node.ends)."""
+        e = {(o.kind, o.reason) for o in self.outcomes}
+        for link in self.links:
+            e |= link.node.ends()
+        for node, _ in self.entries:
+            e |= node.ends()
+        return frozenset(e)
 
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""

@@ -27,10 +27,6 @@ __all__ = ["IntentGuard"]
 log = logging.getLogger("pazzd.guard")
 
 
-def _key(e: FlowEntry) -> tuple:
-    return (e.table, e.priority, e.match)
-
-
 def _add(e: FlowEntry) -> FlowMod:
     return FlowMod(
         command="add",
@@ -98,26 +94,29 @@ class IntentGuard:
             return []
         t0 = time.perf_counter()
         m = self.model
-        before = {_key(e): e for e in m.entries(fm.dpid)}
+        before = m.affected(fm)
         self._trial = []
         try:
             try:
                 m.apply(fm)
             except ModelError:
                 return []  # the model refuses it as the switch will: nothing to judge
-            after = {_key(e): e for e in m.entries(fm.dpid)}
-            undo = [
-                FlowMod(
-                    command="delete_strict", dpid=fm.dpid, table=k[0], priority=k[1], match=k[2]
+            # Put back what fm changed: the entries it replaced, modified or deleted, and
+            # the entry an ADD created where there was none.
+            undo = [_add(e) for e in before]
+            if fm.command == "add" and not before:
+                undo.append(
+                    FlowMod(
+                        command="delete_strict",
+                        dpid=fm.dpid,
+                        table=fm.table,
+                        priority=fm.priority,
+                        match=fm.match,
+                    )
                 )
-                for k in after
-                if k not in before
-            ]
-            undo += [_add(e) for k, e in before.items() if after.get(k) != e]
-            if undo:
-                _, errors = m.apply_many(undo)
-                if errors:  # cannot happen: these entries were in the model a moment ago
-                    log.error("guard: the model did not take its entries back: %s", errors)
+            _, errors = m.apply_many(undo)
+            if errors:  # cannot happen: these entries were in the model a moment ago
+                log.error("guard: the model did not take its entries back: %s", errors)
         finally:
             changes, self._trial = self._trial, None
         opened = {}
