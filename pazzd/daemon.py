@@ -582,7 +582,8 @@ class Daemon:
             time.monotonic() - t0,
             len(self.intents.open),
         )
-        self.intent_guard = IntentGuard(self.model, self._enforced)
+        pending = self.proxy.pending_flowmods if self.proxy is not None else list
+        self.intent_guard = IntentGuard(self.model, self._enforced, pending)
         self.model.subscribe(self._on_intents)
         if self.proxy is not None:
             self.proxy.guard = self.intent_guard.for_proxy

@@ -1523,6 +1523,16 @@ class Proxy:
     def intended(self, dpid: int) -> list[Entry]:
         return list(self.tables[dpid].entries.values())
 
+    def pending_flowmods(self) -> list:
+        """[(dpid, RawFlowMod)] sent to the switches and not committed yet, in the order
+        each session sent them (the guard judges a new FlowMod after them)."""
+        return [
+            (s.dpid, p.msg)
+            for s in self.switches.values()
+            for p in s.pending
+            if p.kind == "flow" and not p.rejected
+        ]
+
     @property
     def controller_connected(self) -> bool:
         """True when at least one switch session has its upstream controller connection up."""
