@@ -63,6 +63,9 @@ class Update:
     pair_diffs: tuple = ()
     touched: tuple = ()  # the BDDs of the matches and classes changed; see `region`
     space: HeaderSpace | None = None
+    # Classes that lost or gained headers but kept their walks (not in `classes`): what a
+    # subscriber that keeps a class's headers (cpc.intents) must read again.
+    reshaped: frozenset[int] = frozenset()
     # The entries changed, in order: (old, new) with None for an entry added or removed.
     changes: tuple[tuple[FlowEntry | None, FlowEntry | None], ...] = ()
 
@@ -581,6 +584,7 @@ class Model:
             pair_diffs=tuple(d for d in diffs if d[0] is not d[1]),
             touched=tuple(self._touched),
             space=self.space,
+            reshaped=frozenset(reshaped - gone - named),
             changes=tuple(self._changes),
         )
         self._touched.clear()

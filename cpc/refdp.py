@@ -54,14 +54,16 @@ class RefDataPlane:
     def _switch(self, out, ingress, dpid, in_port, pkt, hops, visited) -> None:
         state = (dpid, in_port, tuple(sorted(pkt["h"].items())))
         if state in visited:
-            self._end(out, ingress, "loop", None, pkt, hops, Hop(dpid, in_port, (), None))
+            why = f"loop back to {self.topo.port_name((dpid, in_port))}"
+            self._end(out, ingress, "loop", None, pkt, hops, Hop(dpid, in_port, (), None), why)
             return
         visited = visited | {state}
         n0 = len(out)
         last = self._table(out, ingress, dpid, in_port, 0, pkt, hops, visited, (), {})
         if len(out) == n0:  # matched, but the actions send it nowhere
             pkt, rules = last
-            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None))
+            why = "dropped by the entry's actions"
+            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None), why)
 
     def _table(self, out, ingress, dpid, in_port, table, pkt, hops, visited, rules, aset) -> None:
         entry = next(
@@ -69,7 +71,8 @@ class RefDataPlane:
             None,
         )
         if entry is None:
-            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None))
+            why = f"table-miss in table {table}"
+            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None), why)
             return pkt, rules
         pkt = dict(pkt)
         pkt["vport"] = set_verify_port(pkt["vport"], dpid, in_port)
@@ -100,9 +103,9 @@ class RefDataPlane:
             elif a[0] == "group":
                 g = self.groups.get((dpid, a[1]))
                 if g is None:
-                    self._end(
-                        out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None)
-                    )
+                    why = f"group {a[1]} does not exist"
+                    hop = Hop(dpid, in_port, rules, None)
+                    self._end(out, ingress, "drop", None, pkt, hops, hop, why)
                     continue
                 for bucket in g.buckets:
                     clone = dict(pkt)
@@ -123,17 +126,21 @@ class RefDataPlane:
 
     def _output(self, out, ingress, dpid, in_port, port, pkt, hops, visited, rules) -> None:
         if port == OFPP_CONTROLLER:
-            self._end(out, ingress, "controller", None, pkt, hops, Hop(dpid, in_port, rules, None))
+            hop = Hop(dpid, in_port, rules, None)
+            self._end(out, ingress, "controller", None, pkt, hops, hop, "sent to the controller")
             return
         if port == OFPP_LOCAL:
-            self._end(out, ingress, "local", None, pkt, hops, Hop(dpid, in_port, rules, None))
+            hop = Hop(dpid, in_port, rules, None)
+            why = "sent to the bridge's local port"
+            self._end(out, ingress, "local", None, pkt, hops, hop, why)
             return
         if port in (OFPP_FLOOD, OFPP_ALL):
             ports = [p for p in sorted(self.topo.switches[dpid].ports) if p != in_port]
         elif port == OFPP_IN_PORT:
             ports = [in_port]
         elif port == in_port:
-            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None))
+            why = "output to the input port"
+            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None), why)
             return
         else:
             ports = [port]
@@ -141,17 +148,19 @@ class RefDataPlane:
             hop = Hop(dpid, in_port, rules, p)
             loc = (dpid, p)
             if loc in self.topo.down:
-                self._end(out, ingress, "drop", None, pkt, hops, hop)
+                why = f"port {self.topo.port_name(loc)} is down"
+                self._end(out, ingress, "drop", None, pkt, hops, hop, why)
             elif loc in self.topo.edges:
                 self._end(out, ingress, "egress", loc, pkt, hops, hop)
             elif loc in self.topo.links:
                 nd, np_ = self.topo.links[loc]
                 self._switch(out, ingress, nd, np_, pkt, hops + (hop,), visited)
             else:
-                self._end(out, ingress, "drop", None, pkt, hops, hop)
+                why = f"port {self.topo.port_name(loc)} leads nowhere"
+                self._end(out, ingress, "drop", None, pkt, hops, hop, why)
 
     @staticmethod
-    def _end(out, ingress, kind, egress, pkt, hops, hop) -> None:
+    def _end(out, ingress, kind, egress, pkt, hops, hop, reason: str = "") -> None:
         d = Delivery(
             ingress,
             kind,
@@ -159,6 +168,7 @@ class RefDataPlane:
             hops + (hop,),
             pkt["vport"],
             pkt["vrule"],
+            reason=reason,
             alternative=pkt["alt"],
             rewritten=pkt["rw"],
         )

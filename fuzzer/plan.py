@@ -56,7 +56,7 @@ _GOLDEN = 0x9E3779B97F4A7C15F39CC0605CEDC834  # frac(golden ratio) * 2**128
 class Probe:
     ingress: Port
     header: dict[str, int]
-    area: str  # "sweep" | "boundary" | "class" | "random" | "critical"
+    area: str  # "sweep" | "boundary" | "class" | "random" | "critical" | "reprobe" | "confirm"
     pair: tuple[Port, Port] | None = None
     seq: int = 0
 

@@ -19,6 +19,9 @@ from typing import Any
 
 from cpc import yamlpos
 from cpc.fields import parse_header
+from cpc.intents import KINDS, Policy
+from cpc.ofctl import parse_flow
+from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
 __all__ = ["Config", "ConfigError", "CriticalFlowCfg", "SwitchCfg", "load_config"]
@@ -104,6 +107,10 @@ class Config:
     api_group: str | None = None
     database: str = "/var/lib/pazz/faults.db"
     log_level: str = "info"
+    # Checks of the intended state (cpc.intents): NoForwardingLoops over everything unless
+    # intents.no_loops is false, and the configured policies.
+    intent_policies: list[Policy] = field(default_factory=list)
+    intents_confirm: bool = True  # probe each new finding's witness (with the fuzzer)
 
     def summary(self) -> dict:
         return {
@@ -135,6 +142,7 @@ KNOWN = {
         "ovs",
         "fuzz",
         "critical_flows",
+        "intents",
         "tester",
         "metrics",
         "api",
@@ -170,7 +178,9 @@ KNOWN = {
     },
     "metrics": {"listen"},
     "api": {"socket", "group"},
+    "intents": {"no_loops", "no_blackholes", "confirm", "policies"},
 }
+POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
 
 
@@ -266,6 +276,104 @@ class _Reader:
             self.fail(
                 d, key, dotted, f"cannot resolve host {host!r}: {getattr(e, 'strerror', e) or e}"
             )
+
+
+def _match(r: _Reader, d, key, dotted: str) -> tuple:
+    """A policy's header set in ovs-ofctl match syntax ("tcp,nw_dst=10.0.2.0/24")."""
+    text = d.get(key)
+    if text is None or text == "any":
+        return ()
+    if not isinstance(text, str):
+        r.fail(
+            d,
+            key,
+            dotted,
+            f"must be an ovs-ofctl match such as 'ip,nw_dst=10.0.0.0/8', not {text!r}",
+        )
+    try:
+        fm = parse_flow(text, 0, "delete")
+        fm.match.check_prerequisites()
+    except ModelError as e:
+        r.fail(d, key, dotted, str(e))
+    if fm.match.in_port is not None or fm.table or fm.priority != FlowMod.priority:
+        r.fail(d, key, dotted, "a header set: header fields only (no in_port, table or priority)")
+    return fm.match.fields
+
+
+def _ports(r: _Reader, topo: Topology, d, key, dotted: str) -> tuple:
+    v = d.get(key)
+    items = v if isinstance(v, list) else [v]
+    out = []
+    for i, text in enumerate(items):
+        where = f"{dotted}[{i}]" if isinstance(v, list) else dotted
+        p = r.port_ref(
+            topo, v if isinstance(v, list) else d, i if isinstance(v, list) else key, where, text
+        )
+        if p not in topo.edges:
+            r.fail(d, key, where, f"{text} is not an edge port of the topology")
+        out.append(p)
+    return tuple(out)
+
+
+def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
+    sec = r.section(doc, "intents", "intents")
+    cfg.intents_confirm = r.typed(sec, "confirm", "intents.confirm", bool, True)
+    pols: list[Policy] = []
+    if r.typed(sec, "no_loops", "intents.no_loops", bool, True):
+        pols.append(Policy("no_loops", "loop_free"))
+    nb = sec.get("no_blackholes", False)
+    if nb is True:
+        pols.append(Policy("no_blackholes", "blackhole_free"))
+    elif isinstance(nb, dict):
+        bad = sorted(str(k) for k in nb if k not in {"from", "match"})
+        if bad:
+            r.fail(nb, bad[0], f"intents.no_blackholes.{bad[0]}", "unknown key")
+        src = _ports(r, topo, nb, "from", "intents.no_blackholes.from") if "from" in nb else ()
+        match = _match(r, nb, "match", "intents.no_blackholes.match")
+        pols.append(Policy("no_blackholes", "blackhole_free", src=src, match=match))
+    elif nb not in (False, None):
+        r.fail(
+            sec, "no_blackholes", "intents.no_blackholes", "must be true, false or {from, match}"
+        )
+    names = {p.name for p in pols}
+    items = r.items(sec, "policies", "intents.policies")
+    for i, e in enumerate(items):
+        d = f"intents.policies[{i}]"
+        if not isinstance(e, dict):
+            r.fail(items, i, d, "must be a mapping {name, check, from, to, match}")
+        bad = sorted(str(k) for k in e if k not in POLICY_KEYS)
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        for k in ("name", "check"):
+            if k not in e:
+                r.fail(items, i, f"{d}.{k}", "required key missing")
+        name, check = str(e["name"]), e["check"]
+        if name in names:
+            r.fail(e, "name", f"{d}.name", f"duplicate policy name {name!r}")
+        names.add(name)
+        if check not in KINDS:
+            r.fail(e, "check", f"{d}.check", f"must be one of {', '.join(KINDS)}, not {check!r}")
+        needs = ["from", "to"] if check not in ("loop_free", "blackhole_free") else []
+        if check == "waypoint":
+            needs.append("via")
+        for k in needs:
+            if k not in e:
+                r.fail(e, "check", f"{d}.{k}", f"required for a {check} policy")
+        src = _ports(r, topo, e, "from", f"{d}.from") if "from" in e else ()
+        dst = None
+        if "to" in e:
+            (dst,) = _ports(r, topo, e, "to", f"{d}.to")
+        via = set()
+        vs = e.get("via") or []
+        for j, sw in enumerate(vs if isinstance(vs, list) else [vs]):
+            try:
+                via.add(topo.resolve_switch(str(sw)))
+            except TopologyError as ex:
+                r.fail(e, "via", f"{d}.via[{j}]", str(ex))
+        match = _match(r, e, "match", f"{d}.match")
+        enforce = r.typed(e, "enforce", f"{d}.enforce", bool, False)
+        pols.append(Policy(name, check, src, dst, match, frozenset(via), enforce))
+    cfg.intent_policies = pols
 
 
 def _int(v) -> int:
@@ -527,6 +635,8 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         cfg.critical_flows.append(
             CriticalFlowCfg(name, src, dst, hdr, {k: hdr[k] for k in keys}, timeout, grace, expect)
         )
+
+    _intents(r, doc, topo, cfg)
 
     t = r.section(doc, "tester", "tester")
     cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)

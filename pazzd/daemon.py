@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 
 from cpc.fields import format_header
+from cpc.intents import IntentChecker
 from cpc.model import Model
-from cpc.ofctl import parse_flow
+from cpc.ofctl import format_match, parse_flow
 from cpc.results import RuleRef
 from cpc.rules import ModelError
 from cpc.topology import TopologyError
@@ -46,6 +47,8 @@ from . import answers, version
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
+from .confirm import Confirmations
+from .findings import IntentFindings
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
@@ -205,6 +208,11 @@ class Daemon:
         self._started = False
         self._reload_pending = False
         self._reload_lock = asyncio.Lock()
+        self.intents: IntentChecker | None = None
+        self.intent_findings: IntentFindings | None = None
+        self.confirmations: Confirmations | None = None
+        self._intents_unsynced = False
+        self._local_cause: dict | None = None  # what the model update being made is (API)
 
     # --- state for metrics and status ----------------------------------------------------------
     def faults_open(self) -> dict[str, int]:
@@ -253,7 +261,14 @@ class Daemon:
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
             "proxy": self.proxy.drops() if self.proxy is not None else {},
+            "intents": self.intents_open(),
         }
+
+    def intents_open(self) -> dict[str, int]:
+        """Open intent findings per configured policy (every policy present)."""
+        if self.intent_findings is None or self.cfg is None:
+            return {}
+        return self.intent_findings.open_by_policy(self.cfg.intent_policies)
 
     # --- set-up ------------------------------------------------------------------------------------
     @staticmethod
@@ -382,6 +397,7 @@ class Daemon:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
             self._start_fuzzer(cfg)
+        self._start_intents(cfg, n_workers)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
         else:
@@ -517,6 +533,97 @@ class Daemon:
                 # A match the model cannot represent is in no intended table: never a finding.
                 with contextlib.suppress(ModelError):
                     self.changes.note(dpid, e.table, e.priority, of.cpc_match(e.mkey))
+
+    # --- intent checks ------------------------------------------------------------------------
+    def _start_intents(self, cfg: Config, n_workers: int) -> None:
+        """Check the intended state now, then on every model update (cpc.intents)."""
+        self.intents = IntentChecker(self.model, cfg.intent_policies)
+        self.intent_findings = IntentFindings(self.store, cfg.topology)
+        if cfg.intents_confirm and self.fuzzer is not None and n_workers == 1:
+            self.confirmations = Confirmations(
+                self.store,
+                self.tester,
+                self.fuzzer,
+                cfg.topology,
+                cfg.sampling_rate,
+                cfg.fuzz_rate,
+            )
+        elif cfg.intents_confirm and cfg.intent_policies and n_workers > 1:
+            log.info("intents: findings are not confirmed by probes with tester workers")
+        t0 = time.monotonic()
+        self.intents.check_all()
+        self._intents_sync({"source": "start-up"})
+        log.info(
+            "intents: %d policies checked in %.2f s, %d violations open",
+            len(cfg.intent_policies),
+            time.monotonic() - t0,
+            len(self.intents.open),
+        )
+        self.model.subscribe(self._on_intents)
+
+    def _intents_sync(self, cause: dict) -> None:
+        """Bring the findings table in step with the checker (start, reload, after a store
+        failure)."""
+        try:
+            new = self.intent_findings.sync(self.intents.open, cause)
+            self._intents_unsynced = False
+        except (sqlite3.Error, OSError) as e:
+            self._intents_unsynced = True
+            log.error("intent findings not stored (%s); retrying", e)
+            return
+        self._confirm(new)
+
+    def _on_intents(self, upd) -> None:
+        try:
+            ch = self.intents.on_update(upd)
+            if ch.opened or ch.resolved or ch.changed:
+                self._confirm(self.intent_findings.apply(ch, self._cause()))
+        except (sqlite3.Error, OSError) as e:
+            self._intents_unsynced = True  # the ticker stores them again from the checker
+            log.error("intent findings not stored (%s); retrying", e)
+        except Exception:
+            self._intents_unsynced = True
+            log.exception("intent checks failed on model version %d", upd.version)
+
+    def _confirm(self, new: list) -> None:
+        if self.confirmations is None:
+            return
+        for fid, v in new:
+            self.confirmations.start(fid, v)
+
+    def _cause(self) -> dict:
+        """What caused the model update being checked: the proxy's batch, or an API call."""
+        feeding = self.proxy.feeding if self.proxy is not None else None
+        if feeding is None:
+            return self._local_cause or {"source": "model update"}
+        from pazzd import openflow as of
+
+        dpid, changes, xids = feeding
+        entries = []
+        for kind, new, _old in changes[:8]:
+            if kind == "group":
+                entries.append({"change": "group", "group_id": new})
+                continue
+            try:
+                match = format_match(of.cpc_match(new.mkey))
+            except (ModelError, of.ProtocolError):
+                match = "(not modelled)"
+            entries.append(
+                {
+                    "change": kind,
+                    "table": new.table,
+                    "priority": new.priority,
+                    "cookie": f"0x{new.cookie:x}",
+                    "match": match,
+                }
+            )
+        return {
+            "source": "controller",
+            "switch": self.cfg.topology.switches[dpid].name,
+            "xids": list(xids[:16]),
+            "changes": len(changes),
+            "entries": entries,
+        }
 
     def _start_fuzzer(self, cfg: Config) -> None:
         try:
@@ -658,6 +765,13 @@ class Daemon:
                 self.tester.tick()
             except Exception:
                 log.exception("tester tick failed")
+            if self._intents_unsynced:
+                self._intents_sync({"source": "retry after a store failure"})
+            if self.confirmations is not None:
+                try:
+                    self.confirmations.tick()
+                except Exception:
+                    log.exception("confirmations tick failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), _TICK)
 
@@ -730,6 +844,11 @@ class Daemon:
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
+        if cfg.intent_policies != old.intent_policies:
+            self.intents.set_policies(cfg.intent_policies)
+            self.intents.check_all()
+            self._intents_sync({"source": "config reload"})
+            log.info("intents: %d policies in force", len(cfg.intent_policies))
         audit = (cfg.audit_interval, cfg.audit_delay)
         if self.proxy is not None and audit != (old.audit_interval, old.audit_delay):
             self.proxy.set_audit(*audit)  # the new period starts now
@@ -840,6 +959,7 @@ class Daemon:
                 for i in sorted(self.workers.procs)
             ],
             "faults_open": st["faults_open"],
+            "intents_open": st["intents"],
             "fuzz": None
             if st["fuzz"] is None
             else {
@@ -894,13 +1014,35 @@ class Daemon:
         t0 = time.perf_counter()
         try:
             fm = parse_flow(req["flow"], dpid, command)
+            self._local_cause = {
+                "source": "api flowmod",
+                "switch": self.cfg.topology.switches[dpid].name,
+                "command": command,
+                "flow": str(req["flow"]),
+            }
             upd = self.model.apply(fm)
         except ModelError as e:
             raise ApiError(str(e)) from None
+        finally:
+            self._local_cause = None
         self.changes.note(dpid, fm.table, fm.priority, fm.match)
         dt = time.perf_counter() - t0
         self.metrics.model_update.observe(dt)
         return {"version": upd.version, "classes_changed": len(upd.classes), "seconds": dt}
+
+    def api_findings(self, req) -> list:
+        """Findings about the intended state (kind: intent; state: open or resolved)."""
+        kind, state = req.get("kind"), req.get("state")
+        for name, v in (("kind", kind), ("state", state)):
+            if v is not None and not isinstance(v, str):
+                raise ApiError(f"{name} must be a string, not {v!r}")
+        return [f.as_json() for f in self.store.findings(kind, state)]
+
+    def api_finding(self, req) -> dict:
+        f = self.store.finding(_int_arg(req, "id"))
+        if f is None:
+            raise ApiError(f"no finding with id {req['id']}")
+        return f.as_json()
 
     async def api_reload(self, req) -> dict:
         ok = await self.reload()

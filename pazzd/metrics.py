@@ -7,6 +7,7 @@ histograms and event counters are updated by the daemon as things happen.
 | metric | type | labels |
 |---|---|---|
 | pazz_faults_open | gauge | class (the tester's four, and audit) |
+| pazz_intent_violations | gauge | policy (every configured policy; no_loops by default) |
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
@@ -122,6 +123,14 @@ class _StateCollector:
             "decoded sFlow datagrams that arrived after a later one of the same agent",
             value=st.reordered_datagrams,
         )
+        g = GaugeMetricFamily(
+            "pazz_intent_violations",
+            "open intent findings (the intended state breaks a policy), by policy",
+            labels=["policy"],
+        )
+        for policy, n in sorted((s.get("intents") or {}).items()):
+            g.add_metric([policy], n)
+        yield g
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})
         for k in FAULT_CLASSES:

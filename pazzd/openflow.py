@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from cpc.fields import OFPVID_PRESENT, WIDTH
 from cpc.rules import (
+    OFPFF_CHECK_OVERLAP,
     OFPG_ANY,
     OFPP_ANY,
     FlowEntry,
@@ -689,7 +690,7 @@ def raw_entry_to_cpc(
         rule_id=rule_id or rid,
         idle_timeout=idle,
         hard_timeout=hard,
-        flags=flags & ~2,
+        flags=flags & ~OFPFF_CHECK_OVERLAP,  # checked by the switch, which accepted it
     )
 
 
@@ -715,7 +716,7 @@ def flowmod_to_cpc(dpid: int, fm: RawFlowMod, rule_id: int = 0) -> FlowMod:
         rule_id=rule_id or rid,
         idle_timeout=fm.idle,
         hard_timeout=fm.hard,
-        flags=fm.flags & ~2,
+        flags=fm.flags & ~OFPFF_CHECK_OVERLAP,  # checked by the switch
     )
 
 

@@ -148,6 +148,14 @@ class TesterStats:
         return st
 
 
+WATCH_FIELDS = ("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src")
+
+
+def watch_key(hdr: dict) -> tuple:
+    """The fields a watched header is recognized by at an exit (those a probe sets)."""
+    return tuple(hdr.get(f, 0) for f in WATCH_FIELDS)
+
+
 def egress_if_index(sample) -> int:
     """The egress ifIndex of a report: its single output interface, else an ifIndex data
     source; 0 (unknown) for patched OVS reports without an output ifIndex."""
@@ -219,6 +227,10 @@ class Tester:
         self.corroborate = 1
         self.corroborate_window = 60.0
         self._suspects: OrderedDict[tuple, list] = OrderedDict()
+        # watches[watch_key(header)](egress, header, verify_port, verify_rule, allowed, now):
+        # called for every judged report of that header (the confirmation of a finding's
+        # witness probes; pazzd.confirm). Reports held back as transient are not judged.
+        self.watches: dict[tuple, Callable] = {}
         # on_suspect(egress, header, expected): the first sample of a fault not open yet
         # (pazzd asks the fuzzer to probe that header again).
         self.on_suspect: Callable[[Port, dict, tuple], None] | None = None
@@ -428,7 +440,10 @@ class Tester:
             st.held_transient += 1
             return None
         labels = self.class_labels(cls) if self._fault_hdr else ()
-        if self.allows(egress, hdr, pf.verify_port, pf.verify_rule):
+        allowed = self.allows(egress, hdr, pf.verify_port, pf.verify_rule)
+        if self.watches:
+            self._watched(egress, hdr, pf.verify_port, pf.verify_rule, allowed, now)
+        if allowed:
             st.consistent += 1
             for label in labels:
                 for fid in self._by_class.get(label, ()):
@@ -455,6 +470,14 @@ class Tester:
         else:
             self._record(*args)
         return verdict
+
+    def _watched(self, egress: Port, hdr: dict, vport: int, vrule: int, allowed: bool, now):
+        fn = self.watches.get(watch_key(hdr))
+        if fn is not None:
+            try:
+                fn(egress, hdr, vport, vrule, allowed, now)
+            except Exception:
+                log.exception("a report watcher failed")
 
     def _corroborated(self, args: tuple, egress: Port, hdr: dict, now: float) -> bool:
         """Hold the sample of a fault that is not open yet until `corroborate` samples of

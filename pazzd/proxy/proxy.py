@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cpc.ofctl import format_flow
-from cpc.rules import FlowMod, ModelError
+from cpc.rules import OFPFF_CHECK_OVERLAP, FlowMod, ModelError
 from pazzd import openflow as of
 from pazzd.proxy import monitor
 from pazzd.proxy.store import Entry, Store
@@ -883,6 +883,7 @@ class Session:
         store = proxy.store
         changes = []
         freeable: set = set()  # keys whose rule ID may have no use left
+        xids = []
         while self.pending and self.pending[0].seq <= upto:
             p = self.pending.popleft()
             if p.rejected:
@@ -890,6 +891,7 @@ class Session:
                     freeable.add((p.msg.table, p.msg.priority, p.msg.mkey))
                 continue
             self.mods_committed += 1
+            xids.append(p.xid)
             if p.kind == "flow":
                 ch = table.apply(p.msg, p.rule_id)
                 if p.rule_id and len(ch) > 1 and p.msg.command == of.FC_MODIFY:
@@ -908,7 +910,7 @@ class Session:
             changes.extend(self._reid(table))
         self._check_pending()
         proxy._flush_soon()
-        proxy._feed(self.dpid, changes)
+        proxy._feed(self.dpid, changes, tuple(xids))
         if proxy.on_commit is not None and changes:
             try:
                 proxy.on_commit(self.dpid, changes)
@@ -943,6 +945,7 @@ class Proxy:
         self.on_commit: Callable[[int, list], None] | None = None
         # on_model_update(seconds): the time one batch of changes took to apply to the model.
         self.on_model_update: Callable[[float], None] | None = None
+        self.feeding: tuple | None = None  # see _feed
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
         self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
@@ -1207,10 +1210,19 @@ class Proxy:
         except ModelError as e:
             log.warning("dpid %#x: model %s: %s", dpid, name, e)
 
-    def _feed(self, dpid: int, changes) -> None:
-        """Apply accepted changes of the intended table to the model, one re-walk per batch."""
+    def _feed(self, dpid: int, changes, xids: tuple = ()) -> None:
+        """Apply accepted changes of the intended table to the model, one re-walk per batch.
+        While the model applies them, `feeding` is (dpid, changes, the controller's xids),
+        so that the model's subscribers can name the batch that caused an update."""
         if self.model is None or not changes or dpid not in self.model.topo.switches:
             return
+        self.feeding = (dpid, changes, xids)
+        try:
+            self._feed_model(dpid, changes)
+        finally:
+            self.feeding = None
+
+    def _feed_model(self, dpid: int, changes) -> None:
         m = self.model
         batch: list[FlowMod] = []
         t0 = time.perf_counter()
@@ -1261,7 +1273,8 @@ class Proxy:
                         rule_id=new.rule_id or rid,
                         idle_timeout=new.idle,
                         hard_timeout=new.hard,
-                        flags=new.flags & ~2,
+                        # the switch checked overlaps when it accepted the entry
+                        flags=new.flags & ~OFPFF_CHECK_OVERLAP,
                     )
                 )
             else:

@@ -16,7 +16,7 @@ from tests.cpc.netgen import scenarios
 
 
 def outcome_key(d):
-    return (d.ingress, d.kind, d.egress, d.verify_port, d.verify_rule, d.hops)
+    return (d.ingress, d.kind, d.egress, d.verify_port, d.verify_rule, d.hops, d.reason)
 
 
 def unique_priorities(model, fm):

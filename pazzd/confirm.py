@@ -1,0 +1,161 @@
+"""Confirm a finding in the data plane: probe its witness, record what the exits report.
+
+A finding about the intended state (pazzd.findings) is a claim about what the rules do.
+The fuzzer sends the finding's witness header from its ingress (and, for a reply policy,
+the reply from the egress) in enough copies that sFlow sampling 1/N shows it at an exit
+with probability about 95 % (3N copies), and the tester calls back for every report of
+that header. When the window closes, the finding records the verdict:
+
+  agrees     every report came with tags the model allows, at an exit the model predicts;
+             and where the model predicts no exit (a loop, a blackhole), none reported it
+  differs    a report at an exit the model does not predict, or with other tags: the data
+             plane does not do what the model says (the tester opens a data-plane fault too)
+  unseen     the model predicts an exit and no report arrived (sampling, or the data plane
+             drops it: the tester's blackhole watch covers critical flows)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from cpc.intents import Violation
+from cpc.topology import Topology
+from tester.engine import watch_key
+
+__all__ = ["Confirmations"]
+
+log = logging.getLogger("pazzd.confirm")
+MAX_COPIES = 2000
+
+
+@dataclass
+class _Pending:
+    finding_id: int
+    deadline: float
+    probes: list  # [(label, ingress, header, expected exits)]
+    seen: dict = field(default_factory=dict)  # label -> [report]
+
+
+class Confirmations:
+    """store: the fault store (findings); tester: its `watches`; fuzzer: `confirm()`."""
+
+    def __init__(
+        self,
+        store,
+        tester,
+        fuzzer,
+        topo: Topology,
+        sampling_rate: int,
+        probe_rate: float,
+        clock=time.time,
+    ) -> None:
+        self.store = store
+        self.tester = tester
+        self.fuzzer = fuzzer
+        self.topo = topo
+        self.copies = min(MAX_COPIES, 3 * max(1, sampling_rate))
+        # the copies go out at up to half the probe rate (fuzzer.engine.CONFIRM_SHARE)
+        self.window = self.copies / max(probe_rate * 0.5, 1.0) + 10.0
+        self.clock = clock
+        self.pending: dict[int, _Pending] = {}
+        self._by_key: dict[tuple, list[tuple[_Pending, str]]] = {}
+        self.done = 0
+
+    def start(self, finding_id: int, v: Violation) -> bool:
+        """Probe a new finding's witness; False when its ingress is not fuzzed."""
+        probes = [("witness", v.ingress, v.witness, _exits(v.paths))]
+        if v.reply is not None and v.policy.dst is not None:
+            probes.append(("reply", v.policy.dst, v.reply, _exits(v.reply_paths)))
+        p = _Pending(finding_id, self.clock() + self.window, probes)
+        sent = False
+        for label, ing, hdr, _ in probes:
+            if self.fuzzer.confirm(ing, hdr, self.copies):
+                sent = True
+                key = watch_key(hdr)
+                self._by_key.setdefault(key, []).append((p, label))
+                self.tester.watches[key] = self._report
+                p.seen[label] = []
+        if not sent:
+            return False
+        self.pending[finding_id] = p
+        self.store.set_confirmation(
+            finding_id, {"verdict": "probing", "copies": self.copies, "until": p.deadline}
+        )
+        return True
+
+    def _report(self, egress, hdr, vport, vrule, allowed, now) -> None:
+        for p, label in self._by_key.get(watch_key(hdr), ()):
+            if len(p.seen[label]) < 32:
+                p.seen[label].append(
+                    {
+                        "egress": self.topo.port_name(egress),
+                        "verify_port": f"0x{vport:08x}",
+                        "verify_rule": f"0x{vrule:04x}",
+                        "allowed": allowed,
+                        "time": now,
+                    }
+                )
+
+    def tick(self) -> None:
+        now = self.clock()
+        for fid, p in list(self.pending.items()):
+            if now < p.deadline:
+                continue
+            del self.pending[fid]
+            for _, _, hdr, _ in p.probes:
+                key = watch_key(hdr)
+                rest = [x for x in self._by_key.get(key, ()) if x[0] is not p]
+                if rest:
+                    self._by_key[key] = rest
+                else:
+                    self._by_key.pop(key, None)
+                    self.tester.watches.pop(key, None)
+            result = self._verdict(p)
+            self.done += 1
+            try:
+                self.store.set_confirmation(fid, result)
+            except Exception as e:  # the store logs and counts its own failures
+                log.error("finding #%d: confirmation not stored: %s", fid, e)
+                continue
+            log.log(
+                logging.WARNING if result["verdict"] == "differs" else logging.INFO,
+                "finding #%d: data plane %s",
+                fid,
+                result["verdict"],
+            )
+
+    def _verdict(self, p: _Pending) -> dict:
+        out = {"copies": self.copies, "probes": []}
+        verdicts = []
+        for label, ing, _hdr, exits in p.probes:
+            if label not in p.seen:
+                continue
+            seen = p.seen[label]
+            names = {self.topo.port_name(e) for e in exits}
+            if any(not r["allowed"] or r["egress"] not in names for r in seen):
+                verdict = "differs"
+            elif exits and not seen:
+                verdict = "unseen"
+            else:
+                verdict = "agrees"
+            verdicts.append(verdict)
+            out["probes"].append(
+                {
+                    "probe": label,
+                    "ingress": self.topo.port_name(ing),
+                    "expected_exits": sorted(names),
+                    "reports": seen,
+                    "verdict": verdict,
+                }
+            )
+        for v in ("differs", "unseen", "agrees"):
+            if v in verdicts:
+                out["verdict"] = v
+                break
+        return out
+
+
+def _exits(paths) -> set:
+    return {d.egress for d in paths if d.kind == "egress"}

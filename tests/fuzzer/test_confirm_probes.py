@@ -1,0 +1,28 @@
+"""Confirmation copies: every copy is sent, interleaved with the other probes, never more
+than the share of a batch, and an ingress that is not fuzzed is refused."""
+
+from cpc.model import Model
+from fuzzer.engine import CONFIRM_SHARE, Fuzzer
+from pazzdata.workloads import generate
+
+
+def test_confirm_copies_share_and_refusal():
+    wl = generate("grid", 2, 200, rule_ids=True)
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, wl.groups)
+    model.build()
+    fz = Fuzzer(model, rate=1e6, seed=1)
+    ing = wl.topo.edge_ports()[0]
+    hdr = {"eth_type": 0x0800, "ipv4_dst": 0x0A000101, "ip_proto": 6, "tp_dst": 80}
+    assert fz.confirm(ing, hdr, 10)
+    assert not fz.confirm((99, 1), hdr, 10)  # no such ingress
+    assert not fz.confirm(ing, hdr, 0)
+    sent = []
+    for _ in range(10):
+        batch = fz.next_probes(8)
+        mine = [p for p in batch if p.area == "confirm"]
+        assert len(mine) <= int(8 * CONFIRM_SHARE)
+        assert len(batch) > len(mine)  # the other probes go on
+        sent += mine
+    assert len(sent) == 10 and fz.confirm_sent == 10
+    assert all(p.ingress == ing and p.header == hdr for p in sent)
