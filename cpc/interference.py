@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .rules import FlowEntry, Match, ModelError
+from .witness import representative
 
 UNKNOWN = "unknown"
 RELATIONS = ("shadowing", "partial_override", "same_priority", "redundancy", "cross_table")
@@ -164,18 +165,17 @@ def pair_key(a: tuple, b: tuple) -> str:
 class InterferenceChecker:
     """Keeps the interference findings of a Model up to date, one committed update at a time.
 
-        checker = InterferenceChecker(model, Apps([...]), valid=valid_headers(model.space))
+        checker = InterferenceChecker(model, Apps([...]))
         checker.attach()              # scan what the model holds, then follow its updates
         opened, resolved = checker.drain()
 
-    valid, a BDD of real packets, is where witnesses are picked first.
+    A witness is a packet a host could send (cpc.witness).
     """
 
-    def __init__(self, model, apps: Apps, valid=None) -> None:
+    def __init__(self, model, apps: Apps) -> None:
         self.model = model
         self.space = model.space
         self.apps = apps
-        self.valid = valid
         self.findings: dict[str, Finding] = {}
         self._pair: dict[str, tuple[tuple, tuple]] = {}  # key -> the entries' ekeys
         self._by_entry: dict[tuple, set[str]] = {}
@@ -183,6 +183,7 @@ class InterferenceChecker:
         self._cross: dict[int, set[str]] = {}  # cross-table findings by switch
         self._entries: dict[tuple, FlowEntry] = {}
         self._owner: dict[tuple, str] = {}
+        self._owners_at: dict[tuple[int, int], Counter] = {}  # (dpid, table) -> owners
         self._reach: dict[tuple[int, int, int | None], object] = {}
         self._opened: dict[str, Finding] = {}
         self._resolved: set[str] = set()
@@ -196,6 +197,7 @@ class InterferenceChecker:
         """Recompute every finding from the model's entries (after a bulk load)."""
         self._entries.clear()
         self._owner.clear()
+        self._owners_at.clear()
         self._reach.clear()
         for e in self.model.entries():
             self._remember(e)
@@ -214,12 +216,12 @@ class InterferenceChecker:
         switches = {(n or o).dpid for o, n in upd.changes}
         # Multi-table switches: which tables' reach the batch changed (before any pair is
         # looked at: that would cache the new reach).
-        multi = {d: self._reach_changed(d) for d in switches if self._multi(d)}
+        multi = {
+            d: self._reach_changed(d) for d in switches if self._multi(d) or self._cross.get(d)
+        }
         for old, new in upd.changes:  # first the entries as the model now holds them
             if new is None:
-                k = ekey(old)
-                self._entries.pop(k, None)
-                self._owner.pop(k, None)
+                self._forget(ekey(old))
             else:
                 self._remember(new)
         for old, new in upd.changes:
@@ -243,8 +245,19 @@ class InterferenceChecker:
     # --- bookkeeping ----------------------------------------------------------------------
     def _remember(self, e: FlowEntry) -> None:
         k = ekey(e)
+        self._forget(k)
         self._entries[k] = e
-        self._owner[k] = self.apps.owner(e.cookie)
+        o = self._owner[k] = self.apps.owner(e.cookie)
+        c = self._owners_at.setdefault((e.dpid, e.table), Counter())
+        c[o] += 1
+
+    def _forget(self, k: tuple) -> None:
+        if self._entries.pop(k, None) is not None:
+            c = self._owners_at[(k[0], k[1])]
+            o = self._owner.pop(k)
+            c[o] -= 1
+            if not c[o]:
+                del c[o]
 
     def _set(self, key: str, f: Finding | None) -> None:
         old = self.findings.get(key)
@@ -285,6 +298,11 @@ class InterferenceChecker:
         k = ekey(x)
         d, t = x.dpid, x.table
         pairs: set[tuple[tuple, tuple]] = set(self._pair[f] for f in self._by_entry.get(k, ()))
+        if len(self._owners_at.get((d, t), ())) < 2:  # one owner in this table: no new pair
+            for a, b in pairs:
+                if a[1] == b[1]:
+                    self._update_pair(a, b)
+            return
         owner = self._owner.get(k)
         near: list[tuple[object, FlowEntry]] = []  # (element, entry overlapping x there)
         seen = set()
@@ -561,11 +579,7 @@ class InterferenceChecker:
 
     # --- findings -------------------------------------------------------------------------
     def _pick(self, r) -> dict:
-        if self.valid is not None:
-            h = self.space.pick(r & self.valid)
-            if h is not None:
-                return h
-        return self.space.pick(r)
+        return representative(self.space, r)
 
     def _finding(self, key, relation, a, b, witness, in_port, winner) -> Finding:
         ak, bk = ekey(a), ekey(b)

@@ -12,7 +12,7 @@ from cpc.interference import App, Apps, InterferenceChecker, ekey
 from cpc.model import Model
 from cpc.rules import FlowMod, Instructions, ModelError
 from cpc.topology import Topology
-from fuzzer.hspace import is_valid, valid_headers
+from fuzzer.hspace import is_valid
 from tests.cpc.netgen import DSTS, matches
 
 PORTS = [1, 2, 3, 4]
@@ -187,7 +187,7 @@ def _check_witness(entries, f) -> None:
 def test_findings_match_brute_force(sc):
     ops, batches = sc
     model = Model(_topo())
-    checker = InterferenceChecker(model, APPS, valid=valid_headers(model.space))
+    checker = InterferenceChecker(model, APPS)
     checker.attach()
     entries: dict = {}
     i = 0
