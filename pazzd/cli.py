@@ -330,6 +330,84 @@ def cmd_faults(args) -> int:
     return 0
 
 
+def cmd_intents(args) -> int:
+    """Intent findings: the intended state breaks a policy (pazzd.findings)."""
+    if args.action == "show":
+        if args.id is None:
+            raise CliError("intents show needs a finding ID")
+        f = _call(args, "finding", id=args.id)
+        if f["kind"] != "intent":
+            raise CliError(f"finding {args.id} is a {f['kind']} finding, not an intent finding")
+        if args.json:
+            print(json.dumps(f, indent=2))
+            return 0
+        d = f["detail"]
+        print(f"{'id':12} {f['id']}")
+        print(f"{'state':12} {f['state']}   severity {f['severity']}")
+        print(f"{'policy':12} {d['policy']} ({d['check']}{', enforced' if d['enforce'] else ''})")
+        print(f"{'finding':12} {f['summary']}")
+        print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
+        print(f"{'witness':12} {d['witness']}  (from {d['ingress']})")
+        if d.get("reply"):
+            print(f"{'reply':12} {d['reply']}  (from {d['egress']})")
+        cause = d.get("cause") or {}
+        text = cause.get("source", "-")
+        if cause.get("switch"):
+            text += f" at {cause['switch']}"
+        if cause.get("xids"):
+            text += f", xids {', '.join(str(x) for x in cause['xids'])}"
+        if cause.get("flow"):
+            text += f": {cause['flow']}"
+        print(f"{'cause':12} {text}")
+        for e in cause.get("entries") or []:
+            if e["change"] == "group":
+                print(f"{'':12}   group {e['group_id']}")
+            else:
+                print(
+                    f"{'':12}   {e['change']} table={e['table']} priority={e['priority']}"
+                    f" cookie={e['cookie']} {e['match']}"
+                )
+        conf = f.get("confirmation")
+        if conf:
+            print(f"{'data plane':12} {conf.get('verdict')}")
+            for p in conf.get("probes") or []:
+                seen = sorted({r["egress"] for r in p["reports"]})
+                print(
+                    f"{'':12}   {p['probe']} from {p['ingress']}: {p['verdict']}; expected at "
+                    f"{', '.join(p['expected_exits']) or 'no exit'}, reported at "
+                    f"{', '.join(seen) or 'no exit'}"
+                )
+        print("\nthe model's paths for the witness:")
+        print_outcomes_json(d["paths"])
+        if d.get("reply_paths") is not None and d.get("reply"):
+            print("the model's paths for the reply:")
+            print_outcomes_json(d["reply_paths"])
+        return 0
+    if args.action is not None:
+        raise CliError(f"unknown intents action {args.action!r} (use: intents show ID)")
+    found = _call(args, "findings", kind="intent", state="open" if args.open else None)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    rows = [("id", "state", "policy", "first seen", "data plane", "finding")]
+    for f in found:
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                f["name"],
+                _when(f["first_seen"]),
+                (f.get("confirmation") or {}).get("verdict", "-"),
+                f["summary"][:70],
+            )
+        )
+    if len(rows) == 1:
+        print("no intent findings")
+    else:
+        _table(rows)
+    return 0
+
+
 def _no_finding(a: dict) -> str:
     """Why a localization names no entry: nothing differs, or the polls failed."""
     errors = a.get("errors") or {}
@@ -426,6 +504,15 @@ def add_daemon_commands(sub, common) -> None:
     f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
     f.add_argument("--open", action="store_true", help="only open faults")
     f.set_defaults(func=cmd_faults)
+    it = sub.add_parser(
+        "intents",
+        parents=[common],
+        help="where the intended state breaks a policy, or `intents show ID`",
+    )
+    it.add_argument("action", nargs="?", choices=["show"], help="show one finding")
+    it.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
+    it.add_argument("--open", action="store_true", help="only open findings")
+    it.set_defaults(func=cmd_intents)
     lz = sub.add_parser(
         "localize", parents=[common], help="poll candidate flow tables for a fault's entry"
     )
@@ -468,6 +555,8 @@ examples:
   pazzctl status
   pazzctl faults --open
   pazzctl faults show 12
+  pazzctl intents --open
+  pazzctl intents show 3 --json
   pazzctl localize 12 --json
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml

@@ -295,7 +295,7 @@ def _match(r: _Reader, d, key, dotted: str) -> tuple:
         fm.match.check_prerequisites()
     except ModelError as e:
         r.fail(d, key, dotted, str(e))
-    if fm.match.in_port is not None or fm.table or fm.priority != FlowMod.priority:
+    if fm.match.in_port is not None or fm.table or fm.priority != FlowMod("delete", 0).priority:
         r.fail(d, key, dotted, "a header set: header fields only (no in_port, table or priority)")
     return fm.match.fields
 

@@ -49,6 +49,7 @@ from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .confirm import Confirmations
 from .findings import IntentFindings
+from .guard import IntentGuard
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
@@ -213,6 +214,7 @@ class Daemon:
         self.confirmations: Confirmations | None = None
         self._intents_unsynced = False
         self._local_cause: dict | None = None  # what the model update being made is (API)
+        self.intent_guard: IntentGuard | None = None
 
     # --- state for metrics and status ----------------------------------------------------------
     def faults_open(self) -> dict[str, int]:
@@ -559,7 +561,10 @@ class Daemon:
             time.monotonic() - t0,
             len(self.intents.open),
         )
+        self.intent_guard = IntentGuard(self.model, self._enforced)
         self.model.subscribe(self._on_intents)
+        if self.proxy is not None:
+            self.proxy.guard = self.intent_guard.for_proxy
 
     def _intents_sync(self, cause: dict) -> None:
         """Bring the findings table in step with the checker (start, reload, after a store
@@ -576,6 +581,8 @@ class Daemon:
     def _on_intents(self, upd) -> None:
         try:
             ch = self.intents.on_update(upd)
+            if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
+                return
             if ch.opened or ch.resolved or ch.changed:
                 self._confirm(self.intent_findings.apply(ch, self._cause()))
         except (sqlite3.Error, OSError) as e:
@@ -584,6 +591,9 @@ class Daemon:
         except Exception:
             self._intents_unsynced = True
             log.exception("intent checks failed on model version %d", upd.version)
+
+    def _enforced(self) -> set[str]:
+        return {p.name for p in self.cfg.intent_policies if p.enforce}
 
     def _confirm(self, new: list) -> None:
         if self.confirmations is None:

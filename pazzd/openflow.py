@@ -381,6 +381,8 @@ OFPET_BAD_REQUEST = 1
 OFPET_BAD_ACTION = 2
 OFPBRC_BAD_LEN = 6
 OFPBAC_EPERM = 6
+OFPET_FLOW_MOD_FAILED = 5
+OFPFMFC_EPERM = 6  # permissions error
 
 
 def error_msg(version: int, xid: int, etype: int, code: int, request: bytes) -> bytes:

@@ -826,6 +826,12 @@ class Session:
             # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
             self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
             return None
+        guard = self.proxy.guard
+        if guard is not None:
+            why = guard(self.dpid, fm)
+            if why:
+                self._refuse(msg, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why)
+                return None
         if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
             # No room for the rule-ID action within OpenFlow's 16-bit length.
             self._refuse(msg, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID")
@@ -946,6 +952,9 @@ class Proxy:
         # on_model_update(seconds): the time one batch of changes took to apply to the model.
         self.on_model_update: Callable[[float], None] | None = None
         self.feeding: tuple | None = None  # see _feed
+        # guard(dpid, RawFlowMod) -> why it is refused, or None: asked before a FlowMod is
+        # forwarded (pazzd.guard); a refused one is answered with an error, never sent.
+        self.guard: Callable[[int, of.RawFlowMod], str | None] | None = None
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
         self.groups: dict[int, dict[int, tuple[int, bytes]]] = collections.defaultdict(dict)
