@@ -66,6 +66,8 @@ class Update:
     # Classes that lost or gained headers but kept their walks (not in `classes`): what a
     # subscriber that keeps a class's headers (cpc.intents) must read again.
     reshaped: frozenset[int] = frozenset()
+    # The entries changed, in order: (old, new) with None for an entry added or removed.
+    changes: tuple[tuple[FlowEntry | None, FlowEntry | None], ...] = ()
 
     @cached_property
     def region(self):
@@ -153,6 +155,7 @@ class Model:
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
         self._touched: list = []  # match BDDs of this update: Update.region is their union
+        self._changes: list = []  # (old, new) entries of this update: Update.changes
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_exits: set[Port] = set()
         self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
@@ -361,6 +364,7 @@ class Model:
         if check_overlap:
             flowmod.check_overlap(entry, targets)
         el.entries[key] = entry
+        self._changes.append((None, entry))
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
         self._touched.append(m)
@@ -515,6 +519,7 @@ class Model:
         )
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
         el.entries[Element.key_of(entry)] = entry
+        self._changes.append((old, entry))
         if old_b is not new_b:
             self._touched.append(self.space.match_bdd(old.match.fields))
         for t in self._targets(el):
@@ -526,6 +531,7 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         act = self._behaviour(entry).action
         del el.entries[Element.key_of(entry)]
+        self._changes.append((entry, None))
         self._touched.append(self.space.match_bdd(entry.match.fields))
         for t in self._targets(el):
             # The freed headers go to the lower-priority entries, highest first, or miss.
@@ -545,6 +551,7 @@ class Model:
         self._built = True
         self.version += 1
         self._touched.clear()
+        self._changes.clear()
         self._id_region = self.space.false
 
     def _commit(self, extra: Iterable[int] = ()) -> Update:
@@ -588,8 +595,10 @@ class Model:
             touched=tuple(self._touched),
             space=self.space,
             reshaped=frozenset(reshaped - gone - named),
+            changes=tuple(self._changes),
         )
         self._touched.clear()
+        self._changes.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)
@@ -813,6 +822,10 @@ class Model:
             k = cyc.index(min(cyc))
             cycles.add(tuple(cyc[k:] + cyc[:k]))
         return cycles
+
+    def switch_elements(self, dpid: int) -> list[Element]:
+        """The elements of one switch, oldest first."""
+        return list(self._elems_of.get(dpid, ()))
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
         els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())

@@ -409,6 +409,40 @@ def cmd_intents(args) -> int:
     return 0
 
 
+def cmd_interference(args) -> int:
+    """Interference findings: entries of two controller apps that meet (pazzd.interference)."""
+    found = _call(args, "findings", kind="interference", state="open" if args.open else None)
+    if args.app:
+        found = [f for f in found if args.app in f["name"].split(",")]
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    if not found:
+        print("no interference findings")
+        return 0
+    rows = [("id", "state", "relation", "switch", "a (wins)", "b", "witness", "data plane")]
+    for f in found:
+        d = f["detail"]
+        a, b = d["a"], d["b"]
+        if d["winner"] == "b":
+            a, b = b, a
+        conf = (f.get("confirmation") or {}).get("obeyed", "-")
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                d["relation"],
+                d["switch"],
+                f"{a['owner']} t{a['table']} p{a['priority']} {a['match']}",
+                f"{b['owner']} t{b['table']} p{b['priority']} {b['match']}",
+                d["witness_text"] + (f" in_port={d['in_port']}" if d["in_port"] else ""),
+                conf,
+            )
+        )
+    _table(rows)
+    return 0
+
+
 def _no_finding(a: dict) -> str:
     """Why a localization names no entry: nothing differs, or the polls failed."""
     errors = a.get("errors") or {}
@@ -514,6 +548,14 @@ def add_daemon_commands(sub, common) -> None:
     it.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
     it.add_argument("--open", action="store_true", help="only open findings")
     it.set_defaults(func=cmd_intents)
+    inf = sub.add_parser(
+        "interference",
+        parents=[common],
+        help="entries of two controller apps whose matches meet (apps in pazzd.yaml)",
+    )
+    inf.add_argument("--app", help="only findings with this app on one side")
+    inf.add_argument("--open", action="store_true", help="only open findings")
+    inf.set_defaults(func=cmd_interference)
     lz = sub.add_parser(
         "localize", parents=[common], help="poll candidate flow tables for a fault's entry"
     )
@@ -558,6 +600,7 @@ examples:
   pazzctl faults show 12
   pazzctl intents --open
   pazzctl intents show 3 --json
+  pazzctl interference --app acl --open
   pazzctl localize 12 --json
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml

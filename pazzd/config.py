@@ -20,6 +20,7 @@ from typing import Any
 from cpc import yamlpos
 from cpc.fields import parse_header
 from cpc.intents import KINDS, Policy
+from cpc.interference import App, Apps
 from cpc.ofctl import parse_flow
 from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
@@ -118,6 +119,8 @@ class Config:
     intents_packet_ins: bool = True
     intents_forgotten_after: float = 5.0
     intents_resolve_after: float = 60.0
+    # Controller applications by cookie range (cpc.interference); [] leaves the check off.
+    apps: list[App] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -150,6 +153,7 @@ KNOWN = {
         "fuzz",
         "critical_flows",
         "intents",
+        "apps",
         "tester",
         "metrics",
         "ui",
@@ -398,6 +402,35 @@ def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
         enforce = r.typed(e, "enforce", f"{d}.enforce", bool, False)
         pols.append(Policy(name, check, src, dst, match, frozenset(via), enforce))
     cfg.intent_policies = pols
+
+
+def _apps(r: _Reader, doc, cfg: Config) -> None:
+    items = r.items(doc, "apps", "apps")
+    apps = []
+    for i, e in enumerate(items):
+        d = f"apps[{i}]"
+        if not isinstance(e, dict):
+            r.fail(items, i, d, "must be a mapping {name, cookie, mask}")
+        bad = sorted(str(k) for k in e if k not in {"name", "cookie", "mask"})
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        for k in ("name", "cookie", "mask"):
+            if k not in e:
+                r.fail(items, i, f"{d}.{k}", "required key missing")
+        vals = {}
+        for k in ("cookie", "mask"):
+            try:
+                vals[k] = _int(e[k])
+            except ValueError:
+                r.fail(e, k, f"{d}.{k}", f"must be an integer (0x... for hex), not {e[k]!r}")
+        apps.append(App(str(e["name"]), vals["cookie"], vals["mask"]))
+    try:
+        Apps(apps)
+    except ModelError as ex:  # names the field: apps[i].name, .cookie or .mask
+        where, _, msg = str(ex).partition(": ")
+        i = int(where[5 : where.index("]")])
+        r.fail(items[i], where.rsplit(".", 1)[1], where, msg)
+    cfg.apps = apps
 
 
 def _int(v) -> int:
@@ -661,6 +694,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         )
 
     _intents(r, doc, topo, cfg)
+    _apps(r, doc, cfg)
 
     t = r.section(doc, "tester", "tester")
     cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)
