@@ -276,12 +276,15 @@ class Model:
 
     def _apply_one(self, fm: FlowMod) -> None:
         self._check_switch(fm.dpid, fm.source)
+        has_group = lambda gid: (fm.dpid, gid) in self._groups  # noqa: E731
         if fm.command == "add":
+            flowmod.check_actions(fm, has_group)
             self._add(fm.entry(), check_overlap=bool(fm.flags & flowmod.OFPFF_CHECK_OVERLAP))
         elif fm.command in ("modify", "modify_strict"):
-            for e in flowmod.select(
-                self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict"
-            ):
+            flowmod.check_goto(fm)  # the new instructions, against the FlowMod's table
+            sel = flowmod.select(self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict")
+            flowmod.check_actions(fm, has_group if sel else None)
+            for e in sel:
                 self._replace(e, fm)
         elif fm.command in ("delete", "delete_strict"):
             for e in flowmod.select(
@@ -302,6 +305,7 @@ class Model:
     def set_group(self, group: Group) -> Update:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
+        flowmod.check_group(group)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
         self._touch_switch(group.dpid)
@@ -341,7 +345,7 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         key = Element.key_of(entry)
         old = el.entries.get(key)
-        if old is not None:
+        if old is not None:  # replaced even with CHECK_OVERLAP, as Open vSwitch does
             self._replace(old, entry)
             return
         targets = self._targets(el)

@@ -115,7 +115,7 @@ class RefDataPlane:
                     h[a[1]] = a[2]
                 elif a[0] == "pop_vlan":
                     h["vlan_vid"] = 0
-                elif a[0] == "push_vlan" and not h.get("vlan_vid", 0) & OFPVID_PRESENT:
+                elif a[0] == "push_vlan":  # VID 0, as Open vSwitch (docs/agents.md)
                     h["vlan_vid"] = OFPVID_PRESENT
                 pkt["h"] = h
                 pkt["rw"] = True
