@@ -80,8 +80,7 @@ DIVERGENCES = {
             "group-command",
             "GroupMod ADD of an existing group, MODIFY or DELETE of a missing one",
             "OpenFlow 1.3.5 section 6.5 (GROUP_EXISTS, UNKNOWN_GROUP); OVS follows it",
-            "Model.set_group is ADD and MODIFY alike; pazzd feeds it only what the switch "
-            "accepted",
+            "Model.set_group is ADD and MODIFY alike; pazzd feeds it only what the switch accepted",
         ),
         Divergence(
             "not-modelled",

@@ -313,8 +313,17 @@ class Model:
 
     @gc_paused_update
     def delete_group(self, dpid: int, group_id: int) -> Update:
+        """GroupMod DELETE: the group and the entries that use it (OpenFlow 1.3.5 6.5)."""
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
+        users = [
+            e
+            for el in self._elems_of.get(dpid, ())
+            for e in el.entries.values()
+            if group_id in e.instructions.groups()
+        ]
+        for e in users:
+            self._remove(e)
         self._touch_switch(dpid)
         return self._commit_classes(self.index.group_users.get((dpid, group_id), set()))
 

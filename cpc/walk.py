@@ -769,7 +769,12 @@ class Walker:
         """Apply what matched at a table: an entry's behaviour (identity walks) or a class's
         action at element elem (class walks); None is the table-miss."""
         if beh is None:
-            self._end(res, st, "drop", None, f"table-miss in table {table}")
+            if st.action_set:  # Open vSwitch runs the action set on a miss too
+                self._run(
+                    res, _action_set_list(st.action_set), 0, st, local, self._silent[-1].append
+                )
+            else:
+                self._end(res, st, "drop", None, f"table-miss in table {table}")
             return
         st.vport |= self.m.port_bits(st.dpid, st.in_port)
         if elem is None:

@@ -127,7 +127,9 @@ def random_action(r: random.Random, groups: bool = True):
         gid = r.choice(GROUP_IDS) if r.random() < 0.85 else MISSING_GROUP
         return ofpp.OFPActionGroup(gid)
     if v < 0.85:
-        k = r.choice(("eth_dst", "eth_src", "ipv4_dst", "ipv4_src", "tcp_dst", "udp_src", "vlan_vid"))
+        k = r.choice(
+            ("eth_dst", "eth_src", "ipv4_dst", "ipv4_src", "tcp_dst", "udp_src", "vlan_vid")
+        )
         val = {
             "eth_dst": lambda: r.choice(MACS),
             "eth_src": lambda: r.choice(MACS),
@@ -171,7 +173,8 @@ def random_instructions(r: random.Random, table: int) -> list:
 
 def random_group_mod(r: random.Random, gid: int, command: int = ofp.OFPGC_ADD):
     gtype = r.choice(
-        (ofp.OFPGT_ALL, ofp.OFPGT_ALL, ofp.OFPGT_SELECT, ofp.OFPGT_INDIRECT, ofp.OFPGT_FF)
+        (ofp.OFPGT_ALL, ofp.OFPGT_ALL, ofp.OFPGT_ALL, ofp.OFPGT_SELECT, ofp.OFPGT_INDIRECT)
+        + (ofp.OFPGT_INDIRECT, ofp.OFPGT_FF)
     )
     n = 1 if gtype == ofp.OFPGT_INDIRECT and r.random() < 0.9 else r.randint(0, 2)
     if gtype == ofp.OFPGT_SELECT:

@@ -1,10 +1,10 @@
 """Blocking clients of one ovs-vswitchd, for the agent comparison (pazzlab.agents):
 
-  OfClient   OpenFlow 1.3 over a bridge's management socket (RUNDIR/BRIDGE.mgmt, the one
-             ovs-ofctl uses): send messages, collect the errors that answer them, dump the
-             flow table.
-  Unixctl    the daemon's control socket (JSON-RPC, what ovs-appctl speaks), for
-             ofproto/trace without a process per packet.
+OfClient   OpenFlow 1.3 over a bridge's management socket (RUNDIR/BRIDGE.mgmt, the one
+           ovs-ofctl uses): send messages, collect the errors that answer them, dump the
+           flow table.
+Unixctl    the daemon's control socket (JSON-RPC, what ovs-appctl speaks), for
+           ofproto/trace without a process per packet.
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ class OfClient:
             if rxid != xid:
                 continue
             if t == of.OFPT_ERROR:
-                raise RuntimeError(f"flow-stats request refused: {struct.unpack_from('!HH', msg, 8)}")
+                raise RuntimeError(
+                    f"flow-stats request refused: {struct.unpack_from('!HH', msg, 8)}"
+                )
             mtype, flags = struct.unpack_from("!HH", msg, 8)
             stats, _ = of.parse_flow_stats_body(msg[16:], strip=True)
             out += stats
