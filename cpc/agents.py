@@ -93,7 +93,7 @@ DIVERGENCES = {
 
 
 @dataclass(frozen=True)
-class Warning_:
+class AgentWarning:
     kind: str
     source: str
     message: str
@@ -106,14 +106,14 @@ def _where(e: FlowEntry) -> str:
     return e.source or f"dpid {e.dpid:#x} table {e.table} priority {e.priority} {e.match}"
 
 
-def lint(entries: Iterable[FlowEntry], groups: Iterable[Group] = ()) -> list[Warning_]:
+def lint(entries: Iterable[FlowEntry], groups: Iterable[Group] = ()) -> list[AgentWarning]:
     """Warnings for the entries and groups whose effect differs between agents."""
     entries = list(entries)
     out = [w for e in entries for w in lint_entry(e)]
     for g in groups:
         if g.type in ("all", "select") and not g.buckets:
             out.append(
-                Warning_(
+                AgentWarning(
                     "empty-group",
                     g.source or f"dpid {g.dpid:#x} group {g.group_id}",
                     f"{g.type} group {g.group_id} has no bucket: Open vSwitch drops its "
@@ -121,7 +121,7 @@ def lint(entries: Iterable[FlowEntry], groups: Iterable[Group] = ()) -> list[War
                 )
             )
     out += [
-        Warning_(
+        AgentWarning(
             "equal-priority-overlap",
             _where(b),
             f"overlaps {_where(a)} at the same priority with other instructions: which "
@@ -132,7 +132,7 @@ def lint(entries: Iterable[FlowEntry], groups: Iterable[Group] = ()) -> list[War
     return out
 
 
-def lint_entry(e: FlowEntry) -> list[Warning_]:
+def lint_entry(e: FlowEntry) -> list[AgentWarning]:
     """Warnings that one entry draws on its own."""
     out = []
     tagged = (v := e.match.get("vlan_vid")) is not None and bool(v[0] & v[1] & 0x1000)
@@ -143,7 +143,7 @@ def lint_entry(e: FlowEntry) -> list[Warning_]:
             tagged = False
         elif a[0] == "set_field" and (missing := missing_prerequisite(e.match, a[1], tagged)):
             out.append(
-                Warning_(
+                AgentWarning(
                     "set-field-prerequisite",
                     _where(e),
                     f"set_field {a[1]} without {missing} in the match: Open vSwitch refuses "
@@ -155,7 +155,7 @@ def lint_entry(e: FlowEntry) -> list[Warning_]:
     ranks = [order[k] for k in kinds if k in ("pop_vlan", "push_vlan", "set_field")]
     if ranks != sorted(ranks):
         out.append(
-            Warning_(
+            AgentWarning(
                 "action-set-order",
                 _where(e),
                 "write_actions lists " + ", ".join(kinds) + ": the action set runs pop_vlan, "

@@ -813,6 +813,18 @@ class Model:
             cycles.add(tuple(cyc[k:] + cyc[:k]))
         return cycles
 
+    def ties(self, entry: FlowEntry) -> list[FlowEntry]:
+        """The entries of entry's table with its priority and other instructions that one
+        packet can match together with it: which one it matches is the switch's choice
+        (cpc.agents)."""
+        el = self._elements.get((entry.dpid, entry.table, entry.match.in_port))
+        found: dict[int, FlowEntry] = {}
+        for t in self._targets(el) if el is not None else ():
+            for o in t.ident.overlapping(entry):
+                if o.priority == entry.priority and o.instructions != entry.instructions:
+                    found[id(o)] = o
+        return list(found.values())
+
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
         els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())
         return [e for el in els for e in el.entries.values()]

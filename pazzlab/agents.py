@@ -271,6 +271,15 @@ class Comparison:
             ex.append(example)
 
     def run(self, seq: Sequence) -> None:
+        try:
+            self._run(seq)
+        except (OSError, RuntimeError) as e:  # a switch hung or died: say which sequence
+            logs = "\n".join(
+                f"-- {a.label}\n{a.ovs.log_tail(15)}" for a in (self.stock, self.patched)
+            )
+            raise RuntimeError(f"sequence {seq.seed}: {e!r}\n{logs}") from e
+
+    def _run(self, seq: Sequence) -> None:
         t0 = time.perf_counter()
         msgs = [serialize(m, i + 1) for i, (_, m) in enumerate(seq.messages)]
         errs_s = self.stock.run(msgs)
