@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from .fields import ETH_TYPE_IPV4, IPV4_FIELDS, OFPVID_PRESENT, TP_FIELDS
 from .rules import (
     OFPFF_CHECK_OVERLAP,
-    OFPP_MAX,
-    PORT_NAMES,
     OFPG_ANY,
     OFPP_ANY,
+    OFPP_MAX,
     OFPTT_ALL,
+    PORT_NAMES,
     FlowEntry,
     FlowMod,
     Group,

@@ -592,11 +592,9 @@ def _check_rules(r: _Reader, doc, cfg: Config) -> None:
     """Parse the rule file and check that its switches are the topology's."""
     if cfg.rules is None:
         return
-    from cpc.ofctl import read_rules
-    from cpc.rules import ModelError
-
     from cpc import agents
-    from cpc.rules import Group
+    from cpc.ofctl import read_rules
+    from cpc.rules import Group, ModelError
 
     items = []
     try:

@@ -136,11 +136,8 @@ def switch_headers(pkt: Packet, outs: list[tuple[object, tuple]]) -> list[tuple[
         vlans = [h["vlan_vid"] & 0xFFF] if h["vlan_vid"] else []
         for k, v in state:
             if k == "vlans":
-                for op in v:
-                    if op < 0:
-                        vlans = vlans[1:]
-                    else:
-                        vlans = [op, *vlans]
+                for op in v:  # -1: pop_vlan, else the VID pushed
+                    vlans = vlans[1:] if op < 0 else [op, *vlans]
             elif k in _DP_FIELDS and isinstance(v, int):
                 h[_DP_FIELDS[k]] = v
         h["vlan_vid"] = 0x1000 | vlans[0] if vlans else 0

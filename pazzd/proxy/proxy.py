@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cpc.ofctl import format_flow
 from cpc import agents
+from cpc.ofctl import format_flow
 from cpc.rules import FlowMod, ModelError
 from pazzd import openflow as of
 from pazzd.proxy import monitor

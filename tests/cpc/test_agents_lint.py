@@ -163,8 +163,8 @@ def test_model_ties_match_brute_force(spec):
 
 
 def test_proxy_warns_of_agent_dependent_flowmods(caplog):
-    from pazzd.proxy import Proxy, ProxyConfig
     from cpc.rules import FlowMod
+    from pazzd.proxy import Proxy, ProxyConfig
 
     first = entry(10, {**IP, "ipv4_dst": (0x0A000000, 0xFF000000)})
     model = _model([first])

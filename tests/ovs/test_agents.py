@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,6 @@ def test_comparison_cleans_up(ovs_prefix):
     )
     assert after <= before
     assert not any(d.exists() for d in rundirs)
-    for pid in pids:
-        assert (
-            not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
-        )
+    for pid in pids:  # gone, or a zombie of ours not yet reaped
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z"
