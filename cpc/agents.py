@@ -230,12 +230,16 @@ def explain_forwarding(entries, groups, in_port: int, header: dict, want: list, 
         for h in [header] + [dict(x) for _, x in want + got]
     ):
         return "equal-priority-overlap"
-    if floods(entries, groups) and [w for w in want if w[0] != "LOCAL"] == got:
-        return "flood-local"
+    kinds = []
+    if floods(entries, groups) and any(w[0] == "LOCAL" for w in want):
+        want = [w for w in want if w[0] != "LOCAL"]
+        kinds.append("flood-local")
     two_tags = header.get("vlan_vid", 0) & 0x1000 or pushes_vlan(entries, groups) > 1
-    if two_tags and _strip(want, "vlan_vid") == _strip(got, "vlan_vid"):
-        return "vlan-stack"
-    return "unexplained"
+    if want != got and two_tags and _strip(want, "vlan_vid") == _strip(got, "vlan_vid"):
+        kinds.append("vlan-stack")
+        want = got
+    # Both can apply to one packet: "flood-local+vlan-stack".
+    return "+".join(kinds) if want == got and kinds else "unexplained"
 
 
 def _strip(outs: list, field: str) -> list:
