@@ -292,12 +292,15 @@ class Model:
 
     def _apply_one(self, fm: FlowMod) -> None:
         self._check_switch(fm.dpid, fm.source)
+        has_group = lambda gid: (fm.dpid, gid) in self._groups  # noqa: E731
         if fm.command == "add":
+            flowmod.check_actions(fm, has_group)
             self._add(fm.entry(), check_overlap=bool(fm.flags & flowmod.OFPFF_CHECK_OVERLAP))
         elif fm.command in ("modify", "modify_strict"):
-            for e in flowmod.select(
-                self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict"
-            ):
+            flowmod.check_goto(fm)  # the new instructions, against the FlowMod's table
+            sel = flowmod.select(self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict")
+            flowmod.check_actions(fm, has_group if sel else None)
+            for e in sel:
                 self._replace(e, fm)
         elif fm.command in ("delete", "delete_strict"):
             for e in flowmod.select(
@@ -318,6 +321,7 @@ class Model:
     def set_group(self, group: Group) -> Update:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
+        flowmod.check_group(group)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
         self._touch_switch(group.dpid)
@@ -325,8 +329,17 @@ class Model:
 
     @gc_paused_update
     def delete_group(self, dpid: int, group_id: int) -> Update:
+        """GroupMod DELETE: the group and the entries that use it (OpenFlow 1.3.5 6.5)."""
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
+        users = [
+            e
+            for el in self._elems_of.get(dpid, ())
+            for e in el.entries.values()
+            if group_id in e.instructions.groups()
+        ]
+        for e in users:
+            self._remove(e)
         self._touch_switch(dpid)
         return self._commit_classes(self.index.group_users.get((dpid, group_id), set()))
 
@@ -357,7 +370,7 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         key = Element.key_of(entry)
         old = el.entries.get(key)
-        if old is not None:
+        if old is not None:  # replaced even with CHECK_OVERLAP, as Open vSwitch does
             self._replace(old, entry)
             return
         targets = self._targets(el)
@@ -826,6 +839,18 @@ class Model:
     def switch_elements(self, dpid: int) -> list[Element]:
         """The elements of one switch, oldest first."""
         return list(self._elems_of.get(dpid, ()))
+
+    def ties(self, entry: FlowEntry) -> list[FlowEntry]:
+        """The entries of entry's table with its priority and other instructions that one
+        packet can match together with it: which one it matches is the switch's choice
+        (cpc.agents)."""
+        el = self._elements.get((entry.dpid, entry.table, entry.match.in_port))
+        found: dict[int, FlowEntry] = {}
+        for t in self._targets(el) if el is not None else ():
+            for o in t.ident.overlapping(entry):
+                if o.priority == entry.priority and o.instructions != entry.instructions:
+                    found[id(o)] = o
+        return list(found.values())
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
         els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())

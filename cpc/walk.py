@@ -810,7 +810,12 @@ class Walker:
         """Apply what matched at a table: an entry's behaviour (identity walks) or a class's
         action at element elem (class walks); None is the table-miss."""
         if beh is None:
-            self._end(res, st, "drop", None, f"table-miss in table {table}")
+            if st.action_set:  # Open vSwitch runs the action set on a miss too
+                self._run(
+                    res, _action_set_list(st.action_set), 0, st, local, self._silent[-1].append
+                )
+            else:
+                self._end(res, st, "drop", None, f"table-miss in table {table}")
             return
         st.vport |= self.m.port_bits(st.dpid, st.in_port)
         if elem is None:
@@ -911,13 +916,10 @@ class Walker:
             fname = "vlan_vid"
             img = space.exist_fields(src, [fname]) & space.field_bdd(fname, 0, 0x1FFF)
         elif op == "push_vlan":
-            # The new outer tag copies the VID of a present tag, or carries VID 0.
+            # The new outer tag carries VID 0, also over a present tag: Open vSwitch's
+            # behaviour, not the copy OpenFlow 1.3.5 asks for (docs/agents.md).
             fname = "vlan_vid"
-            untagged = space.field_bdd(fname, 0, OFPVID_PRESENT)
-            img = (src & ~untagged) | (
-                space.exist_fields(src & untagged, [fname])
-                & space.field_bdd(fname, OFPVID_PRESENT, 0x1FFF)
-            )
+            img = space.exist_fields(src, [fname]) & space.field_bdd(fname, OFPVID_PRESENT, 0x1FFF)
         else:
             raise AssertionError(op)
         out = []

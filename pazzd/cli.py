@@ -521,11 +521,14 @@ def cmd_check_config(args) -> int:
     except ConfigError as e:
         raise CliError(str(e)) from None
     if args.json:
-        print(json.dumps({"ok": True, **cfg.summary()}, indent=2))
+        print(json.dumps({"ok": True, **cfg.summary(), "warnings": cfg.agent_warnings}, indent=2))
     else:
         print(f"{args.file}: OK")
         for k, v in cfg.summary().items():
             print(f"  {k:15} {v}")
+        # Entries whose effect is the switch's choice (docs/agents.md): valid, but not portable.
+        for w in cfg.agent_warnings:
+            print(f"warning: {w}")
     return 0
 
 

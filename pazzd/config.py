@@ -121,6 +121,8 @@ class Config:
     intents_resolve_after: float = 60.0
     # Controller applications by cookie range (cpc.interference); [] leaves the check off.
     apps: list[App] = field(default_factory=list)
+    # check-config (deep): rule-file entries whose effect differs between OpenFlow agents.
+    agent_warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -762,16 +764,22 @@ def _check_rules(r: _Reader, doc, cfg: Config) -> None:
     """Parse the rule file and check that its switches are the topology's."""
     if cfg.rules is None:
         return
+    from cpc import agents
     from cpc.ofctl import read_rules
-    from cpc.rules import ModelError
+    from cpc.rules import Group, ModelError
 
+    items = []
     try:
         for it in read_rules(cfg.rules):
             if it.dpid not in cfg.topology.switches:
                 where = f"{it.source}: " if getattr(it, "source", "") else ""
                 raise ModelError(f"{where}switch dpid {it.dpid} is not in the topology")
+            items.append(it)
     except ModelError as e:
         r.fail(doc, "rules", "rules", str(e))
+    entries = [it for it in items if not isinstance(it, Group)]
+    groups = [it for it in items if isinstance(it, Group)]
+    cfg.agent_warnings = [str(w) for w in agents.lint(entries, groups)]
 
 
 def _check_database(r: _Reader, doc, cfg: Config) -> None:
