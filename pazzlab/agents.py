@@ -27,10 +27,12 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from cpc import agents as known
+from cpc import flowmod
 from cpc.model import Model
-from cpc.rules import ModelError
+from cpc.rules import OFPFF_CHECK_OVERLAP, ModelError
 from cpc.topology import Topology
 from pazzd import openflow as of
 from pazzlab import dpactions
@@ -220,11 +222,73 @@ _DELETE_ALL = of.flow_mod(0, of.OFPTT_ALL, of.FC_DELETE, 0, b"", b"")
 # Switch errors (type, code) that the model does not check: it has no GroupMod commands.
 _GROUP_COMMAND_ERRORS = {(6, 0), (6, 1), (6, 8)}  # GROUP_EXISTS, INVALID_GROUP, UNKNOWN_GROUP
 _BAD_TAG = (2, 12)  # OFPBAC_BAD_TAG: a third VLAN tag
+_BAD_OUT_GROUP = (2, 9)
+_OVERLAP = (5, 3)  # OFPFMFC_OVERLAP
 
 
-def explain_acceptance(err: tuple[int, int] | None, why: str | None, unmodelled=()) -> str:
+class _Slice(NamedTuple):
+    """The lost entries of one (table, in_port), shaped as flowmod.select reads elements."""
+
+    table: int
+    in_port: int | None
+    entries: dict
+
+
+def _slices(lost) -> list[_Slice]:
+    by: dict = {}
+    for e in lost:
+        s = by.setdefault((e.table, e.match.in_port), _Slice(e.table, e.match.in_port, {}))
+        s.entries[(e.match.fields, e.priority)] = e
+    return list(by.values())
+
+
+def _lost_entry_explains(err, msg: bytes, lost) -> bool:
+    """Whether the switch refused msg because of an entry only it holds: a MODIFY that
+    selects it checks its new groups (OVS checks a MODIFY's actions only when it selects
+    an entry: ofproto.c modify_flows_start__), an ADD with CHECK_OVERLAP overlaps it."""
+    try:
+        raw = of.parse_flow_mod(msg)
+        fm = of.flowmod_to_cpc(DPID, raw)
+    except (ModelError, of.ProtocolError, IndexError):
+        return False
+    if err == _BAD_OUT_GROUP and fm.command.startswith("modify"):
+        return bool(flowmod.select(_slices(lost), fm, fm.command == "modify_strict"))
+    if err == _OVERLAP and fm.command == "add" and raw.flags & OFPFF_CHECK_OVERLAP:
+        return any(
+            e.table == fm.table
+            and e.priority == fm.priority
+            and e.match != fm.match
+            and e.match.overlaps(fm.match)
+            for e in lost
+        )
+    return False
+
+
+def lose(lost: list, msg: bytes, refused: bool) -> None:
+    """Keep `lost` in step with a FlowMod the switch accepted: an ADD the model refused
+    adds its entry, one both took replaces it; a DELETE removes the entries it selects."""
+    try:
+        fm = of.flowmod_to_cpc(DPID, of.parse_flow_mod(msg))
+    except (ModelError, of.ProtocolError, IndexError):
+        return
+    if fm.command == "add":
+        key = (fm.table, fm.priority, fm.match)
+        lost[:] = [e for e in lost if (e.table, e.priority, e.match) != key]
+        if refused:
+            lost.append(fm.entry())
+    elif fm.command.startswith("delete"):
+        gone = {id(e) for e in flowmod.select(_slices(lost), fm, fm.command == "delete_strict")}
+        lost[:] = [e for e in lost if id(e) not in gone]
+
+
+def explain_acceptance(
+    err: tuple[int, int] | None, why: str | None, unmodelled=(), msg: bytes = b"", lost=()
+) -> str:
     """The known divergence behind a message one side accepted and the other refused
-    (unmodelled: the groups the model refused and the switch has)."""
+    (unmodelled: the groups the model refused and the switch has; lost: the entries of
+    FlowMods the switch took and the model refused, cpc FlowEntry)."""
+    if lost and err in (_BAD_OUT_GROUP, _OVERLAP) and _lost_entry_explains(err, msg, lost):
+        return "not-modelled"
     if err in _GROUP_COMMAND_ERRORS:
         return "group-command"
     if err == _BAD_TAG:
@@ -321,13 +385,16 @@ class Comparison:
         m.reset()
         in_step = True
         accepted: list[bytes] = []
+        lost: list = []  # entries the switch holds and the model refused
         for msg, err in zip(msgs, errs, strict=True):
             why = m.apply(msg)
+            if err is None and msg[1] == of.OFPT_FLOW_MOD:
+                lose(lost, msg, refused=why is not None)
             if (why is None) == (err is None):
                 if why is None:
                     accepted.append(msg)
                 continue
-            kind = explain_acceptance(err, why, m.unmodelled)
+            kind = explain_acceptance(err, why, m.unmodelled, msg, lost)
             self.counts[f"acceptance:{kind}"] += 1
             if kind == "unexplained":
                 self._diff("model-acceptance", (seq.seed, msg.hex(), err, why))

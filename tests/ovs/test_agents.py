@@ -42,8 +42,7 @@ def test_agents_quick(ovs_prefix):
 @pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get("PAZZ_AGENTS_LONG"),
-    reason="set PAZZ_AGENTS_LONG=1: 1.5-3 minutes, and three acceptance differences are open "
-    "(docs/agents.md)",
+    reason="set PAZZ_AGENTS_LONG=1: 1.5-3 minutes of the 2-core machine",
 )
 def test_agents_long(ovs_prefix):
     s = _run(ovs_prefix, 10_000)
