@@ -83,6 +83,15 @@ DIVERGENCES = {
             "Model.set_group is ADD and MODIFY alike; pazzd feeds it only what the switch accepted",
         ),
         Divergence(
+            "group-twice",
+            "an entry whose actions name one group twice",
+            "OpenFlow 1.3.5 allows it; OVS 3.1.0 ofproto/ofproto.c ofproto_rule_insert__ "
+            "lists the entry on the group once per reference, and deleting the group then "
+            "aborts ovs-vswitchd (assertion in ofproto_rule_remove__)",
+            "the group's buckets run once per reference; pazzd's proxy refuses such "
+            "FlowMods unless agents.group_twice is warn",
+        ),
+        Divergence(
             "not-modelled",
             "fast-failover groups",
             "OpenFlow 1.3.5 section 5.6.1; OVS supports them",
@@ -150,6 +159,17 @@ def lint_entry(e: FlowEntry) -> list[AgentWarning]:
                     "it, other agents apply or skip it",
                 )
             )
+    gids = [a[1] for a in e.instructions.apply + e.instructions.write if a[0] == "group"]
+    twice = sorted({g for g in gids if gids.count(g) > 1})
+    if twice:
+        out.append(
+            AgentWarning(
+                "group-twice",
+                _where(e),
+                f"the actions name group {', '.join(map(str, twice))} twice: Open vSwitch "
+                "3.1.0 aborts when that group is then deleted",
+            )
+        )
     kinds = [a[0] for a in e.instructions.write]
     order = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
     ranks = [order[k] for k in kinds if k in ("pop_vlan", "push_vlan", "set_field")]

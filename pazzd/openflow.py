@@ -351,6 +351,24 @@ def action_targets(instr: bytes) -> tuple[set[int], set[int]]:
     return ports, groups
 
 
+def groups_named_twice(instr: bytes) -> list[int]:
+    """The group ids that the actions of the instructions (apply and write together) name
+    more than once: Open vSwitch 3.1 lists the entry on the group once per reference and
+    aborts when the group is deleted (docs/agents.md)."""
+    seen, twice = set(), []
+    for t, off, ln in walk_tlvs(instr, "instruction"):
+        if t not in (OFPIT_APPLY_ACTIONS, OFPIT_WRITE_ACTIONS):
+            continue
+        acts = instr[off + 8 : off + ln]
+        for at, aoff, aln in walk_tlvs(acts, "action"):
+            if at == OFPAT_GROUP and aln >= 8:
+                gid = struct.unpack_from("!I", acts, aoff + 4)[0]
+                if gid in seen and gid not in twice:
+                    twice.append(gid)
+                seen.add(gid)
+    return twice
+
+
 def _verify_in_actions(acts: bytes) -> bool:
     for at, aoff, aln in walk_tlvs(acts, "action"):
         if at == OFPAT_EXPERIMENTER and aln >= 16:

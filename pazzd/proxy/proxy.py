@@ -80,6 +80,10 @@ class ProxyConfig:
     # answer an echo request: answered, the newcomer is refused; silent, it is replaced.
     takeover_timeout: float = 2.0
     max_pending: int = 10000
+    # A FlowMod whose actions name one group twice (it crashes Open vSwitch 3.1.0 when the
+    # group is deleted, docs/agents.md): "refuse" answers it with an OFPT_ERROR, "warn"
+    # forwards it and logs a warning.
+    group_twice: str = "refuse"
 
 
 @dataclass(frozen=True)
@@ -836,6 +840,13 @@ class Session:
             # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
             self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
             return None
+        if adds and (twice := of.groups_named_twice(fm.instr)):
+            why = f"actions name group {twice[0]} twice (Open vSwitch aborts when it is deleted)"
+            if self.proxy.config.group_twice == "refuse":
+                self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, why)
+                return None
+            self.proxy.agent_warnings += 1
+            self.proxy._log_limited("group-twice", logging.WARNING, "%r: %s", self, why, every=10.0)
         guard = self.proxy.guard
         if guard is not None:
             why = guard(self.dpid, fm)
