@@ -126,6 +126,7 @@ class Fuzzer:
         # batch, so that random fuzzing never stops (pazzd.confirm).
         self._confirm: collections.deque[list] = collections.deque(maxlen=1024)
         self.confirm_sent = 0
+        self.confirm_share = CONFIRM_SHARE
         self.sent_total = 0
         self.sent_by_area: dict[str, int] = {}
         self.seq = 0
@@ -279,12 +280,12 @@ class Fuzzer:
         return True
 
     def next_probes(self, n: int) -> list[Probe]:
-        """Up to n probes: re-probes, confirmation copies (up to CONFIRM_SHARE of n), then
+        """Up to n probes: re-probes, confirmation copies (up to confirm_share of n), then
         due critical flows, then one per ingress in turn."""
         out: list[Probe] = []
         while self._reprobes and len(out) < n:
             out.append(self._reprobes.popleft())
-        quota = max(1, int(n * CONFIRM_SHARE))
+        quota = max(1, int(n * self.confirm_share))
         while self._confirm and len(out) < n and quota > 0:
             item = self._confirm[0]
             out.append(Probe(item[0], dict(item[1]), "confirm", None))

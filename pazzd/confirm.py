@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 from cpc.intents import Violation
 from cpc.topology import Topology
-from tester.engine import watch_key
+
+from .probewatch import ProbeWatch
 
 __all__ = ["Confirmations"]
 
 log = logging.getLogger("pazzd.confirm")
-MAX_COPIES = 2000
 
 
 @dataclass
@@ -35,32 +35,29 @@ class _Pending:
     finding_id: int
     deadline: float
     probes: list  # [(label, ingress, header, expected exits)]
-    seen: dict = field(default_factory=dict)  # label -> [report]
+    seen: dict = field(default_factory=dict)  # label -> Watch
 
 
 class Confirmations:
-    """store: the fault store (findings); tester: its `watches`; fuzzer: `confirm()`."""
+    """store: the fault store (findings); probes: the ProbeWatch that sends and watches."""
 
     def __init__(
         self,
         store,
-        tester,
-        fuzzer,
+        probes: ProbeWatch,
         topo: Topology,
-        sampling_rate: int,
         probe_rate: float,
+        share: float = 0.5,
         clock=time.time,
     ) -> None:
         self.store = store
-        self.tester = tester
-        self.fuzzer = fuzzer
+        self.probes = probes
         self.topo = topo
-        self.copies = min(MAX_COPIES, 3 * max(1, sampling_rate))
-        # the copies go out at up to half the probe rate (fuzzer.engine.CONFIRM_SHARE)
-        self.window = self.copies / max(probe_rate * 0.5, 1.0) + 10.0
+        self.copies = probes.copies
+        # the copies go out at up to `share` of the probe rate (fuzzer.engine)
+        self.window = self.copies / max(probe_rate * share, 1.0) + 10.0
         self.clock = clock
         self.pending: dict[int, _Pending] = {}
-        self._by_key: dict[tuple, list[tuple[_Pending, str]]] = {}
         self.done = 0
 
     def start(self, finding_id: int, v: Violation) -> bool:
@@ -69,15 +66,11 @@ class Confirmations:
         if v.reply is not None and v.policy.dst is not None:
             probes.append(("reply", v.policy.dst, v.reply, _exits(v.reply_paths)))
         p = _Pending(finding_id, self.clock() + self.window, probes)
-        sent = False
         for label, ing, hdr, _ in probes:
-            if self.fuzzer.confirm(ing, hdr, self.copies):
-                sent = True
-                key = watch_key(hdr)
-                self._by_key.setdefault(key, []).append((p, label))
-                self.tester.watches[key] = self._report
-                p.seen[label] = []
-        if not sent:
+            w = self.probes.send(ing, hdr)
+            if w is not None:
+                p.seen[label] = w
+        if not p.seen:
             return False
         self.pending[finding_id] = p
         self.store.set_confirmation(
@@ -85,33 +78,14 @@ class Confirmations:
         )
         return True
 
-    def _report(self, egress, hdr, vport, vrule, allowed, now) -> None:
-        for p, label in self._by_key.get(watch_key(hdr), ()):
-            if len(p.seen[label]) < 32:
-                p.seen[label].append(
-                    {
-                        "egress": self.topo.port_name(egress),
-                        "verify_port": f"0x{vport:08x}",
-                        "verify_rule": f"0x{vrule:04x}",
-                        "allowed": allowed,
-                        "time": now,
-                    }
-                )
-
     def tick(self) -> None:
         now = self.clock()
         for fid, p in list(self.pending.items()):
             if now < p.deadline:
                 continue
             del self.pending[fid]
-            for _, _, hdr, _ in p.probes:
-                key = watch_key(hdr)
-                rest = [x for x in self._by_key.get(key, ()) if x[0] is not p]
-                if rest:
-                    self._by_key[key] = rest
-                else:
-                    self._by_key.pop(key, None)
-                    self.tester.watches.pop(key, None)
+            for w in p.seen.values():
+                self.probes.close(w)
             result = self._verdict(p)
             self.done += 1
             try:
@@ -132,7 +106,7 @@ class Confirmations:
         for label, ing, _hdr, exits in p.probes:
             if label not in p.seen:
                 continue
-            seen = p.seen[label]
+            seen = p.seen[label].reports
             names = {self.topo.port_name(e) for e in exits}
             if any(not r["allowed"] or r["egress"] not in names for r in seen):
                 verdict = "differs"
