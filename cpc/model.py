@@ -840,6 +840,22 @@ class Model:
         """The elements of one switch, oldest first."""
         return list(self._elems_of.get(dpid, ()))
 
+    def find_entry(self, dpid: int, table: int, priority: int, match) -> FlowEntry | None:
+        """The entry with this table, priority and match (in_port included), if any."""
+        el = self._elements.get((dpid, table, match.in_port))
+        return el.entries.get((match.fields, priority)) if el is not None else None
+
+    def entry_regions(self, entry: FlowEntry) -> list[tuple[Element, object]]:
+        """(element, the headers the entry wins there) for every element it takes part
+        in, the empty regions left out: what the entry decides at its table."""
+        el = self._elements.get((entry.dpid, entry.table, entry.match.in_port))
+        out = []
+        for t in self._targets(el) if el is not None else ():
+            r = t.ident.region(entry)
+            if r != self.space.false:
+                out.append((t, r))
+        return out
+
     def ties(self, entry: FlowEntry) -> list[FlowEntry]:
         """The entries of entry's table with its priority and other instructions that one
         packet can match together with it: which one it matches is the switch's choice

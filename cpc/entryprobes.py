@@ -1,0 +1,143 @@
+"""Headers that show whether a switch installed an entry as the model has it.
+
+For one entry: a few headers of the region the entry decides (its match minus what
+higher-priority entries take, at every element it takes part in), each with an edge
+ingress from which the model's trace of it reaches the switch and matches the entry
+(so earlier tables, earlier switches and rewrites on the way are taken into account);
+and, for each field the entry matches, one header just outside the match (the lowest
+masked bit of that field flipped) sent from the same ingress, whose trace reaches the
+entry's switch without matching it: a switch whose entry is wider than accepted tags it
+with the entry. Each probe carries the model's trace, for the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .fields import WIDTH
+from .results import Delivery, Port, RuleRef
+from .rules import FlowEntry
+from .witness import representative
+
+__all__ = ["EntryProbe", "entry_probes", "hits"]
+
+MAX_CLASSES = 16  # classes of the entry's region tried for inside probes
+MAX_TRACES = 48  # model traces per entry, at most
+SKIP_OUTSIDE = {"eth_type"}  # a packet that is not IPv4 cannot be watched at the exits
+
+
+@dataclass(frozen=True)
+class EntryProbe:
+    kind: str  # "inside" or "outside"
+    field: str | None  # outside: the field moved just outside the match
+    ingress: Port
+    header: dict
+    deliveries: tuple[Delivery, ...]  # the model's trace of the header from the ingress
+
+
+def hits(entry: FlowEntry, deliveries: Iterable[Delivery]) -> bool:
+    """Whether some path of the trace matches the entry."""
+    ref = RuleRef(entry.table, entry.priority, entry.cookie, entry.rule_id)
+    return any(h.dpid == entry.dpid and ref in h.rules for d in deliveries for h in d.hops)
+
+
+def _earlier(entry: FlowEntry, deliveries: Iterable[Delivery]) -> set:
+    """The entry's switch's matches in tables before the entry's, per path: a header
+    with the same ones reaches the entry's table."""
+    return {
+        tuple(r for r in h.rules if r.table < entry.table)
+        for d in deliveries
+        for h in d.hops
+        if h.dpid == entry.dpid
+    }
+
+
+def _key_bdd(space, header: dict, key_fields: Sequence[str]):
+    u = space.true
+    for f in key_fields:
+        u &= space.field_bdd(f, header.get(f, 0), (1 << WIDTH[f]) - 1)
+    return u
+
+
+def entry_probes(
+    model,
+    entry: FlowEntry,
+    ingresses: Iterable[Port],
+    n: int = 3,
+    avoid: Iterable[dict] = (),
+    key_fields: Sequence[str] = (),
+) -> list[EntryProbe]:
+    """Up to n inside probes and one outside probe per matched field (see the module
+    doc). Probes differ in `key_fields` from each other and from every header of `avoid`
+    (the exits recognize a probe's reports by those fields). [] when no fuzzed ingress
+    reaches the entry, or the entry decides no header (shadowed)."""
+    space = model.space
+    ings = set(ingresses)
+    allowed = space.true
+    for h in avoid:
+        allowed &= ~_key_bdd(space, h, key_fields)
+    budget = [MAX_TRACES]
+
+    def trace(ing, hdr):
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        return tuple(model.trace(ing, hdr))
+
+    inside: list[EntryProbe] = []
+    for el, region in model.entry_regions(entry):
+        for cls in model.part.candidates(region)[:MAX_CLASSES]:
+            if len(inside) >= n:
+                break
+            walk = model.index.walks.get(cls)
+            if walk is None:
+                continue
+            starts = dict.fromkeys(
+                o.ingress
+                for o in walk.expanded_from(ings, cls)
+                if any(el.idx in h.rules for h in o.hops)
+            )
+            u = region & model.part.bdd_of[cls]
+            for ing in starts:
+                hdr = representative(space, u & allowed)
+                if hdr is None:
+                    break
+                ds = trace(ing, hdr)
+                if ds is None:
+                    break
+                if hits(entry, ds):
+                    inside.append(EntryProbe("inside", None, ing, hdr, ds))
+                    allowed &= ~_key_bdd(space, hdr, key_fields)
+                    break
+    out = list(inside)
+    if not inside:
+        return out
+    base = inside[0]
+    want = _earlier(entry, base.deliveries)
+    for f, value, mask in entry.match.fields:
+        if f in SKIP_OUTSIDE:
+            continue
+        low = mask & -mask
+        moved = {**base.header, f: base.header.get(f, 0) ^ low}
+        if not space.contains(allowed, moved):
+            # another field must tell its reports apart: keep the rest of the match
+            # and the base header's non-key fields, let representative pick the key
+            u = space.field_bdd(f, (value ^ low) & mask, mask) & allowed
+            for g, v, m in entry.match.fields:
+                if g != f:
+                    u &= space.field_bdd(g, v, m)
+            for g, v in base.header.items():
+                if g not in key_fields and g != f:
+                    u &= space.field_bdd(g, v, (1 << WIDTH[g]) - 1)
+            moved = representative(space, u)
+            if moved is None:
+                continue
+        ds = trace(base.ingress, moved)
+        if ds is None:
+            break
+        if hits(entry, ds) or not (_earlier(entry, ds) & want):
+            continue  # it does not reach the entry's table as the inside probe does
+        out.append(EntryProbe("outside", f, base.ingress, moved, ds))
+        allowed &= ~_key_bdd(space, moved, key_fields)
+    return out

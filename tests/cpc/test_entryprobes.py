@@ -1,0 +1,91 @@
+"""Entry confirmation probes (cpc.entryprobes) against the reference data plane.
+
+For every entry of random networks and FlowMods: each inside probe, sent through
+cpc.refdp from its ingress, matches the entry; without the entry, no path of it carries
+the tags the model allows (a switch that did not install it is caught); each outside
+probe does not match the entry but does match a copy of it widened by the flipped bit
+(a switch whose entry is wider than accepted is caught). The probes differ in the fields
+the exits recognize them by.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import HealthCheck, given, settings
+
+from cpc.entryprobes import entry_probes
+from cpc.model import Model
+from cpc.refdp import RefDataPlane
+from cpc.rules import FlowMod, Instructions, Match
+from cpc.topology import Topology
+from tests.cpc.netgen import scenarios
+from tests.cpc.test_model_vs_bruteforce import run_flowmods
+
+KEY = ("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src")
+
+
+def _hits(e, ds) -> bool:
+    ref = (e.table, e.priority, e.cookie, e.rule_id)
+    return any(h.dpid == e.dpid and ref in h.rules for d in ds for h in d.hops)
+
+
+def _widen(e, f):
+    fields = []
+    for g, v, m in e.match.fields:
+        if g == f:
+            m &= m - 1  # drop the lowest masked bit
+            v &= m
+        if m:
+            fields.append((g, v, m))
+    return dataclasses.replace(e, match=Match(tuple(fields), e.match.in_port))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(rewrite=False))
+def test_probes_against_bruteforce(sc):
+    topo, groups, fms, _ = sc
+    model = run_flowmods(topo, groups, fms)
+    entries = model.entries()
+    ref = RefDataPlane(topo, entries, model.groups())
+    for e in entries:
+        probes = entry_probes(model, e, topo.edge_ports(), n=3, key_fields=KEY)
+        keys = [tuple(p.header.get(f, 0) for f in KEY) for p in probes]
+        assert len(set(keys)) == len(keys)
+        inside = [p for p in probes if p.kind == "inside"]
+        assert len(inside) <= 3
+        if not inside:
+            assert not probes
+            continue
+        without = RefDataPlane(topo, [x for x in entries if x is not e], model.groups())
+        for p in inside:
+            assert _hits(e, ref.send(p.ingress, p.header)), p
+            for d in without.send(p.ingress, p.header):
+                if d.kind == "egress":
+                    assert not model.allows(d.egress, p.header, d.verify_port, d.verify_rule)
+        for p in probes:
+            if p.kind != "outside":
+                continue
+            assert not _hits(e, ref.send(p.ingress, p.header)), p
+            wide = _widen(e, p.field)
+            wider = RefDataPlane(topo, [wide if x is e else x for x in entries], model.groups())
+            assert _hits(wide, wider.send(p.ingress, p.header)), p
+
+
+def test_shadowed_entry_has_no_probe():
+    topo = Topology()
+    topo.add_switch(1, "s1", [1, 2])
+    topo.add_edge((1, 1))
+    topo.add_edge((1, 2))
+    model = Model(topo)
+    model.add_entries([])
+    ip = {"eth_type": (0x0800, 0xFFFF)}
+    out2 = Instructions((("output", 2),), (), False, None)
+    model.apply(FlowMod("add", 1, 0, 100, Match.build(ip), out2))
+    narrow = Match.build({**ip, "ipv4_dst": (0x0A000001, 0xFFFFFFFF)})
+    model.apply(FlowMod("add", 1, 0, 10, narrow, out2, rule_id=7))
+    low = model.find_entry(1, 0, 10, narrow)
+    assert entry_probes(model, low, topo.edge_ports(), key_fields=KEY) == []
+    top = model.find_entry(1, 0, 100, Match.build(ip))
+    probes = entry_probes(model, top, topo.edge_ports(), key_fields=KEY)
+    assert [p.kind for p in probes] == ["inside"]  # eth_type only: no IPv4 outside it
