@@ -409,6 +409,60 @@ def cmd_intents(args) -> int:
     return 0
 
 
+def cmd_agents(args) -> int:
+    """Agent findings: a switch accepted an entry and forwards otherwise (pazzd.entries)."""
+    if args.action == "show":
+        if args.id is None:
+            raise CliError("agents show needs a finding ID")
+        f = _call(args, "finding", id=args.id)
+        if f["kind"] != "agent":
+            raise CliError(f"finding {args.id} is a {f['kind']} finding, not an agent finding")
+        if args.json:
+            print(json.dumps(f, indent=2))
+            return 0
+        d = f["detail"]
+        print(f"{'id':12} {f['id']}")
+        print(f"{'state':12} {f['state']}   severity {f['severity']}")
+        print(f"{'finding':12} {f['summary']}")
+        print(f"{'entry':12} {d['switch']} table={d['table']} priority={d['priority']}", end="")
+        print(f" cookie={d['cookie']} rule_id={d['rule_id']} {d['match']}")
+        print(f"{'committed':12} {_when(d['committed_at'])}")
+        print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
+        for p in d["probes"]:
+            what = p["kind"] + (f" ({p['field']})" if p["field"] else "")
+            seen = sorted(
+                {f"{r['egress']}{'' if r['allowed'] else ' other tags'}" for r in p["reports"]}
+            )
+            print(f"\n{what} from {p['ingress']}: {p['verdict']}")
+            print(f"  header    {p['header']}")
+            print(f"  expected  {', '.join(p['expected_exits']) or 'no exit'}")
+            print(f"  reported  {', '.join(seen) or 'nothing'}")
+        return 0
+    if args.action is not None:
+        raise CliError(f"unknown agents action {args.action!r} (use: agents show ID)")
+    found = _call(args, "findings", kind="agent", state="open" if args.open else None)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    rows = [("id", "state", "switch", "first seen", "reason", "finding")]
+    for f in found:
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                f["name"],
+                _when(f["first_seen"]),
+                f["detail"].get("reason", "-"),
+                f["summary"][:80],
+            )
+        )
+    if len(rows) == 1:
+        print("no agent findings")
+    else:
+        _table(rows)
+    return 0
+
+
 def cmd_interference(args) -> int:
     """Interference findings: entries of two controller apps that meet (pazzd.interference)."""
     found = _call(args, "findings", kind="interference", state="open" if args.open else None)
@@ -551,6 +605,15 @@ def add_daemon_commands(sub, common) -> None:
     it.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
     it.add_argument("--open", action="store_true", help="only open findings")
     it.set_defaults(func=cmd_intents)
+    ag = sub.add_parser(
+        "agents",
+        parents=[common],
+        help="entries a switch accepted and forwards otherwise, or `agents show ID`",
+    )
+    ag.add_argument("action", nargs="?", choices=["show"], help="show one finding")
+    ag.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
+    ag.add_argument("--open", action="store_true", help="only open findings")
+    ag.set_defaults(func=cmd_agents)
     inf = sub.add_parser(
         "interference",
         parents=[common],
@@ -604,6 +667,7 @@ examples:
   pazzctl intents --open
   pazzctl intents show 3 --json
   pazzctl interference --app acl --open
+  pazzctl agents --open
   pazzctl localize 12 --json
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml

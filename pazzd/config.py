@@ -121,6 +121,13 @@ class Config:
     intents_resolve_after: float = 60.0
     # Controller applications by cookie range (cpc.interference); [] leaves the check off.
     apps: list[App] = field(default_factory=list)
+    # Switch agents (pazzd.entries): confirm each accepted entry in the data plane.
+    agents_confirm: bool = True
+    agents_delay: float = 1.0  # seconds after the commit (and never before tester.settle)
+    agents_probes_per_entry: int = 3
+    agents_share: float = 0.25  # of each probe batch, at most, for confirmation probes
+    agents_max_pending: int = 64  # entries being probed at once; the rest wait
+    agents_group_twice: str = "refuse"  # or "warn" (pazzd.proxy)
     # check-config (deep): rule-file entries whose effect differs between OpenFlow agents.
     agent_warnings: list[str] = field(default_factory=list)
 
@@ -155,6 +162,7 @@ KNOWN = {
         "fuzz",
         "critical_flows",
         "intents",
+        "agents",
         "apps",
         "tester",
         "metrics",
@@ -202,6 +210,7 @@ KNOWN = {
         "forgotten_after",
         "resolve_after",
     },
+    "agents": {"confirm", "delay", "probes_per_entry", "share", "max_pending", "group_twice"},
 }
 POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
@@ -336,6 +345,23 @@ def _ports(r: _Reader, topo: Topology, d, key, dotted: str) -> tuple:
             r.fail(d, key, where, f"{text} is not an edge port of the topology")
         out.append(p)
     return tuple(out)
+
+
+def _agents(r: _Reader, doc, cfg: Config) -> None:
+    sec = r.section(doc, "agents", "agents")
+    cfg.agents_confirm = r.typed(sec, "confirm", "agents.confirm", bool, True)
+    cfg.agents_delay = r.typed(sec, "delay", "agents.delay", float, 1.0, lo=0.0, hi=3600.0)
+    cfg.agents_probes_per_entry = r.typed(
+        sec, "probes_per_entry", "agents.probes_per_entry", int, 3, lo=1, hi=16
+    )
+    cfg.agents_share = r.typed(sec, "share", "agents.share", float, 0.25, lo=0.01, hi=1.0)
+    cfg.agents_max_pending = r.typed(
+        sec, "max_pending", "agents.max_pending", int, 64, lo=1, hi=4096
+    )
+    g = sec.get("group_twice", "refuse")
+    if g not in ("refuse", "warn"):
+        r.fail(sec, "group_twice", "agents.group_twice", f"must be refuse or warn, not {g!r}")
+    cfg.agents_group_twice = g
 
 
 def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
@@ -696,6 +722,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         )
 
     _intents(r, doc, topo, cfg)
+    _agents(r, doc, cfg)
     _apps(r, doc, cfg)
 
     t = r.section(doc, "tester", "tester")

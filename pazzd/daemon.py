@@ -49,6 +49,7 @@ from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .confirm import Confirmations
+from .entries import EntryConfirmations
 from .findings import IntentFindings
 from .guard import IntentGuard
 from .interference import InterferenceFindings
@@ -57,6 +58,7 @@ from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier, setup_logging
 from .packetins import PacketInWatch
+from .probewatch import ProbeWatch
 from .ui.data import coverage_json, topology_json
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
@@ -221,6 +223,7 @@ class Daemon:
         self.interference: InterferenceFindings | None = None
         self._interference_unsynced = self._interference_rescan = False
         self.confirmations: Confirmations | None = None
+        self.entry_confirm: EntryConfirmations | None = None
         self._intents_unsynced = False
         self._local_cause: dict | None = None  # what the model update being made is (API)
         self.intent_guard: IntentGuard | None = None
@@ -276,6 +279,7 @@ class Daemon:
             "proxy": self.proxy.drops() if self.proxy is not None else {},
             "intents": self.intents_open(),
             "interference": self.interference_open(),
+            "agents": self.entry_confirm.state() if self.entry_confirm is not None else {},
         }
 
     def intents_open(self) -> dict[str, int]:
@@ -505,6 +509,7 @@ class Daemon:
             idle_timeout=cfg.idle_timeout,
             stall_timeout=cfg.stall_timeout,
             max_connections=cfg.max_connections,
+            group_twice=cfg.agents_group_twice,
             db_path=str(Path(cfg.database).with_suffix(".rules.db"))
             if cfg.database != ":memory:"
             else None,
@@ -553,6 +558,11 @@ class Daemon:
 
         if self.packet_ins is not None:
             self.packet_ins.committed(dpid)
+        if self.entry_confirm is not None:
+            try:
+                self.entry_confirm.committed(dpid, changes)
+            except (sqlite3.Error, OSError) as e:
+                log.error("entry confirmation: %s", e)
         for kind, new, old in changes:
             if kind == "group":
                 continue
@@ -568,14 +578,26 @@ class Daemon:
         """Check the intended state now, then on every model update (cpc.intents)."""
         self.intents = IntentChecker(self.model, cfg.intent_policies)
         self.intent_findings = IntentFindings(self.store, cfg.topology)
-        if cfg.intents_confirm and self.fuzzer is not None and n_workers == 1:
+        probes = None
+        if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
+            self.fuzzer.confirm_share = cfg.agents_share
+            probes = ProbeWatch(self.tester, self.fuzzer, cfg.topology, cfg.sampling_rate)
+        if cfg.intents_confirm and probes is not None:
             self.confirmations = Confirmations(
+                self.store, probes, cfg.topology, cfg.fuzz_rate, cfg.agents_share
+            )
+        if cfg.agents_confirm and probes is not None and self.proxy is not None:
+            self.entry_confirm = EntryConfirmations(
+                self.model,
+                probes,
                 self.store,
-                self.tester,
-                self.fuzzer,
                 cfg.topology,
-                cfg.sampling_rate,
-                cfg.fuzz_rate,
+                probe_rate=cfg.fuzz_rate,
+                share=cfg.agents_share,
+                # reports of the changed headers are held for tester.settle
+                delay=max(cfg.agents_delay, cfg.settle),
+                probes_per_entry=cfg.agents_probes_per_entry,
+                max_pending=cfg.agents_max_pending,
             )
         elif cfg.intents_confirm and cfg.intent_policies and n_workers > 1:
             log.info("intents: findings are not confirmed by probes with tester workers")
@@ -701,6 +723,17 @@ class Daemon:
 
     def interference_open(self) -> dict:
         return self.interference.open_counts() if self.interference is not None else {}
+
+    def _reload_agents(self, cfg: Config) -> None:
+        if self.proxy is not None:
+            self.proxy.config.group_twice = cfg.agents_group_twice
+        if self.fuzzer is not None:
+            self.fuzzer.confirm_share = cfg.agents_share
+        ec = self.entry_confirm
+        if ec is not None:
+            ec.delay = max(cfg.agents_delay, cfg.settle)
+            ec.n, ec.max_pending = cfg.agents_probes_per_entry, cfg.agents_max_pending
+            ec.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)
 
     def _enforced(self) -> set[str]:
         return {p.name for p in self.cfg.intent_policies if p.enforce}
@@ -896,6 +929,11 @@ class Daemon:
                     self.confirmations.tick()
                 except Exception:
                     log.exception("confirmations tick failed")
+            if self.entry_confirm is not None:
+                try:
+                    self.entry_confirm.tick()
+                except Exception:
+                    log.exception("entry confirmations tick failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), _TICK)
 
@@ -952,10 +990,12 @@ class Daemon:
             "controller_enabled",
             "listen_host",
             "listen_port",
+            "agents_confirm",
         ):
             if getattr(old, key) != getattr(cfg, key):
                 log.warning("config: %s changed; it takes effect at the next restart", key)
         logging.getLogger().setLevel(cfg.log_level.upper())
+        self._reload_agents(cfg)
         t = self.tester
         t.resolve_after = cfg.resolve_after
         self.guard.settle = cfg.settle

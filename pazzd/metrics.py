@@ -9,6 +9,9 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_faults_open | gauge | class (the tester's four, and audit) |
 | pazz_intent_violations | gauge | policy (every configured policy; no_loops by default) |
 | pazz_interference_findings | gauge | apps (two owners, sorted: every pair of configured apps and unknown), relation |
+| pazz_agent_entries_confirmed_total, pazz_agent_entries_diverged_total | counter | (accepted entries checked in the data plane: pazzd.entries) |
+| pazz_agent_entries_pending | gauge | (waiting or being probed) |
+| pazz_agent_confirm_seconds | gauge | (median, over the latest 256 confirmed entries, from the commit to the probes' evidence; NaN before the first) |
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
@@ -73,6 +76,33 @@ def config_hash(path: str) -> str:
     """sha256 of the config file's bytes, 16 hex digits: which config is in force."""
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _agent_metrics(a: dict):
+    """Entry confirmation (pazzd.entries): present when it runs."""
+    if not a:
+        return
+    yield CounterMetricFamily(
+        "pazz_agent_entries_confirmed",
+        "accepted entries whose probes showed them installed as the model has them",
+        value=a.get("confirmed", 0),
+    )
+    yield CounterMetricFamily(
+        "pazz_agent_entries_diverged",
+        "accepted entries whose probes showed another entry, a wider match, or nothing",
+        value=a.get("diverged", 0),
+    )
+    yield GaugeMetricFamily(
+        "pazz_agent_entries_pending",
+        "accepted entries waiting for or under confirmation",
+        value=a.get("pending", 0),
+    )
+    med = a.get("confirm_seconds_median")
+    yield GaugeMetricFamily(
+        "pazz_agent_confirm_seconds",
+        "median seconds from an entry's commit to its confirmation (latest 256)",
+        value=float("nan") if med is None else med,
+    )
 
 
 class _StateCollector:
@@ -140,6 +170,7 @@ class _StateCollector:
         for (apps, relation), n in sorted((s.get("interference") or {}).items()):
             g.add_metric([apps, relation], n)
         yield g
+        yield from _agent_metrics(s.get("agents") or {})
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})
         for k in FAULT_CLASSES:

@@ -40,6 +40,7 @@ def exported() -> set[str]:
         "controller_connected": True,
         "intents": {"no_loops": 0},
         "interference": {("acl,router", "shadowing"): 0},
+        "agents": {"confirmed": 1, "diverged": 0, "pending": 0, "confirm_seconds_median": 1.5},
     }
     text = generate_latest(Metrics(lambda: state).registry).decode()
     return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
