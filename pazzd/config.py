@@ -123,7 +123,7 @@ class Config:
     apps: list[App] = field(default_factory=list)
     # Switch agents (pazzd.entries): confirm each accepted entry in the data plane.
     agents_confirm: bool = True
-    agents_delay: float = 1.0  # seconds after the commit (and never before tester.settle)
+    agents_delay: float = 1.0  # seconds after the commit and tester.settle
     agents_probes_per_entry: int = 3
     agents_share: float = 0.25  # of each probe batch, at most, for confirmation probes
     agents_max_pending: int = 64  # entries being probed at once; the rest wait

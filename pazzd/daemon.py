@@ -595,7 +595,7 @@ class Daemon:
                 probe_rate=cfg.fuzz_rate,
                 share=cfg.agents_share,
                 # reports of the changed headers are held for tester.settle
-                delay=max(cfg.agents_delay, cfg.settle),
+                delay=cfg.settle + cfg.agents_delay,
                 probes_per_entry=cfg.agents_probes_per_entry,
                 max_pending=cfg.agents_max_pending,
             )
@@ -731,7 +731,7 @@ class Daemon:
             self.fuzzer.confirm_share = cfg.agents_share
         ec = self.entry_confirm
         if ec is not None:
-            ec.delay = max(cfg.agents_delay, cfg.settle)
+            ec.delay = cfg.settle + cfg.agents_delay
             ec.n, ec.max_pending = cfg.agents_probes_per_entry, cfg.agents_max_pending
             ec.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)
 
@@ -1132,6 +1132,7 @@ class Daemon:
             ],
             "faults_open": st["faults_open"],
             "intents_open": st["intents"],
+            "agents": st["agents"],
             "fuzz": None
             if st["fuzz"] is None
             else {

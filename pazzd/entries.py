@@ -1,8 +1,8 @@
 """Confirm in the data plane that a switch installed each entry it accepted.
 
 The model assumes the switch installs exactly what it accepted. When the proxy commits an
-ADD or MODIFY the switch accepted, the entry is checked `delay` seconds later (never
-before tester.settle, while reports of the changed headers are held): a few headers of
+ADD or MODIFY the switch accepted, the entry is checked `delay` seconds later (the daemon
+adds tester.settle, while reports of the changed headers are held): a few headers of
 the region the entry decides, and one just outside its match on each field it matches
 (cpc.entryprobes), go out through the fuzzer (a share of each probe batch, over random
 fuzzing) and the tester reports what the exits saw of them (pazzd.probewatch).
@@ -14,6 +14,9 @@ fuzzing) and the tester reports what the exits saw of them (pazzd.probewatch).
              entry's tags ("wider": its match is wider than accepted), or no inside probe
              with an exit in the model was seen at all ("unseen")
 
+An entry is decided as soon as a report comes with other tags, or when every probe
+has an exit in the model and was seen there; one with a probe the model drops, seen
+as predicted, waits for the window (the copies' time, plus 10 s).
 A diverged entry is a finding of kind "agent" (the fault store's findings table), with
 the probes and their reports as witnesses; it resolves when the entry is confirmed after
 a later change, or deleted. At most `max_pending` entries are probed at once; the rest
@@ -136,7 +139,11 @@ class EntryConfirmations:
     def tick(self) -> None:
         now = self.clock()
         for c in list(self.probing.values()):
-            if now >= c.deadline:
+            # Every probe has an exit in the model and was seen there as the model says:
+            # nothing is left to learn. A probe the model drops waits for the window.
+            done = c.evidence_at is not None and all(exits for _, _, exits in c.probes)
+            bad = any(not r["allowed"] for _, w, _ in c.probes for r in w.reports)
+            if done or bad or now >= c.deadline:
                 self._finish(c, now)
         while self.queue and self.queue[0].due <= now and len(self.probing) < self.max_pending:
             self._start(self.queue.popleft(), now)

@@ -40,6 +40,11 @@ def _text(tmp_path, extra: str) -> str:
         ("switches: 5\n", "switches", "must be a list"),
         ("critical_flows: {a: 1}\n", "critical_flows", "must be a list"),
         ("log_level: loud\n", "log_level", "must be one of"),
+        ("agents:\n  share: 2\n", "agents.share", "at most 1.0"),
+        ("agents:\n  delay: soon\n", "agents.delay", "must be a float"),
+        ("agents:\n  probes_per_entry: 0\n", "agents.probes_per_entry", "at least 1"),
+        ("agents:\n  group_twice: crash\n", "agents.group_twice", "refuse or warn"),
+        ("agents:\n  probes: 3\n", "agents.probes", "unknown key"),
     ],
 )
 def test_errors_name_file_line_and_key(tmp_path, extra, line_key, msg):
@@ -118,6 +123,8 @@ def test_good_config_and_defaults(tmp_path):
     (cf,) = c.critical_flows
     assert cf.ingress == (1, 5) and cf.match == {"ipv4_dst": 0x0A000109}
     assert c.metrics_port == 0 and c.tester_workers == 1
+    assert (c.agents_confirm, c.agents_delay, c.agents_share) == (True, 1.0, 0.25)
+    assert (c.agents_probes_per_entry, c.agents_group_twice) == (3, "refuse")
 
 
 def _check_config(*args):

@@ -1,0 +1,94 @@
+"""Entry confirmation on the lab: the os-ken controller app's FlowMods go through pazzd's
+proxy to patched OVS; each accepted entry is probed in the data plane. An entry the
+switch holds as accepted is confirmed; one removed, or widened, behind the controller's
+back right after the commit becomes an agent finding whose probes show it."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from pazzd.api import call
+from tests.daemon.test_intents_lab import lab_run, wait_for  # noqa: F401
+
+pytestmark = [pytest.mark.ovs, pytest.mark.slow]
+
+H4 = "10.0.3.0/24"  # routed to h4 (s4:5)
+
+
+def agents(sock: str) -> dict:
+    return call(sock, "status")["agents"]
+
+
+def open_agent(sock: str) -> list[dict]:
+    return call(sock, "findings", kind="agent", state="open")
+
+
+def route_actions(lab, dpid: int) -> str:
+    """s1's actions for h4's /24, without the proxy's rule-ID action."""
+    for f in lab.dump_flows(dpid):
+        if f"nw_dst={H4}" in f and "priority=" in f:
+            acts = f.split("actions=", 1)[1]
+            return re.sub(r"set_verify_rule:\d+,?", "", acts).strip(",")
+    raise AssertionError(lab.dump_flows(dpid))
+
+
+def entry_line(lab, dpid: int, match: str) -> str | None:
+    return next((f for f in lab.dump_flows(dpid) if match in f), None)
+
+
+def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
+    lab, run, ctl, workdir = lab_run
+    sock = run.sock
+    acts = route_actions(lab, 1)
+    # The controller app's start-up entries are all checked first.
+    assert wait_for(lambda: agents(sock).get("pending") == 0, timeout=120), agents(sock)
+    st = agents(sock)
+    assert st["diverged"] == 0, (st, open_agent(sock))
+    c0 = st["confirmed"]
+
+    # 1. The controller splits h4's /24 on s1: the entry is confirmed.
+    t0 = time.time()
+    ctl.send((1, f"priority=5000,ip,nw_dst=10.0.3.0/25,actions={acts}", "add"))
+    assert wait_for(lambda: agents(sock)["confirmed"] > c0, timeout=60), agents(sock)
+    first = time.time() - t0
+    st = agents(sock)
+    assert st["diverged"] == 0 and st["confirm_seconds_median"] is not None, st
+    assert open_agent(sock) == []
+
+    # 2. A drop for TCP port 8080 to h4; the switch loses it right after the commit.
+    drop = "priority=6000,tcp,nw_dst=10.0.3.0/24,tp_dst=8080"
+    ctl.send((1, f"{drop},actions=drop", "add"))
+    assert wait_for(lambda: entry_line(lab, 1, "tp_dst=8080"), timeout=10, every=0.05)
+    lab.ofctl(1, "del-flows", "--strict", drop)
+    found = wait_for(lambda: open_agent(sock), timeout=60)
+    assert found, (agents(sock), (workdir / "pazzd.log").read_text()[-3000:])
+    (f,) = found
+    d = f["detail"]
+    assert d["reason"] == "not-there" and d["priority"] == 6000, d
+    inside = [p for p in d["probes"] if p["kind"] == "inside"]
+    # The model drops them; the switch sent them on to h4 with other tags.
+    assert all(p["expected_exits"] == [] for p in inside)
+    assert any(r["egress"] == "s4:5" and not r["allowed"] for p in inside for r in p["reports"])
+    ctl.send((1, drop, "delete_strict"))
+    assert wait_for(lambda: open_agent(sock) == [], timeout=20)
+
+    # 3. A /26 of h4's net; the switch's entry is widened to the /25 behind the back.
+    narrow = "priority=7000,ip,nw_dst=10.0.3.64/26"
+    ctl.send((1, f"{narrow},actions={acts}", "add"))
+    line = wait_for(lambda: entry_line(lab, 1, "nw_dst=10.0.3.64/26"), timeout=10, every=0.05)
+    assert line
+    installed = line.split("actions=", 1)[1]  # with the proxy's rule ID
+    lab.ofctl(1, "add-flow", f"priority=7000,ip,nw_dst=10.0.3.0/25,actions={installed}")
+    lab.ofctl(1, "del-flows", "--strict", narrow)
+    found = wait_for(lambda: open_agent(sock), timeout=60)
+    assert found, (agents(sock), (workdir / "pazzd.log").read_text()[-3000:])
+    d = found[0]["detail"]
+    assert d["reason"] == "wider", d
+    bad = [p for p in d["probes"] if p["verdict"] == "other-tags"]
+    assert [(p["kind"], p["field"]) for p in bad] == [("outside", "ipv4_dst")], bad
+    # 10.0.3.0/26: outside the /26, inside the /25 the switch holds.
+    assert "ipv4_dst=10.0.3." in bad[0]["header"]
+    print(f"first entry confirmed after {first:.1f} s; agents: {agents(sock)}")
