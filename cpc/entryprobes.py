@@ -85,6 +85,12 @@ def entry_probes(
         budget[0] -= 1
         return tuple(model.trace(ing, hdr))
 
+    # A class walk records no element for a hop that drops as the table-miss does (a
+    # table-0 entry without actions): then the ingresses of the entry's switch, the rest
+    # after, each checked by its trace.
+    near = sorted(
+        ings, key=lambda p: (p[0] != entry.dpid, p != (entry.dpid, entry.match.in_port), p)
+    )
     inside: list[EntryProbe] = []
     for el, region in model.entry_regions(entry):
         for cls in model.part.candidates(region)[:MAX_CLASSES]:
@@ -99,6 +105,8 @@ def entry_probes(
                 if any(el.idx in h.rules for h in o.hops)
             )
             u = region & model.part.bdd_of[cls]
+            if not starts and entry.instructions.drops():
+                starts = dict.fromkeys(near)
             for ing in starts:
                 hdr = representative(space, u & allowed)
                 if hdr is None:
@@ -113,31 +121,68 @@ def entry_probes(
     out = list(inside)
     if not inside:
         return out
-    base = inside[0]
-    want = _earlier(entry, base.deliveries)
+    # Outside probes start from an inside probe that leaves the network: one the model
+    # drops further on (an ACL) would be dropped there however wide the entry is.
+    bases = sorted(inside, key=lambda p: not _exits(p.deliveries))
     for f, value, mask in entry.match.fields:
         if f in SKIP_OUTSIDE:
             continue
-        low = mask & -mask
-        moved = {**base.header, f: base.header.get(f, 0) ^ low}
-        if not space.contains(allowed, moved):
-            # another field must tell its reports apart: keep the rest of the match
-            # and the base header's non-key fields, let representative pick the key
-            u = space.field_bdd(f, (value ^ low) & mask, mask) & allowed
-            for g, v, m in entry.match.fields:
-                if g != f:
-                    u &= space.field_bdd(g, v, m)
-            for g, v in base.header.items():
-                if g not in key_fields and g != f:
-                    u &= space.field_bdd(g, v, (1 << WIDTH[g]) - 1)
-            moved = representative(space, u)
-            if moved is None:
-                continue
-        ds = trace(base.ingress, moved)
-        if ds is None:
-            break
-        if hits(entry, ds) or not (_earlier(entry, ds) & want):
-            continue  # it does not reach the entry's table as the inside probe does
-        out.append(EntryProbe("outside", f, base.ingress, moved, ds))
-        allowed &= ~_key_bdd(space, moved, key_fields)
+        found = None
+        for base in bases:
+            probe = _outside(model, entry, base, f, value, mask, allowed, key_fields, trace)
+            if probe is not None and (found is None or _exits(probe.deliveries)):
+                found = probe
+            if found is not None and _exits(found.deliveries):
+                break
+        if found is not None:
+            out.append(found)
+            allowed &= ~_key_bdd(space, found.header, key_fields)
     return out
+
+
+def _exits(deliveries) -> bool:
+    return any(d.kind == "egress" for d in deliveries)
+
+
+def _outside(model, entry, base, f, value, mask, allowed, key_fields, trace):
+    """The header just outside the entry's match on field f, near base, sent from base's
+    ingress: None when it is not decided at the entry's table as base is."""
+    space = model.space
+    # Headers an entry of higher priority takes at the entry's table (on base's port): a
+    # wider entry would not decide them, so an outside probe there shows nothing.
+    taken = space.false
+    el = model.element_for(entry.dpid, entry.table, _port_at(entry, base.deliveries))
+    for o in el.ident.entries() if el is not None else ():
+        if o.priority >= entry.priority and o is not entry:
+            taken |= space.match_bdd(o.match.fields)
+    low = mask & -mask
+    u = space.field_bdd(f, (value ^ low) & mask, mask) & allowed & ~taken
+    for g, v, m in entry.match.fields:
+        if g != f:
+            u &= space.field_bdd(g, v, m)
+    moved = {**base.header, f: base.header.get(f, 0) ^ low}
+    if not space.contains(u, moved):
+        # keep base's other fields where the set allows, let representative pick the
+        # rest (a key field, to tell its reports apart)
+        near = u
+        for g, v in base.header.items():
+            if g not in key_fields and g != f:
+                near &= space.field_bdd(g, v, (1 << WIDTH[g]) - 1)
+        moved = representative(space, near) or representative(space, u)
+        if moved is None:
+            return None
+    ds = trace(base.ingress, moved)
+    if ds is None or hits(entry, ds):
+        return None
+    if not (_earlier(entry, ds) & _earlier(entry, base.deliveries)):
+        return None  # it does not reach the entry's table as base does
+    return EntryProbe("outside", f, base.ingress, moved, ds)
+
+
+def _port_at(entry: FlowEntry, deliveries) -> int:
+    """The port a probe enters the entry's switch by."""
+    for d in deliveries:
+        for h in d.hops:
+            if h.dpid == entry.dpid:
+                return h.in_port
+    return entry.match.in_port or 0

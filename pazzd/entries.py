@@ -166,6 +166,7 @@ class EntryConfirmations:
             log.warning("%s: no probes (%s)", self._name(c), ex)
             found = []
         c.entry = e
+        log.debug("%s: probes %s", self._name(c), [(p.kind, p.ingress, p.header) for p in found])
         for p in found:
             exits = {d.egress for d in p.deliveries if d.kind == "egress"}
             w = self.probes.send(p.ingress, p.header, on_report=lambda w, r, c=c: self._seen(c))
@@ -194,6 +195,9 @@ class EntryConfirmations:
         del self.probing[c.key]
         self._close(c)
         verdict, reason = verdict_of(c.probes)
+        log.debug(
+            "%s: %s %s: %s", self._name(c), verdict, reason, [w.reports for _, w, _ in c.probes]
+        )
         key = self._key(c.key)
         if verdict == "confirmed":
             self.confirmed += 1

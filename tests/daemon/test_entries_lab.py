@@ -9,6 +9,7 @@ import re
 import time
 
 import pytest
+import yaml
 
 from pazzd.api import call
 from tests.daemon.test_intents_lab import lab_run, wait_for  # noqa: F401
@@ -35,6 +36,11 @@ def route_actions(lab, dpid: int) -> str:
     raise AssertionError(lab.dump_flows(dpid))
 
 
+def _entries_log(workdir) -> str:
+    lines = (workdir / "pazzd.log").read_text(errors="replace").splitlines()
+    return "\n".join(ln for ln in lines if "pazzd.entries" in ln or "fault #" in ln)[-6000:]
+
+
 def entry_line(lab, dpid: int, match: str) -> str | None:
     return next((f for f in lab.dump_flows(dpid) if match in f), None)
 
@@ -57,6 +63,14 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     st = agents(sock)
     assert st["diverged"] == 0 and st["confirm_seconds_median"] is not None, st
     assert open_agent(sock) == []
+
+    # The probes of the next entries go out 4 s after the commit (plus tester.settle): time
+    # for the test to change the switch behind the controller's back first.
+    cfg = yaml.safe_load(run.config.read_text())
+    cfg["agents"] = {"delay": 4.0}
+    cfg["log_level"] = "debug"
+    run.config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    assert call(sock, "reload", timeout=20)["ok"]
 
     # 2. A drop for TCP port 8080 to h4; the switch loses it right after the commit.
     drop = "priority=6000,tcp,nw_dst=10.0.3.0/24,tp_dst=8080"
@@ -84,11 +98,13 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     lab.ofctl(1, "add-flow", f"priority=7000,ip,nw_dst=10.0.3.0/25,actions={installed}")
     lab.ofctl(1, "del-flows", "--strict", narrow)
     found = wait_for(lambda: open_agent(sock), timeout=60)
-    assert found, (agents(sock), (workdir / "pazzd.log").read_text()[-3000:])
+    if not found:
+        print(agents(sock), _entries_log(workdir), *lab.dump_flows(1), sep="\n")
+    assert found
     d = found[0]["detail"]
     assert d["reason"] == "wider", d
     bad = [p for p in d["probes"] if p["verdict"] == "other-tags"]
     assert [(p["kind"], p["field"]) for p in bad] == [("outside", "ipv4_dst")], bad
     # 10.0.3.0/26: outside the /26, inside the /25 the switch holds.
     assert "ipv4_dst=10.0.3." in bad[0]["header"]
-    print(f"first entry confirmed after {first:.1f} s; agents: {agents(sock)}")
+    print(f"entry confirmed {first:.1f} s after the controller wrote it; {st}")
