@@ -121,6 +121,20 @@ def entry_probes(
     out = list(inside)
     if not inside:
         return out
+    # Fewer classes than probes wanted: more headers of the classes found, other keys.
+    region = space.union([r for _, r in model.entry_regions(entry)])
+    for p in list(inside):
+        if len(out) >= n:
+            break
+        hdr = representative(
+            space, region & model.part.bdd_of[model.part.classify(p.header)] & allowed
+        )
+        ds = trace(p.ingress, hdr) if hdr is not None else None
+        if ds is not None and hits(entry, ds):
+            extra = EntryProbe("inside", None, p.ingress, hdr, ds)
+            out.append(extra)
+            inside.append(extra)
+            allowed &= ~_key_bdd(space, hdr, key_fields)
     # Outside probes start from an inside probe that leaves the network: one the model
     # drops further on (an ACL) would be dropped there however wide the entry is.
     bases = sorted(inside, key=lambda p: not _exits(p.deliveries))
@@ -149,17 +163,22 @@ def _outside(model, entry, base, f, value, mask, allowed, key_fields, trace):
     ingress: None when it is not decided at the entry's table as base is."""
     space = model.space
     # Headers an entry of higher priority takes at the entry's table (on base's port): a
-    # wider entry would not decide them, so an outside probe there shows nothing.
-    taken = space.false
+    # wider entry would not decide them, so an outside probe there shows nothing. One of
+    # the same priority ties with a wider entry (the switch's choice): avoided if possible.
+    higher = tie = space.false
     el = model.element_for(entry.dpid, entry.table, _port_at(entry, base.deliveries))
     for o in el.ident.entries() if el is not None else ():
-        if o.priority >= entry.priority and o is not entry:
-            taken |= space.match_bdd(o.match.fields)
+        if o.priority > entry.priority:
+            higher |= space.match_bdd(o.match.fields)
+        elif o.priority == entry.priority and o is not entry:
+            tie |= space.match_bdd(o.match.fields)
     low = mask & -mask
-    u = space.field_bdd(f, (value ^ low) & mask, mask) & allowed & ~taken
+    u = space.field_bdd(f, (value ^ low) & mask, mask) & allowed & ~higher
     for g, v, m in entry.match.fields:
         if g != f:
             u &= space.field_bdd(g, v, m)
+    if u & ~tie != space.false:
+        u &= ~tie
     moved = {**base.header, f: base.header.get(f, 0) ^ low}
     if not space.contains(u, moved):
         # keep base's other fields where the set allows, let representative pick the

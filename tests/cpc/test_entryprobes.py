@@ -84,6 +84,13 @@ def test_probes_against_bruteforce(sc):
                 continue
             assert not _hits(e, ref.send(p.ingress, p.header)), p
             wide = _widen(e, p.field)
+            if any(
+                x is not e
+                and (x.dpid, x.table, x.priority) == (e.dpid, e.table, e.priority)
+                and x.match.overlaps(wide.match)
+                for x in entries
+            ):
+                continue  # a tie with the widened entry: which one wins is the switch's choice
             wider = RefDataPlane(topo, [wide if x is e else x for x in entries], model.groups())
             assert _hits(wide, wider.send(p.ingress, p.header)), p
 
@@ -104,7 +111,7 @@ def test_shadowed_entry_has_no_probe():
     assert entry_probes(model, low, topo.edge_ports(), key_fields=KEY) == []
     top = model.find_entry(1, 0, 100, Match.build(ip))
     probes = entry_probes(model, top, topo.edge_ports(), key_fields=KEY)
-    assert [p.kind for p in probes] == ["inside"]  # eth_type only: no IPv4 outside it
+    assert probes and {p.kind for p in probes} == {"inside"}  # eth_type only: no IPv4 outside it
 
 
 def test_dropping_entry_is_probed():

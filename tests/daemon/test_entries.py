@@ -10,6 +10,7 @@ the test's.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -21,6 +22,8 @@ from pazzd.entries import AGENT, EntryConfirmations
 from pazzd.probewatch import ProbeWatch
 from tester.engine import watch_key
 from tester.store import FaultStore
+
+from .helpers import Pazzd, base_config, pazzctl, write_config
 
 IP = {"eth_type": (0x0800, 0xFFFF)}
 NET = Match.build({**IP, "ipv4_dst": (0x0A000100, 0xFFFFFF00)})  # 10.0.1.0/24
@@ -82,7 +85,7 @@ def net(tmp_path):
     clock = Clock()
     tester = FakeTester()
     fuzzer = SimFuzzer(model, topo, clock, tester)
-    store = FaultStore(str(tmp_path / "f.db"))
+    store = FaultStore(str(tmp_path / "faults.db"))
     probes = ProbeWatch(tester, fuzzer, topo, sampling_rate=1)
     ec = EntryConfirmations(
         model,
@@ -185,3 +188,27 @@ def test_superseded_and_budget(net):
     _run(ec, clock, 80.0)
     st = ec.state()
     assert (st["confirmed"], st["pending"]) == (5, 0)
+
+
+def test_pazzctl_agents(net, tmp_path):
+    """The findings through a running pazzd's API and pazzctl (the store is its database)."""
+    model, fuzzer, store, ec, clock = net
+    e = _install(model, ec)
+    wide = dataclasses.replace(e, match=Match.build({**IP, "ipv4_dst": (0x0A000000, 0xFFFFFE00)}))
+    fuzzer.actual = [wide if x is e else x for x in model.entries()]
+    _run(ec, clock)
+    (f,) = store.findings(AGENT, "open")
+    d = Pazzd(write_config(tmp_path / "pazzd.yaml", base_config(tmp_path)))
+    try:
+        d.wait_ready()
+        listing = pazzctl(d.sock, "agents", "--open").stdout
+        assert f"{f.id} " in listing and "wider" in listing and "s1" in listing
+        shown = pazzctl(d.sock, "agents", "show", str(f.id)).stdout
+        assert "outside (ipv4_dst) from s1:1: other-tags" in shown, shown
+        assert "reported  s2:2 other tags" in shown, shown
+        as_json = json.loads(pazzctl(d.sock, "--json", "agents").stdout)
+        assert [x["id"] for x in as_json] == [f.id]
+        bad = pazzctl(d.sock, "agents", "show", "999", check=False)
+        assert bad.returncode != 0
+    finally:
+        d.stop()
