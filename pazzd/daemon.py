@@ -547,10 +547,8 @@ class Daemon:
 
         if self.packet_ins is not None:
             self.packet_ins.committed(dpid)
-        for kind, new, old in changes:
-            if kind == "group":
-                continue
-            for e in (new, old):
+        for ch in changes:  # entry changes (proxy.table.EntryChange)
+            for e in (ch.entry, ch.old):
                 if e is None:
                     continue
                 # A match the model cannot represent is in no intended table: never a finding.
@@ -666,13 +664,15 @@ class Daemon:
         if feeding is None:
             return self._local_cause or {"source": "model update"}
         from pazzd import openflow as of
+        from pazzd.proxy.table import GroupChange
 
         dpid, changes, xids = feeding
         entries = []
-        for kind, new, _old in changes[:8]:
-            if kind == "group":
-                entries.append({"change": "group", "group_id": new})
+        for ch in changes[:8]:
+            if isinstance(ch, GroupChange):
+                entries.append({"change": "group", "group_id": ch.group_id})
                 continue
+            kind, new = ch.kind, ch.entry
             try:
                 match = format_match(of.cpc_match(new.mkey))
             except (ModelError, of.ProtocolError):

@@ -6,14 +6,35 @@ controller installed, so that the audit can compare the whole switch table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from cpc.rules import Group
 from pazzd import openflow as of
 from pazzd.proxy.store import Entry
 
 OFPP_ANY = 0xFFFFFFFF
 OFPG_ANY = 0xFFFFFFFF
 
-# A change: ("add", new, old_or_None) | ("modify", new, old) | ("delete", old, None)
-Change = tuple[str, Entry, Entry | None]
+
+@dataclass(frozen=True, slots=True)
+class EntryChange:
+    """A change of one intended entry: kind "add" (old: the entry it replaced, or None),
+    "modify" (old: the entry before) or "delete" (entry: the entry deleted, old None)."""
+
+    kind: str
+    entry: Entry
+    old: Entry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupChange:
+    """A group set (group: the model's Group) or deleted or not modelled (group None)."""
+
+    group_id: int
+    group: Group | None
+
+
+Change = EntryChange | GroupChange
 
 
 class IntendedTable:
@@ -59,9 +80,9 @@ class IntendedTable:
             out.append(e)
         return out
 
-    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[Change]:
+    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[EntryChange]:
         """Apply an accepted FlowMod; returns the changes (instructions without the ID)."""
-        changes: list[Change] = []
+        changes: list[EntryChange] = []
         if fm.command == of.FC_ADD:
             e = Entry(
                 fm.table,
@@ -77,7 +98,7 @@ class IntendedTable:
             )
             old = self.entries.get(e.key)
             self.entries[e.key] = e
-            changes.append(("add", e, old))
+            changes.append(EntryChange("add", e, old))
         elif fm.command in (of.FC_MODIFY, of.FC_MODIFY_STRICT):
             for old in self.select(fm, fm.command == of.FC_MODIFY_STRICT):
                 new = Entry(
@@ -93,11 +114,11 @@ class IntendedTable:
                     fm.hard,
                 )
                 self.entries[old.key] = new
-                changes.append(("modify", new, old))
+                changes.append(EntryChange("modify", new, old))
         else:
             for old in self.select(fm, fm.command == of.FC_DELETE_STRICT):
                 del self.entries[old.key]
-                changes.append(("delete", old, None))
+                changes.append(EntryChange("delete", old))
         return changes
 
     def remove(self, key) -> Entry | None:
