@@ -55,9 +55,13 @@ class IntendedTable:
 
     def select(self, fm: of.RawFlowMod, strict: bool) -> list[Entry]:
         """Entries a MODIFY or DELETE applies to (OpenFlow 1.3.1 section 6.4)."""
-        if strict:
+        if strict and fm.table == of.OFPTT_ALL:  # a DELETE_STRICT in every table
+            cands = [
+                e for e in self.entries.values() if (e.priority, e.mkey) == (fm.priority, fm.mkey)
+            ]
+        elif strict:
             e = self.entries.get((fm.table, fm.priority, fm.mkey))
-            cands = [e] if e is not None and (fm.table == e.table) else []
+            cands = [e] if e is not None else []
         else:
             want = self.fields(fm.mkey)
             cands = [
