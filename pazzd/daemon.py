@@ -199,6 +199,7 @@ class Daemon:
         self.audit_faults: AuditFaults | None = None
         self.fuzzer = None
         self.injector = None
+        self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self.localizer: Localizer | None = None
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
@@ -697,7 +698,7 @@ class Daemon:
     def _start_fuzzer(self, cfg: Config) -> None:
         try:
             from fuzzer.engine import Fuzzer
-            from fuzzer.inject import RawSocketInjector
+            from fuzzer.inject import ByIngress, QueuedPacketOut, RawSocketInjector
             from fuzzer.plan import shares_with_delivered
         except Exception as e:
             log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
@@ -714,11 +715,18 @@ class Daemon:
             if pairs is None:
                 eps = cfg.edge_ports
                 pairs = [(i, e) for i in eps for e in eps if i != e]
-            pairs = [(i, e) for i, e in pairs if i in injectors]
+            if self.proxy is None:
+                pairs = [(i, e) for i, e in pairs if i in injectors]
             if not pairs:
                 log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
+            self._fuzz_ingresses = injectors if self.proxy is None else None
+            if any(i not in injectors for i, _ in pairs):
+                # The other ingresses get their probes by PACKET_OUT through the proxy.
+                packet_out = QueuedPacketOut(self.proxy.send_packet_out)
+                self.injector = ByIngress(dict.fromkeys(injectors, self.injector), packet_out)
+                self._spawn(packet_out.run(self.stop_event))
             self.fuzzer = Fuzzer(
                 self.model,
                 pairs,
@@ -731,8 +739,21 @@ class Daemon:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
             return
+        self._fuzz_critical(cfg)
         self._spawn(self._fuzz_loop())
         log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+
+    def _fuzz_critical(self, cfg: Config) -> None:
+        """The critical flows are probed from their ingress once a second too (those the
+        fuzzer can inject at)."""
+        from fuzzer.engine import CriticalFlow
+
+        ok = self._fuzz_ingresses
+        self.fuzzer.set_critical(
+            CriticalFlow(c.ingress, dict(c.header), name=c.name)
+            for c in cfg.critical_flows
+            if ok is None or c.ingress in ok
+        )
 
     async def _fuzz_loop(self) -> None:
         try:
@@ -918,6 +939,7 @@ class Daemon:
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
+            self._fuzz_critical(cfg)
         if cfg.intent_policies != old.intent_policies:
             self.intents.set_policies(cfg.intent_policies)
             self.intents.check_all()
