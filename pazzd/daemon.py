@@ -30,7 +30,6 @@ import threading
 import time
 from pathlib import Path
 
-from cpc.fields import format_header
 from cpc.intents import IntentChecker
 from cpc.model import Model
 from cpc.ofctl import format_match, parse_flow
@@ -44,6 +43,7 @@ from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
 
 from . import answers, version
+from .answers import fault_json
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
@@ -68,37 +68,6 @@ _TICK = 0.5  # seconds between tester timer ticks
 PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
-
-
-def fault_json(row) -> dict:
-    return {
-        "id": row.id,
-        "kind": row.kind,
-        "location": row.location,
-        "header_class": row.header_class,
-        "state": row.state,
-        "first_seen": row.first_seen,
-        "last_seen": row.last_seen,
-        "count": row.count,
-        "reopened": row.reopened,
-        "header": _header_text(row.header),
-        "egress": list(row.egress) if row.egress else None,
-        "expected": row.expected,
-        "actual": row.actual,
-        "localization": row.localization,
-        "polled": row.polled,
-        "audit": row.audit,
-        "resolved_at": row.resolved_at,
-    }
-
-
-def _header_text(header):
-    """The fault's header as text; a blackhole's row has the critical flow's header (or
-    its match fields) without a "text" field. None when there is none."""
-    if not isinstance(header, dict):
-        return header
-    fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
-    return header.get("text") or format_header(fields) or None
 
 
 def netns_packet_socket(ns: str, ifname: str) -> socket.socket:

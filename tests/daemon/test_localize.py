@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cpc.fields import format_header, parse_header
 from cpc.ofctl import format_flow, parse_flow
 from pazzd import cli
-from pazzd.daemon import fault_json
+from pazzd.answers import fault_json
 from pazzd.localize import ChangeLog, Localizer
 from tester import store as store_mod
 from tester.store import HEADERS_MAX, FaultStore
