@@ -741,6 +741,13 @@ class Daemon:
         self._last_datagram = time.time()
         self.tester.process_datagram(data, source=source)
 
+    def worker_report(self, last_datagram: float, events) -> None:
+        """What a tester worker reported (pazzd.workers): when it last had a datagram, and
+        its fault events and localization requests, in order."""
+        self._last_datagram = max(self._last_datagram, last_datagram)
+        for ev in events:
+            (self._on_localize if isinstance(ev, LocalizationRequest) else self._on_fault)(ev)
+
     def _on_fault(self, ev: FaultEvent) -> None:
         if ev.resolved:
             log.info("fault #%d resolved: %s at %s", ev.fault_id, ev.kind, ev.location)

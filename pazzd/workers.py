@@ -93,7 +93,6 @@ class _Handler:
     async def report(self, r) -> None:
         self.d.workers.stats[r.worker] = dict(r.stats)
         self.d.workers.hello(r.worker)
-        self.d._last_datagram = max(self.d._last_datagram, r.last_datagram)
         t = self.d.tester
         for f in r.flows:
             if t.blackholes is None:
@@ -103,12 +102,7 @@ class _Handler:
                 t.note_report(port, f.header, f.now, f.sampling_rate)
             else:
                 t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
-        for n in r.faults:
-            ev = note_event(n)
-            if n.localize:
-                self.d._on_localize(ev)
-            else:
-                self.d._on_fault(ev)
+        self.d.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
 
 
 class ModelServer:
