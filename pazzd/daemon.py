@@ -40,7 +40,7 @@ from tester.collector import SflowCollector
 from tester.engine import FaultEvent, LocalizationRequest, Tester
 from tester.ifmap import IfMap
 from tester.store import FaultStore
-from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
+from tester.timers import BlackholeMonitor, TransientGuard
 
 from . import answers, version
 from .answers import fault_json
@@ -275,15 +275,13 @@ class Daemon:
     def _blackholes(self, cfg: Config) -> BlackholeMonitor | None:
         if not cfg.critical_flows:
             return None
-        flows = [
-            CriticalFlow(
-                c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace, c.expect_traffic
-            )
-            for c in cfg.critical_flows
-        ]
         # The model derives each flow's header at its egress (rewrites applied).
         return BlackholeMonitor(
-            flows, k=cfg.blackhole_k, now=time.time(), grace=cfg.blackhole_grace, model=self.model
+            cfg.critical_flows,
+            k=cfg.blackhole_k,
+            now=time.time(),
+            grace=cfg.blackhole_grace,
+            model=self.model,
         )
 
     def _rules_at(self):
@@ -715,14 +713,8 @@ class Daemon:
     def _fuzz_critical(self, cfg: Config) -> None:
         """The critical flows are probed from their ingress once a second too (those the
         fuzzer can inject at)."""
-        from fuzzer.engine import CriticalFlow
-
         ok = self._fuzz_ingresses
-        self.fuzzer.set_critical(
-            CriticalFlow(c.ingress, dict(c.header), name=c.name)
-            for c in cfg.critical_flows
-            if ok is None or c.ingress in ok
-        )
+        self.fuzzer.set_critical(c for c in cfg.critical_flows if ok is None or c.ingress in ok)
 
     async def _fuzz_loop(self) -> None:
         try:

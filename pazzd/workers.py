@@ -44,7 +44,6 @@ from tester.remote import (
     rule_to_thrift,
 )
 from tester.store import FaultStore
-from tester.timers import CriticalFlow
 
 from .config import load_config
 from .notify import setup_logging
@@ -295,10 +294,7 @@ def run_worker(
     for e in client.ifmap():
         ifmap.add(e.agent, e.if_index, (e.dpid, e.port), sub_agent=e.sub_agent)
     outbox = Outbox()
-    flows = [
-        CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
-        for c in cfg.critical_flows
-    ]
+    flows = cfg.critical_flows
     store = FaultStore(database)
     remote = RemoteModel(client, VersionFile(version_file).read)
     t = WorkerTester(
