@@ -138,11 +138,6 @@ def hello_versions(data: bytes) -> set[int]:
     return set(range(1, version + 1))
 
 
-def negotiate(ours: set[int], data: bytes) -> int | None:
-    common = ours & hello_versions(data)
-    return max(common) if common else None
-
-
 # --- matches ------------------------------------------------------------------------------
 def match_span(data: bytes, off: int) -> tuple[bytes, int]:
     """(OXM bytes, padded length) of the ofp_match at off. Raises ProtocolError."""
