@@ -45,8 +45,8 @@ def test_packet_out_probes_are_tagged_as_if_they_arrived_on_the_edge(ovs, bridge
     model.build()
     crafter = Crafter(pretag=False)
     frames = [crafter.frame(HEADER, seq) for seq in range(5)]
-    cap = Capture(f"{br}2", tmp_path / "out.pcap", ns=ovs.netns)
-    cap.wait_ready()
+
+    caps: list[Capture] = []
 
     async def main():
         ctl, px = await start(ovs, model=model)
@@ -63,6 +63,9 @@ def test_packet_out_probes_are_tagged_as_if_they_arrived_on_the_edge(ovs, bridge
             await c.barrier()
             await px.barrier(1)
             (entry,) = px.intended(1)
+            # Captured from now on: the bridge has settled.
+            caps.append(Capture(f"{br}2", tmp_path / "out.pcap", ns=ovs.netns))
+            caps[0].wait_ready()
             assert inj.inject((1, 1), frames) == len(frames)
             inj.inject((9, 1), frames[:1])  # no such switch: counted, not sent
             for _ in range(100):
@@ -78,9 +81,12 @@ def test_packet_out_probes_are_tagged_as_if_they_arrived_on_the_edge(ovs, bridge
             await px.stop()
             await ctl.stop()
 
-    entry = asyncio.run(main())
-    time.sleep(0.5)
-    cap.stop()
+    try:
+        entry = asyncio.run(main())
+        time.sleep(1.5)  # tcpdump hands packets over once a second (its buffer timeout)
+    finally:
+        for cap in caps:
+            cap.stop()
     got = [f for f in cap.frames() if tag_of(f) is not None]
     assert entry.rule_id != 0
     port = tags.set_verify_port(tags.VERIFY_PORT_INIT, 1, 1)
