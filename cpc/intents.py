@@ -229,16 +229,32 @@ class IntentChecker:
     def _class(self, i: int, class_id: int) -> None:
         """The violations of policy i by one class."""
         p, space = self.policies[i], self.space
-        cls = self.model.part.bdd_of[class_id]
-        h = cls & self._h[i] if self._h[i] is not space.true else cls
-        if h == space.false:
-            return
+        cls, pol_h = self.model.part.bdd_of[class_id], self._h[i]
+        memo: list = []
+
+        def class_h():
+            """The class's headers in the policy's set, computed when first needed: most
+            classes an update touches are decided by their walk's summaries alone."""
+            if not memo:
+                memo.append(cls if pol_h is space.true else cls & pol_h)
+            return memo[0]
+
         src = self._src[i]
         found: dict[str, tuple] = {}
         kind = p.kind
         walk = self.model.index.walks[class_id]
-        outcomes = self._outcomes(p, walk, class_id, src, h, found)
-        if outcomes is None:  # decided without spelling the paths out
+        outcomes = self._outcomes(p, walk, class_id, src, class_h, found)
+        if outcomes is not None:
+            if kind != "reach":
+                outcomes = [
+                    (o, d) for o in outcomes if (d := self._outcome_detail(p, o)) is not None
+                ]
+                if not outcomes:
+                    return
+            h = class_h()
+            if h == space.false:
+                return
+        else:  # decided without spelling the paths out
             if found:
                 self._bad[i][class_id] = found
                 for detail in found:
@@ -255,10 +271,7 @@ class IntentChecker:
                     found[self._port_detail(ing)] = (ing, bad)
         else:
             seen = set()  # multipath: many paths of one ingress end at one place alike
-            for o in outcomes:
-                detail = self._outcome_detail(p, o)
-                if detail is None:
-                    continue
+            for o, detail in outcomes:
                 if o.src is None:
                     last = o.hops[-1]
                     key = (detail, o.ingress, last.dpid, last.in_port)
@@ -277,7 +290,7 @@ class IntentChecker:
             for detail in found:
                 self._where[i][detail].add(class_id)
 
-    def _outcomes(self, p: Policy, walk, class_id: int, src, h, found: dict):
+    def _outcomes(self, p: Policy, walk, class_id: int, src, class_h, found: dict):
         """The outcomes policy p must read from, or None when the walk's summaries decide
         (then `found` holds the violations). Spelling every path out is the costly part of
         a check: a fat-tree class has thousands."""
@@ -296,7 +309,9 @@ class IntentChecker:
                 # every header of a class that no rewrite splits takes the same paths
                 for ing in p.src:
                     if ((ing, p.dst) in pairs) == (kind == "isolate"):
-                        found[self._port_detail(ing)] = (ing, h)
+                        h = class_h()
+                        if h != self.space.false:
+                            found[self._port_detail(ing)] = (ing, h)
                 return None
             if kind == "waypoint":
                 src = frozenset(ing for ing in p.src if (ing, p.dst) in pairs)

@@ -324,10 +324,7 @@ def cmd_faults(args) -> int:
                 (f["header"] or "")[:60],
             )
         )
-    if len(rows) == 1:
-        print("no faults")
-    else:
-        _table(rows)
+    _table(rows, empty="no faults")
     return 0
 
 
@@ -402,10 +399,7 @@ def cmd_intents(args) -> int:
                 f["summary"][:70],
             )
         )
-    if len(rows) == 1:
-        print("no intent findings")
-    else:
-        _table(rows)
+    _table(rows, empty="no intent findings")
     return 0
 
 
@@ -590,7 +584,11 @@ def add_daemon_commands(sub, common) -> None:
     c.set_defaults(func=cmd_check_config)
 
 
-def _table(rows) -> None:
+def _table(rows, empty: str | None = None) -> None:
+    """Rows under their header row; `empty` is printed instead when there are none."""
+    if empty is not None and len(rows) == 1:
+        print(empty)
+        return
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -551,8 +551,6 @@ class Daemon:
         """Log the entries a committed batch of the proxy changed (for localization)."""
         from pazzd import openflow as of
 
-        if self.packet_ins is not None:
-            self.packet_ins.committed(dpid)
         for kind, new, old in changes:
             if kind == "group":
                 continue
@@ -602,6 +600,14 @@ class Daemon:
                 )
                 self.proxy.on_packet_in = self._on_packet_in
                 self.proxy.on_release = self.packet_ins.released
+                note, watch = self.proxy.on_commit, self.packet_ins
+
+                def on_commit(dpid: int, changes) -> None:
+                    watch.committed(dpid)  # paths through dpid settle from now
+                    if note is not None:
+                        note(dpid, changes)
+
+                self.proxy.on_commit = on_commit
 
     def _on_packet_in(self, dpid: int, msg: bytes) -> None:
         from pazzd import openflow as of
