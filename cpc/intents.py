@@ -200,18 +200,20 @@ class IntentChecker:
                 continue
             for class_id in walks:
                 self._class(i, class_id)
-        return self._settle(None)
+        return self._settle(None, None)
 
     def on_update(self, upd: Update) -> Changes:
         if not self.policies:
             return Changes([], [], [])
         walks = self.model.index.walks
         classes = list(upd.classes | upd.reshaped)
+        replies = set()  # the reply policies evaluated again
         for i, p in enumerate(self.policies):
             if p.kind == "reply":
                 pairs = upd.pairs
                 if any((s, p.dst) in pairs or (p.dst, s) in pairs for s in p.src):
                     self._reply_bad[i] = self._reply(i)
+                    replies.add(i)
                 continue
             for class_id in classes:
                 old = self._bad[i].pop(class_id, None)
@@ -224,7 +226,7 @@ class IntentChecker:
                                 del self._where[i][detail]
                 if class_id in walks:
                     self._class(i, class_id)
-        return self._settle(set(classes))
+        return self._settle(set(classes), replies)
 
     def _class(self, i: int, class_id: int) -> None:
         """The violations of policy i by one class."""
@@ -399,16 +401,22 @@ class IntentChecker:
                     cur[f"{p.name}|{detail}"] = (i, detail, len(cs))
         return cur
 
-    def _settle(self, touched: set[int] | None) -> Changes:
+    def _settle(self, touched: set[int] | None, replies: set[int] | None) -> Changes:
         """Open and resolve against the violations now; touched: the classes evaluated
-        again (None: all), whose open violations may need another witness."""
+        again, replies: the reply policies (None: all), whose open violations may need
+        another witness."""
         cur = self._current()
         resolved = [self.open.pop(k) for k in list(self.open) if k not in cur]
         opened, changed = [], []
         for key, (i, detail, n) in cur.items():
             v = self.open.get(key)
             if v is not None:
-                stale = touched is None or v.witness_class in touched or v.witness_class is None
+                if touched is None:
+                    stale = True
+                elif v.witness_class is None:  # a reply policy's
+                    stale = i in replies
+                else:
+                    stale = v.witness_class in touched
                 if stale and not self._still_witness(i, v):
                     w = self._violation(key, i, detail, n)
                     if w is not None:
