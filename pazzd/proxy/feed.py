@@ -9,6 +9,7 @@ import struct
 import time
 from collections.abc import Callable
 
+from cpc import agents
 from cpc.rules import OFPFF_CHECK_OVERLAP, FlowMod, ModelError
 from pazzd import openflow as of
 from pazzd.proxy.store import Entry
@@ -20,10 +21,13 @@ FULL64 = (1 << 64) - 1
 
 
 class ModelFeed:
-    """Applies changes to `model` (None: nothing to feed)."""
+    """Applies changes to `model` (None: nothing to feed); warns of entries whose effect
+    differs between OpenFlow agents through log_limited(key, level, fmt, *args, every=)."""
 
-    def __init__(self, model=None) -> None:
+    def __init__(self, model=None, log_limited: Callable[..., None] | None = None) -> None:
         self.model = model
+        self.log_limited = log_limited
+        self.agent_warnings = 0  # entries whose effect differs between agents (cpc.agents)
         # While the model applies a batch: (dpid, changes, the controller's xids), so that
         # the model's subscribers can name the batch that caused an update.
         self.feeding: tuple | None = None
@@ -101,6 +105,7 @@ class ModelFeed:
                 _, errors = m.apply_many(batch)
                 for _fm, e in errors:
                     log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+                self._agent_lint(m, batch)
                 batch.clear()
 
         for ch in changes:
@@ -155,6 +160,25 @@ class ModelFeed:
                 self.on_model_update(time.perf_counter() - t0)
             except Exception:
                 log.exception("on_model_update callback failed")
+
+    def _agent_lint(self, m, fms: list[FlowMod]) -> None:
+        """Warn of entries whose effect differs between OpenFlow agents (docs/agents.md)."""
+        for fm in fms:
+            if fm.command not in ("add", "modify_strict"):
+                continue
+            e = fm.entry()
+            warns = [w.message for w in agents.lint_entry(e)]
+            warns += [
+                f"overlaps {o.match} at priority {o.priority} with other instructions: which "
+                "one a packet matches is the switch's choice"
+                for o in m.ties(e)[:1]
+            ]
+            for w in warns:
+                self.agent_warnings += 1
+                if self.log_limited is not None:
+                    self.log_limited(
+                        "agent-lint", logging.WARNING, "dpid %#x: %s: %s", fm.dpid, e, w, every=10.0
+                    )
 
 
 def cpc_entry(dpid: int, e: Entry):

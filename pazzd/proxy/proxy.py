@@ -162,7 +162,7 @@ class Proxy:
         self.hooks = Hooks()
         self.counters = Counters()
         # feed.on_model_update(seconds) and feed.feeding: see ModelFeed (also attributes).
-        self.feed = ModelFeed(model)
+        self.feed = ModelFeed(model, self._log_limited)
         self.auditor = Auditor(self._dump, self.barrier, self.config, on_finding, on_audit)
         self.store = Store(self.config.db_path)
         self.tables: dict[int, IntendedTable] = collections.defaultdict(IntendedTable)
@@ -200,6 +200,7 @@ class Proxy:
     model = _part("feed", "model")
     feeding = _part("feed", "feeding")
     on_model_update = _part("feed", "on_model_update")
+    agent_warnings = _part("feed", "agent_warnings")
     guard = _part("hooks", "guard")
     on_packet_in = _part("hooks", "on_packet_in")
     on_release = _part("hooks", "on_release")
@@ -515,6 +516,16 @@ class Proxy:
 
     def intended(self, dpid: int) -> list[Entry]:
         return list(self.tables[dpid].entries.values())
+
+    def pending_flowmods(self) -> list:
+        """[(dpid, RawFlowMod)] sent to the switches and not committed yet, in the order
+        each session sent them (the guard judges a new FlowMod after them)."""
+        return [
+            (s.dpid, p.msg)
+            for s in self.switches.values()
+            for p in s.pending
+            if p.kind == "flow" and not p.rejected
+        ]
 
     @property
     def controller_connected(self) -> bool:
