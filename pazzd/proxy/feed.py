@@ -105,7 +105,7 @@ class ModelFeed:
                 _, errors = m.apply_many(batch)
                 for _fm, e in errors:
                     log.warning("dpid %#x: model rejects a change: %s", dpid, e)
-                self._agent_lint(m, batch)
+                self.agent_lint(m, batch)
                 batch.clear()
 
         for ch in changes:
@@ -161,7 +161,7 @@ class ModelFeed:
             except Exception:
                 log.exception("on_model_update callback failed")
 
-    def _agent_lint(self, m, fms: list[FlowMod]) -> None:
+    def agent_lint(self, m, fms: list[FlowMod]) -> None:
         """Warn of entries whose effect differs between OpenFlow agents (docs/agents.md)."""
         for fm in fms:
             if fm.command not in ("add", "modify_strict"):
