@@ -16,7 +16,7 @@ OFPP_ANY = 0xFFFFFFFF
 OFPG_ANY = 0xFFFFFFFF
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EntryChange:
     """A change of one intended entry: kind "add" (old: the entry it replaced, or None),
     "modify" (old: the entry before) or "delete" (entry: the entry deleted, old None)."""
@@ -26,7 +26,7 @@ class EntryChange:
     old: Entry | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupChange:
     """A group set (group: the model's Group) or deleted or not modelled (group None)."""
 
