@@ -11,7 +11,6 @@ gives as many samples and reports."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -25,7 +24,7 @@ from pazzlab.demo import bring_up
 from pazzlab.lab import Lab
 from pazzlab.ovs import stop_processes
 
-from .helpers import pazzctl
+from .helpers import lab_prefix, pazzctl
 
 pytestmark = pytest.mark.ovs
 
@@ -33,11 +32,7 @@ PPS = 1  # production traffic per host
 
 
 def test_fuzz_probes_by_packet_out_on_the_lab():
-    prefix = os.environ.get("PAZZ_OVS_PREFIX")
-    if not prefix or not Path(prefix, "sbin/ovs-vswitchd").exists():
-        pytest.skip("PAZZ_OVS_PREFIX is not set (run `make ovs`)")
-    if os.geteuid() != 0 or shutil.which("tcpreplay") is None:
-        pytest.skip("needs root and tcpreplay")
+    prefix = lab_prefix("tcpreplay")
     workdir = Path(tempfile.mkdtemp(prefix="pazz-lab-packet-out-"))
     lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1)
     procs: list[subprocess.Popen] = []
