@@ -32,9 +32,10 @@ behind it are counted, and its witness is one representative header of them
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from .fields import FIELD_NAMES, WIDTH
@@ -85,24 +86,45 @@ class Policy:
             raise ValueError(f"policy {self.name!r}: waypoint needs via")
 
 
-@dataclass
 class Violation:
     """An open violation. key: stable across updates and restarts (policy and detail);
     detail: the loop cycle, where and why a blackhole drops, or the ingress and egress;
-    classes: how many classes violate it. witness: a header that violates it, sent in at
-    `ingress`; reply: for a reply policy, the reply header that does not make it back;
-    paths: the model's outcomes for the witness (and for the reply, its outcomes)."""
+    classes: how many classes violate it.
 
-    key: str
-    policy: Policy
-    detail: str
-    ingress: Port
-    classes: int
-    witness: dict[str, int]
-    paths: list[Delivery] = field(default_factory=list)
-    reply: dict[str, int] | None = None
-    reply_paths: list[Delivery] = field(default_factory=list)
-    witness_class: int | None = None  # the class the witness was picked from
+    The witness is picked when first read, from the state then: a violation that opens and
+    closes between two reads (a route deleted and re-added) costs no witness. witness: a
+    header that violates it, sent in at `ingress`; reply: for a reply policy, the reply
+    header that does not make it back; paths: the model's outcomes for the witness (and
+    reply_paths for the reply)."""
+
+    __slots__ = ("key", "policy", "detail", "classes", "_pick", "_w")
+
+    def __init__(self, key: str, policy: Policy, detail: str, classes: int, pick) -> None:
+        self.key = key
+        self.policy = policy
+        self.detail = detail
+        self.classes = classes
+        self._pick = pick  # () -> the witness's fields, from the checker's state now
+        self._w: dict | None = None
+
+    @property
+    def picked(self) -> bool:
+        return self._w is not None
+
+    def _get(self, name: str):
+        if self._w is None:
+            self._w = self._pick()
+        return self._w[name]
+
+    ingress = property(lambda self: self._get("ingress"))
+    witness = property(lambda self: self._get("witness"))
+    paths = property(lambda self: self._get("paths"))
+    reply = property(lambda self: self._get("reply"))
+    reply_paths = property(lambda self: self._get("reply_paths"))
+    witness_class = property(lambda self: self._get("witness_class"))
+
+    def __repr__(self) -> str:
+        return f"Violation({self.key!r}, classes={self.classes})"
 
 
 class Changes(NamedTuple):
@@ -200,18 +222,20 @@ class IntentChecker:
                 continue
             for class_id in walks:
                 self._class(i, class_id)
-        return self._settle(None)
+        return self._settle(None, None)
 
     def on_update(self, upd: Update) -> Changes:
         if not self.policies:
             return Changes([], [], [])
         walks = self.model.index.walks
         classes = list(upd.classes | upd.reshaped)
+        replies = set()  # the reply policies evaluated again
         for i, p in enumerate(self.policies):
             if p.kind == "reply":
                 pairs = upd.pairs
                 if any((s, p.dst) in pairs or (p.dst, s) in pairs for s in p.src):
                     self._reply_bad[i] = self._reply(i)
+                    replies.add(i)
                 continue
             for class_id in classes:
                 old = self._bad[i].pop(class_id, None)
@@ -224,21 +248,37 @@ class IntentChecker:
                                 del self._where[i][detail]
                 if class_id in walks:
                     self._class(i, class_id)
-        return self._settle(set(classes))
+        return self._settle(set(classes), replies)
 
     def _class(self, i: int, class_id: int) -> None:
         """The violations of policy i by one class."""
         p, space = self.policies[i], self.space
-        cls = self.model.part.bdd_of[class_id]
-        h = cls & self._h[i] if self._h[i] is not space.true else cls
-        if h == space.false:
-            return
+        cls, pol_h = self.model.part.bdd_of[class_id], self._h[i]
+        memo: list = []
+
+        def class_h():
+            """The class's headers in the policy's set, computed when first needed: most
+            classes an update touches are decided by their walk's summaries alone."""
+            if not memo:
+                memo.append(cls if pol_h is space.true else cls & pol_h)
+            return memo[0]
+
         src = self._src[i]
         found: dict[str, tuple] = {}
         kind = p.kind
         walk = self.model.index.walks[class_id]
-        outcomes = self._outcomes(p, walk, class_id, src, h, found)
-        if outcomes is None:  # decided without spelling the paths out
+        outcomes = self._outcomes(p, walk, class_id, src, class_h, found)
+        if outcomes is not None:
+            if kind != "reach":
+                outcomes = [
+                    (o, d) for o in outcomes if (d := self._outcome_detail(p, o)) is not None
+                ]
+                if not outcomes:
+                    return
+            h = class_h()
+            if h == space.false:
+                return
+        else:  # decided without spelling the paths out
             if found:
                 self._bad[i][class_id] = found
                 for detail in found:
@@ -255,10 +295,7 @@ class IntentChecker:
                     found[self._port_detail(ing)] = (ing, bad)
         else:
             seen = set()  # multipath: many paths of one ingress end at one place alike
-            for o in outcomes:
-                detail = self._outcome_detail(p, o)
-                if detail is None:
-                    continue
+            for o, detail in outcomes:
                 if o.src is None:
                     last = o.hops[-1]
                     key = (detail, o.ingress, last.dpid, last.in_port)
@@ -277,7 +314,7 @@ class IntentChecker:
             for detail in found:
                 self._where[i][detail].add(class_id)
 
-    def _outcomes(self, p: Policy, walk, class_id: int, src, h, found: dict):
+    def _outcomes(self, p: Policy, walk, class_id: int, src, class_h, found: dict):
         """The outcomes policy p must read from, or None when the walk's summaries decide
         (then `found` holds the violations). Spelling every path out is the costly part of
         a check: a fat-tree class has thousands."""
@@ -296,7 +333,9 @@ class IntentChecker:
                 # every header of a class that no rewrite splits takes the same paths
                 for ing in p.src:
                     if ((ing, p.dst) in pairs) == (kind == "isolate"):
-                        found[self._port_detail(ing)] = (ing, h)
+                        h = class_h()
+                        if h != self.space.false:
+                            found[self._port_detail(ing)] = (ing, h)
                 return None
             if kind == "waypoint":
                 src = frozenset(ing for ing in p.src if (ing, p.dst) in pairs)
@@ -384,28 +423,31 @@ class IntentChecker:
                     cur[f"{p.name}|{detail}"] = (i, detail, len(cs))
         return cur
 
-    def _settle(self, touched: set[int] | None) -> Changes:
+    def _settle(self, touched: set[int] | None, replies: set[int] | None) -> Changes:
         """Open and resolve against the violations now; touched: the classes evaluated
-        again (None: all), whose open violations may need another witness."""
+        again, replies: the reply policies (None: all), whose open violations may need
+        another witness."""
         cur = self._current()
         resolved = [self.open.pop(k) for k in list(self.open) if k not in cur]
         opened, changed = [], []
         for key, (i, detail, n) in cur.items():
             v = self.open.get(key)
-            if v is not None:
-                stale = touched is None or v.witness_class in touched or v.witness_class is None
-                if stale and not self._still_witness(i, v):
-                    w = self._violation(key, i, detail, n)
-                    if w is not None:
-                        self.open[key] = v = w
-                        changed.append(v)
-                        continue
-                v.classes = n  # not a change worth storing by itself
-                continue
-            v = self._violation(key, i, detail, n)
-            if v is not None:
-                self.open[key] = v
+            if v is None:
+                v = self.open[key] = self._violation(key, i, detail, n)
                 opened.append(v)
+                continue
+            v.classes = n  # not a change worth storing by itself
+            if not v.picked:
+                continue  # it will be picked from the state it is read in
+            if touched is None:
+                stale = True
+            elif v.witness_class is None:  # a reply policy's
+                stale = i in replies
+            else:
+                stale = v.witness_class in touched
+            if stale and not self._still_witness(i, v):
+                v._w = None  # picked again when read
+                changed.append(v)
         return Changes(opened, resolved, changed)
 
     def _still_witness(self, i: int, v: Violation) -> bool:
@@ -417,7 +459,7 @@ class IntentChecker:
             c = self.model.classify(v.witness)
             found = self._bad[i].get(c, {}).get(v.detail)
             if found is not None:
-                v.witness_class = c
+                v._w["witness_class"] = c
         return found is not None and self.space.contains(found[1], v.witness)
 
     def violating(self, name: str, detail: str | None = None):
@@ -435,7 +477,13 @@ class IntentChecker:
             ]
         return self.space.union(parts)
 
-    def _violation(self, key: str, i: int, detail: str, n: int) -> Violation | None:
+    def _violation(self, key: str, i: int, detail: str, n: int) -> Violation:
+        checker = weakref.ref(self)  # no cycle through the checker's BDDs
+        return Violation(key, self.policies[i], detail, n, lambda: checker()._pick(i, detail))
+
+    def _pick(self, i: int, detail: str) -> dict:
+        """A violation's witness and paths, from the state now (it is open: the checker
+        holds violating headers under its detail)."""
         p = self.policies[i]
         class_id = None
         if p.kind == "reply":
@@ -444,14 +492,18 @@ class IntentChecker:
             class_id = min(self._where[i][detail])
             ing, bdd = self._bad[i][class_id][detail]
         hdr = representative(self.space, bdd)
-        if hdr is None:
-            return None
-        v = Violation(key, p, detail, ing, n, hdr, self.model.trace(ing, hdr))
-        v.witness_class = class_id
+        out = {
+            "ingress": ing,
+            "witness": hdr,
+            "witness_class": class_id,
+            "paths": self.model.trace(ing, hdr),
+            "reply": None,
+            "reply_paths": [],
+        }
         if p.kind == "reply":
             for d, final in self.model.trace_headers(ing, hdr):
                 if d.kind == "egress" and d.egress == p.dst:
-                    v.reply = reply_header(final)
-                    v.reply_paths = self.model.trace(p.dst, v.reply)
+                    out["reply"] = reply_header(final)
+                    out["reply_paths"] = self.model.trace(p.dst, out["reply"])
                     break
-        return v
+        return out

@@ -77,7 +77,8 @@ class ApiServer:
             os.umask(old)
         os.chmod(self.path, self.mode)
         if self.group is not None:
-            gid = int(self.group) if self.group.isdigit() else grp.getgrnam(self.group).gr_gid
+            numeric = self.group.isascii() and self.group.isdigit()
+            gid = int(self.group) if numeric else grp.getgrnam(self.group).gr_gid
             os.chown(self.path, -1, gid)
 
     async def close(self) -> None:

@@ -30,7 +30,6 @@ import threading
 import time
 from pathlib import Path
 
-from cpc.fields import format_header
 from cpc.intents import IntentChecker
 from cpc.interference import Apps, InterferenceChecker
 from cpc.model import Model
@@ -42,9 +41,10 @@ from tester.collector import SflowCollector
 from tester.engine import FaultEvent, LocalizationRequest, Tester
 from tester.ifmap import IfMap
 from tester.store import FaultStore
-from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
+from tester.timers import BlackholeMonitor, TransientGuard
 
 from . import answers, version
+from .answers import fault_json
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
@@ -72,37 +72,6 @@ _TICK = 0.5  # seconds between tester timer ticks
 PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
-
-
-def fault_json(row) -> dict:
-    return {
-        "id": row.id,
-        "kind": row.kind,
-        "location": row.location,
-        "header_class": row.header_class,
-        "state": row.state,
-        "first_seen": row.first_seen,
-        "last_seen": row.last_seen,
-        "count": row.count,
-        "reopened": row.reopened,
-        "header": _header_text(row.header),
-        "egress": list(row.egress) if row.egress else None,
-        "expected": row.expected,
-        "actual": row.actual,
-        "localization": row.localization,
-        "polled": row.polled,
-        "audit": row.audit,
-        "resolved_at": row.resolved_at,
-    }
-
-
-def _header_text(header):
-    """The fault's header as text; a blackhole's row has the critical flow's header (or
-    its match fields) without a "text" field. None when there is none."""
-    if not isinstance(header, dict):
-        return header
-    fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
-    return header.get("text") or format_header(fields) or None
 
 
 def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
@@ -203,6 +172,7 @@ class Daemon:
         self.audit_faults: AuditFaults | None = None
         self.fuzzer = None
         self.injector = None
+        self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self.localizer: Localizer | None = None
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
@@ -225,6 +195,7 @@ class Daemon:
         self.confirmations: Confirmations | None = None
         self.entry_confirm: EntryConfirmations | None = None
         self._intents_unsynced = False
+        self._intent_causes: dict[str, dict] = {}  # violation key -> what opened it
         self._local_cause: dict | None = None  # what the model update being made is (API)
         self.intent_guard: IntentGuard | None = None
         self.packet_ins: PacketInWatch | None = None
@@ -314,15 +285,13 @@ class Daemon:
     def _blackholes(self, cfg: Config) -> BlackholeMonitor | None:
         if not cfg.critical_flows:
             return None
-        flows = [
-            CriticalFlow(
-                c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace, c.expect_traffic
-            )
-            for c in cfg.critical_flows
-        ]
         # The model derives each flow's header at its egress (rewrites applied).
         return BlackholeMonitor(
-            flows, k=cfg.blackhole_k, now=time.time(), grace=cfg.blackhole_grace, model=self.model
+            cfg.critical_flows,
+            k=cfg.blackhole_k,
+            now=time.time(),
+            grace=cfg.blackhole_grace,
+            model=self.model,
         )
 
     def _rules_at(self):
@@ -556,17 +525,13 @@ class Daemon:
         """Log the entries a committed batch of the proxy changed (for localization)."""
         from pazzd import openflow as of
 
-        if self.packet_ins is not None:
-            self.packet_ins.committed(dpid)
         if self.entry_confirm is not None:
             try:
                 self.entry_confirm.committed(dpid, changes)
             except (sqlite3.Error, OSError) as e:
                 log.error("entry confirmation: %s", e)
-        for kind, new, old in changes:
-            if kind == "group":
-                continue
-            for e in (new, old):
+        for ch in changes:  # entry changes (proxy.table.EntryChange)
+            for e in (ch.entry, ch.old):
                 if e is None:
                     continue
                 # A match the model cannot represent is in no intended table: never a finding.
@@ -624,6 +589,14 @@ class Daemon:
                 )
                 self.proxy.on_packet_in = self._on_packet_in
                 self.proxy.on_release = self.packet_ins.released
+                note, watch = self.proxy.on_commit, self.packet_ins
+
+                def on_commit(dpid: int, changes) -> None:
+                    watch.committed(dpid)  # paths through dpid settle from now
+                    if note is not None:
+                        note(dpid, changes)
+
+                self.proxy.on_commit = on_commit
 
     def _on_packet_in(self, dpid: int, msg: bytes) -> None:
         from pazzd import openflow as of
@@ -667,18 +640,31 @@ class Daemon:
         self._confirm(new)
 
     def _on_intents(self, upd) -> None:
+        """Every model update: the checker's state now; the ticker stores what changed
+        (violations that open and close within one tick are never stored)."""
         try:
             ch = self.intents.on_update(upd)
-            if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
-                return
-            if ch.opened or ch.resolved or ch.changed:
-                self._confirm(self.intent_findings.apply(ch, self._cause()))
-        except (sqlite3.Error, OSError) as e:
-            self._intents_unsynced = True  # the ticker stores them again from the checker
-            log.error("intent findings not stored (%s); retrying", e)
         except Exception:
-            self._intents_unsynced = True
             log.exception("intent checks failed on model version %d", upd.version)
+            return
+        if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
+            return
+        if ch.opened or ch.resolved or ch.changed:
+            if ch.opened:
+                cause = self._cause()
+                for v in ch.opened:
+                    self._intent_causes.setdefault(v.key, cause)
+            self._intents_unsynced = True
+
+    def _intents_store(self) -> None:
+        """The ticker's half of _on_intents: store, then report."""
+        try:
+            new = self.intent_findings.reconcile(self.intents.open, self._intent_causes)
+            self._intents_unsynced = False
+        except (sqlite3.Error, OSError) as e:
+            log.error("intent findings not stored (%s); retrying", e)
+            return
+        self._confirm(new)
 
     # --- interference between controller applications ----------------------------------------
     def _start_interference(self, cfg: Config) -> None:
@@ -750,13 +736,15 @@ class Daemon:
         if feeding is None:
             return self._local_cause or {"source": "model update"}
         from pazzd import openflow as of
+        from pazzd.proxy.table import GroupChange
 
         dpid, changes, xids = feeding
         entries = []
-        for kind, new, _old in changes[:8]:
-            if kind == "group":
-                entries.append({"change": "group", "group_id": new})
+        for ch in changes[:8]:
+            if isinstance(ch, GroupChange):
+                entries.append({"change": "group", "group_id": ch.group_id})
                 continue
+            kind, new = ch.kind, ch.entry
             try:
                 match = format_match(of.cpc_match(new.mkey))
             except (ModelError, of.ProtocolError):
@@ -781,7 +769,7 @@ class Daemon:
     def _start_fuzzer(self, cfg: Config) -> None:
         try:
             from fuzzer.engine import Fuzzer
-            from fuzzer.inject import RawSocketInjector
+            from fuzzer.inject import ByIngress, QueuedPacketOut, RawSocketInjector
             from fuzzer.plan import shares_with_delivered
         except Exception as e:
             log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
@@ -798,11 +786,18 @@ class Daemon:
             if pairs is None:
                 eps = cfg.edge_ports
                 pairs = [(i, e) for i in eps for e in eps if i != e]
-            pairs = [(i, e) for i, e in pairs if i in injectors]
+            if self.proxy is None:
+                pairs = [(i, e) for i, e in pairs if i in injectors]
             if not pairs:
                 log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
+            self._fuzz_ingresses = injectors if self.proxy is None else None
+            if any(i not in injectors for i, _ in pairs):
+                # The other ingresses get their probes by PACKET_OUT through the proxy.
+                packet_out = QueuedPacketOut(self.proxy.send_packet_out)
+                self.injector = ByIngress(dict.fromkeys(injectors, self.injector), packet_out)
+                self._spawn(packet_out.run(self.stop_event))
             self.fuzzer = Fuzzer(
                 self.model,
                 pairs,
@@ -815,8 +810,15 @@ class Daemon:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
             return
+        self._fuzz_critical(cfg)
         self._spawn(self._fuzz_loop())
         log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+
+    def _fuzz_critical(self, cfg: Config) -> None:
+        """The critical flows are probed from their ingress once a second too (those the
+        fuzzer can inject at)."""
+        ok = self._fuzz_ingresses
+        self.fuzzer.set_critical(c for c in cfg.critical_flows if ok is None or c.ingress in ok)
 
     async def _fuzz_loop(self) -> None:
         try:
@@ -834,6 +836,13 @@ class Daemon:
     def _datagram(self, data: bytes, source: str | None = None) -> None:
         self._last_datagram = time.time()
         self.tester.process_datagram(data, source=source)
+
+    def worker_report(self, last_datagram: float, events) -> None:
+        """What a tester worker reported (pazzd.workers): when it last had a datagram, and
+        its fault events and localization requests, in order."""
+        self._last_datagram = max(self._last_datagram, last_datagram)
+        for ev in events:
+            (self._on_localize if isinstance(ev, LocalizationRequest) else self._on_fault)(ev)
 
     def _on_fault(self, ev: FaultEvent) -> None:
         if ev.resolved:
@@ -919,7 +928,7 @@ class Daemon:
             except Exception:
                 log.exception("tester tick failed")
             if self._intents_unsynced:
-                self._intents_sync({"source": "retry after a store failure"})
+                self._intents_store()
             if self.packet_ins is not None:
                 self._packet_ins_tick()
             if self._interference_unsynced:
@@ -1011,6 +1020,7 @@ class Daemon:
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
+            self._fuzz_critical(cfg)
         if cfg.intent_policies != old.intent_policies:
             self.intents.set_policies(cfg.intent_policies)
             self.intents.check_all()

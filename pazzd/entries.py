@@ -104,8 +104,9 @@ class EntryConfirmations:
         """The proxy committed these changes of dpid's intended table (Proxy.on_commit)."""
         from pazzd import openflow as of
 
-        for kind, new, old in changes:
-            if kind == "group" or (kind == "modify" and new is old):  # the proxy's re-ID
+        for ch in changes:  # proxy.table.EntryChange
+            kind, new = getattr(ch, "kind", None), getattr(ch, "entry", None)
+            if new is None or (kind == "modify" and new is ch.old):  # the proxy's re-ID
                 continue
             try:
                 match = of.cpc_match(new.mkey)

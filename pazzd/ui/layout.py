@@ -46,7 +46,11 @@ class Layout:
 
 def natural_key(name: str) -> tuple:
     """s2 before s10."""
-    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name))
+    # ASCII digits only: str.isdigit and \d also take '²' and other digits int() refuses
+    return tuple(
+        (0, int(t), "") if t.isascii() and t.isdigit() else (1, 0, t)
+        for t in re.split(r"([0-9]+)", name)
+    )
 
 
 def _adjacency(topo: Topology) -> dict[int, set[int]]:

@@ -212,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in parse_qsl(query, keep_blank_values=True):
             if k == "cmd":
                 continue
-            req[k] = int(v) if k in INT_ARGS and v.lstrip("-").isdigit() else v
+            digits = v.lstrip("-")
+            req[k] = int(v) if k in INT_ARGS and digits.isascii() and digits.isdigit() else v
         code, reply = self.server_ui.answer(req)
         self._json(code, reply)

@@ -23,7 +23,7 @@ from cpc.fields import parse_header
 from pazzd.api import call
 from pazzlab.demo import bring_up, stop_processes
 from pazzlab.lab import Lab
-from tests.daemon.helpers import lab_prefix
+from tests.daemon.helpers import lab_prefix, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 
@@ -31,15 +31,13 @@ H1_NET, H4_NET = "10.0.0.0/24", "10.0.3.0/24"  # routed to h1 (s1:5) and h4 (s4:
 # s1 east to s2, south to s4, west to s3, north to s1 again (grid ports: 1 N, 2 E, 3 S, 4 W)
 RING = [(1, 2), (2, 3), (4, 4), (3, 1)]
 LOOP = "priority=60000,ip,nw_dst=10.9.0.0/16"
-
-
-def wait_for(fn, timeout: float = 30.0, every: float = 0.3):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(every)
+REPLY = {
+    "name": "reply-h1-h4",
+    "check": "reply",
+    "from": "s1:5",
+    "to": "s4:5",
+    "match": f"tcp,nw_src={H1_NET},nw_dst={H4_NET}",
+}
 
 
 class Controller:
@@ -98,15 +96,7 @@ def test_intent_findings_witnesses_guard_and_packet_ins(lab_run):
         run,
         {
             "resolve_after": 5,
-            "policies": [
-                {
-                    "name": "reply-h1-h4",
-                    "check": "reply",
-                    "from": "s1:5",
-                    "to": "s4:5",
-                    "match": f"tcp,nw_src={H1_NET},nw_dst={H4_NET}",
-                }
-            ],
+            "policies": [REPLY],
         },
     )
     assert open_findings(sock) == {}, "the generated network breaks no policy"
@@ -148,15 +138,7 @@ def test_intent_findings_witnesses_guard_and_packet_ins(lab_run):
         run,
         {
             "resolve_after": 5,
-            "policies": [
-                {
-                    "name": "reply-h1-h4",
-                    "check": "reply",
-                    "from": "s1:5",
-                    "to": "s4:5",
-                    "match": f"tcp,nw_src={H1_NET},nw_dst={H4_NET}",
-                }
-            ],
+            "policies": [REPLY],
         },
     )
     drop = f"priority=5000,tcp,nw_src={H4_NET},nw_dst={H1_NET},actions=drop"

@@ -5,7 +5,6 @@ metrics; each witness checked against the two entries it names."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -13,22 +12,13 @@ from cpc.ofctl import parse_flow, read_rules
 from cpc.rules import FlowEntry
 from pazzlab.demo import metrics_of as scrape
 
-from .helpers import Pazzd, base_config, pazzctl, write_config
+from .helpers import Pazzd, base_config, pazzctl, wait_for, write_config
 
 APPS = [
     {"name": "router", "cookie": "0x10", "mask": "0xff"},
     {"name": "acl", "cookie": 0x20, "mask": 0xFF},
     {"name": "lb", "cookie": "0x30", "mask": "0xff"},
 ]
-
-
-def wait_for(fn, timeout=20.0):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(0.2)
 
 
 def open_findings(d) -> list[dict]:
