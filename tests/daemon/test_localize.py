@@ -347,7 +347,9 @@ def test_proxy_commits_reach_the_changelog() -> None:
 
     async def run() -> ChangeLog:  # the proxy spawns its audit task on the loop
         proxy = Proxy(ProxyConfig(audit_interval=0))
-        d = SimpleNamespace(changes=ChangeLog(clock=lambda: 100.0), packet_ins=None)
+        d = SimpleNamespace(
+            changes=ChangeLog(clock=lambda: 100.0), packet_ins=None, entry_confirm=None
+        )
         proxy.on_commit = lambda dpid, changes: Daemon._note_commit(d, dpid, changes)
         s, sw, _up = connected(proxy)  # dpid 7
         match = ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.1.0", "255.255.255.0"))
