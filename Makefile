@@ -51,7 +51,7 @@ bench: venv
 EVAL_DIR ?= docs/evaluation
 eval: venv
 	mkdir -p $(EVAL_DIR)
-	nice -n 10 $(PY) bench/paper.py --jobs 2 --out $(EVAL_DIR)/paper.json --figures $(EVAL_DIR) -v > /dev/null
+	nice -n 10 $(PY) bench/paper.py --jobs 2 --out $(EVAL_DIR)/paper.json.gz --figures $(EVAL_DIR) -v > /dev/null
 	nice -n 10 $(PY) bench/scaling.py --out $(EVAL_DIR)/scaling.json --figures $(EVAL_DIR) -v > /dev/null
 	nice -n 10 $(PY) bench/distrib.py --out $(EVAL_DIR)/distrib.json > /dev/null
 

@@ -12,7 +12,7 @@ plans on); --jobs simulates networks in parallel processes.
 Prints one JSON object (--out FILE writes it too); --figures DIR draws the figures
 (bench/paperplot.py, the `pazz[eval]` extra).
 
-    python bench/paper.py --jobs 2 --out docs/evaluation/paper.json --figures docs/evaluation
+    python bench/paper.py --jobs 2 --out docs/evaluation/paper.json.gz --figures docs/evaluation
     python bench/paper.py --quick --out /tmp/q.json --figures /tmp/fig   # small, fast
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import json
 import math
 import os
@@ -297,9 +298,10 @@ def main(argv=None) -> int:
         from bench.paperplot import draw
 
         report["figures"] = draw(report, args.figures)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(json.dumps(report, indent=1) + "\n")
+    if args.out:  # FILE.json.gz: gzip'd (every run is in it)
+        opener = gzip.open if args.out.endswith(".gz") else open
+        with opener(args.out, "wt") as fh:
+            fh.write(json.dumps(report, separators=(",", ":")) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
     return 0
 

@@ -93,7 +93,7 @@ def draw(report: dict, outdir: str) -> list[str]:
         ax.set_xlim(0, horizon)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         files += _save(fig, outdir, f"fig9{letter}")
 
     key = "fattree4" if "fattree4" in nets else nets[-1]
@@ -193,11 +193,12 @@ def _families(report: dict) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python bench/paperplot.py REPORT.json[.gz] [FIGURE_DIR]
+    import gzip
     import json
     import sys
 
-    with open(sys.argv[1]) as fh:
+    with (gzip.open if sys.argv[1].endswith(".gz") else open)(sys.argv[1], "rt") as fh:
         rep = json.load(fh)
     if len(sys.argv) > 2:
         draw(rep, sys.argv[2])
