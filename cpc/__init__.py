@@ -10,7 +10,8 @@ ModelError), cpc.ofctl (the rule-file and ovs-ofctl syntax), cpc.fields (header
 fields), cpc.results (Delivery, Expected, Hop), cpc.tags (the Verify tag functions),
 cpc.space (HeaderSpace, the BDD encoding the fuzzer samples), cpc.refdp (the reference
 data plane, for tests and simulations), cpc.verify_layer (the Verify header as a scapy
-layer), cpc.yamlpos (YAML line numbers for error messages). The other modules are the
+layer), cpc.yamlpos (YAML line numbers for error messages), cpc.interference (entries of
+different controller applications whose matches meet). The other modules are the
 model's parts: flowmod, gcpause, index, partition, routes, tables, walk.
 
 Glossary:
@@ -37,6 +38,7 @@ Glossary:
 
 __all__ = [
     "fields",
+    "interference",
     "model",
     "ofctl",
     "refdp",

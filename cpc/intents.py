@@ -107,7 +107,7 @@ class Violation:
 
 class Changes(NamedTuple):
     """What an evaluation changed: violations opened and resolved, and open ones whose
-    witness or class count changed (the witness left the violating headers)."""
+    witness changed (the witness left the violating headers)."""
 
     opened: list[Violation]
     resolved: list[Violation]
@@ -200,18 +200,20 @@ class IntentChecker:
                 continue
             for class_id in walks:
                 self._class(i, class_id)
-        return self._settle(None)
+        return self._settle(None, None)
 
     def on_update(self, upd: Update) -> Changes:
         if not self.policies:
             return Changes([], [], [])
         walks = self.model.index.walks
         classes = list(upd.classes | upd.reshaped)
+        replies = set()  # the reply policies evaluated again
         for i, p in enumerate(self.policies):
             if p.kind == "reply":
                 pairs = upd.pairs
                 if any((s, p.dst) in pairs or (p.dst, s) in pairs for s in p.src):
                     self._reply_bad[i] = self._reply(i)
+                    replies.add(i)
                 continue
             for class_id in classes:
                 old = self._bad[i].pop(class_id, None)
@@ -224,21 +226,42 @@ class IntentChecker:
                                 del self._where[i][detail]
                 if class_id in walks:
                     self._class(i, class_id)
-        return self._settle(set(classes))
+        return self._settle(set(classes), replies)
 
     def _class(self, i: int, class_id: int) -> None:
         """The violations of policy i by one class."""
         p, space = self.policies[i], self.space
-        cls = self.model.part.bdd_of[class_id]
-        h = cls & self._h[i] if self._h[i] is not space.true else cls
-        if h == space.false:
-            return
+        cls, pol_h = self.model.part.bdd_of[class_id], self._h[i]
+        memo: list = []
+
+        def class_h():
+            """The class's headers in the policy's set, computed when first needed: most
+            classes an update touches are decided by their walk's summaries alone."""
+            if not memo:
+                memo.append(cls if pol_h is space.true else cls & pol_h)
+            return memo[0]
+
         src = self._src[i]
         found: dict[str, tuple] = {}
         kind = p.kind
-        outcomes = [
-            o for o in self.model.index.walks[class_id].expanded(class_id) if o.ingress in src
-        ]
+        walk = self.model.index.walks[class_id]
+        outcomes = self._outcomes(p, walk, class_id, src, class_h, found)
+        if outcomes is not None:
+            if kind != "reach":
+                outcomes = [
+                    (o, d) for o in outcomes if (d := self._outcome_detail(p, o)) is not None
+                ]
+                if not outcomes:
+                    return
+            h = class_h()
+            if h == space.false:
+                return
+        else:  # decided without spelling the paths out
+            if found:
+                self._bad[i][class_id] = found
+                for detail in found:
+                    self._where[i][detail].add(class_id)
+            return
         if kind == "reach":
             by_ing: dict[Port, list] = {ing: [] for ing in p.src}
             for o in outcomes:
@@ -249,10 +272,14 @@ class IntentChecker:
                 if bad != space.false:
                     found[self._port_detail(ing)] = (ing, bad)
         else:
-            for o in outcomes:
-                detail = self._outcome_detail(p, o)
-                if detail is None:
-                    continue
+            seen = set()  # multipath: many paths of one ingress end at one place alike
+            for o, detail in outcomes:
+                if o.src is None:
+                    last = o.hops[-1]
+                    key = (detail, o.ingress, last.dpid, last.in_port)
+                    if key in seen:
+                        continue
+                    seen.add(key)
                 bad = h & o.src if o.src is not None else h
                 if kind == "blackhole_free" and o.reason.startswith(_MISS):
                     bad = bad & self._missed(o)
@@ -264,6 +291,35 @@ class IntentChecker:
             self._bad[i][class_id] = found
             for detail in found:
                 self._where[i][detail].add(class_id)
+
+    def _outcomes(self, p: Policy, walk, class_id: int, src, class_h, found: dict):
+        """The outcomes policy p must read from, or None when the walk's summaries decide
+        (then `found` holds the violations). Spelling every path out is the costly part of
+        a check: a fat-tree class has thousands."""
+        kind = p.kind
+        if kind in _SCOPED:
+            ends = walk.ends()
+            if kind == "loop_free" and not any(k == "loop" for k, _ in ends):
+                return None
+            if kind == "blackhole_free" and not any(
+                k == "drop" and blackhole_reason(r) for k, r in ends
+            ):
+                return None
+        elif class_id not in self.model.index.rewriting:
+            pairs = walk.pair_set()
+            if kind in ("reach", "isolate"):
+                # every header of a class that no rewrite splits takes the same paths
+                for ing in p.src:
+                    if ((ing, p.dst) in pairs) == (kind == "isolate"):
+                        h = class_h()
+                        if h != self.space.false:
+                            found[self._port_detail(ing)] = (ing, h)
+                return None
+            if kind == "waypoint":
+                src = frozenset(ing for ing in p.src if (ing, p.dst) in pairs)
+                if not src:
+                    return None
+        return walk.expanded_from(src, class_id)
 
     def _missed(self, o):
         """The ingress headers of a table-miss outcome that no entry matched: in table 0 a
@@ -345,25 +401,29 @@ class IntentChecker:
                     cur[f"{p.name}|{detail}"] = (i, detail, len(cs))
         return cur
 
-    def _settle(self, touched: set[int] | None) -> Changes:
+    def _settle(self, touched: set[int] | None, replies: set[int] | None) -> Changes:
         """Open and resolve against the violations now; touched: the classes evaluated
-        again (None: all), whose open violations may need another witness."""
+        again, replies: the reply policies (None: all), whose open violations may need
+        another witness."""
         cur = self._current()
         resolved = [self.open.pop(k) for k in list(self.open) if k not in cur]
         opened, changed = [], []
         for key, (i, detail, n) in cur.items():
             v = self.open.get(key)
             if v is not None:
-                stale = touched is None or v.witness_class in touched or v.witness_class is None
+                if touched is None:
+                    stale = True
+                elif v.witness_class is None:  # a reply policy's
+                    stale = i in replies
+                else:
+                    stale = v.witness_class in touched
                 if stale and not self._still_witness(i, v):
                     w = self._violation(key, i, detail, n)
                     if w is not None:
                         self.open[key] = v = w
                         changed.append(v)
                         continue
-                if v.classes != n:
-                    v.classes = n
-                    changed.append(v)
+                v.classes = n  # not a change worth storing by itself
                 continue
             v = self._violation(key, i, detail, n)
             if v is not None:
@@ -372,10 +432,15 @@ class IntentChecker:
         return Changes(opened, resolved, changed)
 
     def _still_witness(self, i: int, v: Violation) -> bool:
-        if v.witness_class is None:
+        """Does the witness still violate? Class ids change under it (a split, a merge):
+        the witness is looked up again rather than its class."""
+        if self.policies[i].kind == "reply":
             found = self._reply_bad[i].get(v.detail)
         else:
-            found = self._bad[i].get(v.witness_class, {}).get(v.detail)
+            c = self.model.classify(v.witness)
+            found = self._bad[i].get(c, {}).get(v.detail)
+            if found is not None:
+                v.witness_class = c
         return found is not None and self.space.contains(found[1], v.witness)
 
     def violating(self, name: str, detail: str | None = None):

@@ -66,6 +66,8 @@ class Update:
     # Classes that lost or gained headers but kept their walks (not in `classes`): what a
     # subscriber that keeps a class's headers (cpc.intents) must read again.
     reshaped: frozenset[int] = frozenset()
+    # The entries changed, in order: (old, new) with None for an entry added or removed.
+    changes: tuple[tuple[FlowEntry | None, FlowEntry | None], ...] = ()
 
     @cached_property
     def region(self):
@@ -153,6 +155,7 @@ class Model:
         self.version = 0
         self._subscribers: list[Callable[[Update], None]] = []
         self._touched: list = []  # match BDDs of this update: Update.region is their union
+        self._changes: list = []  # (old, new) entries of this update: Update.changes
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._touched_exits: set[Port] = set()
         self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
@@ -277,14 +280,27 @@ class Model:
                 self._move_deferred(d)
         return self._commit(), errors
 
+    def affected(self, fm: FlowMod) -> list[FlowEntry]:
+        """The entries fm would change or remove if applied now: the entry an ADD replaces
+        (same table, match and priority), or those a MODIFY or DELETE selects."""
+        if fm.command == "add":
+            el = self._elements.get((fm.dpid, fm.table, fm.match.in_port))
+            e = el.entries.get((fm.match.fields, fm.priority)) if el is not None else None
+            return [e] if e is not None else []
+        strict = fm.command.endswith("_strict")
+        return flowmod.select(self._elems_of.get(fm.dpid, ()), fm, strict)
+
     def _apply_one(self, fm: FlowMod) -> None:
         self._check_switch(fm.dpid, fm.source)
+        has_group = lambda gid: (fm.dpid, gid) in self._groups  # noqa: E731
         if fm.command == "add":
+            flowmod.check_actions(fm, has_group)
             self._add(fm.entry(), check_overlap=bool(fm.flags & flowmod.OFPFF_CHECK_OVERLAP))
         elif fm.command in ("modify", "modify_strict"):
-            for e in flowmod.select(
-                self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict"
-            ):
+            flowmod.check_goto(fm)  # the new instructions, against the FlowMod's table
+            sel = flowmod.select(self._elems_of.get(fm.dpid, ()), fm, fm.command == "modify_strict")
+            flowmod.check_actions(fm, has_group if sel else None)
+            for e in sel:
                 self._replace(e, fm)
         elif fm.command in ("delete", "delete_strict"):
             for e in flowmod.select(
@@ -305,6 +321,7 @@ class Model:
     def set_group(self, group: Group) -> Update:
         """GroupMod ADD or MODIFY."""
         self._check_switch(group.dpid, group.source)
+        flowmod.check_group(group)
         self._groups[(group.dpid, group.group_id)] = group
         self.walker.forget_groups()
         self._touch_switch(group.dpid)
@@ -312,8 +329,17 @@ class Model:
 
     @gc_paused_update
     def delete_group(self, dpid: int, group_id: int) -> Update:
+        """GroupMod DELETE: the group and the entries that use it (OpenFlow 1.3.5 6.5)."""
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
+        users = [
+            e
+            for el in self._elems_of.get(dpid, ())
+            for e in el.entries.values()
+            if group_id in e.instructions.groups()
+        ]
+        for e in users:
+            self._remove(e)
         self._touch_switch(dpid)
         return self._commit_classes(self.index.group_users.get((dpid, group_id), set()))
 
@@ -344,13 +370,14 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         key = Element.key_of(entry)
         old = el.entries.get(key)
-        if old is not None:
+        if old is not None:  # replaced even with CHECK_OVERLAP, as Open vSwitch does
             self._replace(old, entry)
             return
         targets = self._targets(el)
         if check_overlap:
             flowmod.check_overlap(entry, targets)
         el.entries[key] = entry
+        self._changes.append((None, entry))
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
         self._touched.append(m)
@@ -505,6 +532,7 @@ class Model:
         )
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
         el.entries[Element.key_of(entry)] = entry
+        self._changes.append((old, entry))
         if old_b is not new_b:
             self._touched.append(self.space.match_bdd(old.match.fields))
         for t in self._targets(el):
@@ -516,6 +544,7 @@ class Model:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         act = self._behaviour(entry).action
         del el.entries[Element.key_of(entry)]
+        self._changes.append((entry, None))
         self._touched.append(self.space.match_bdd(entry.match.fields))
         for t in self._targets(el):
             # The freed headers go to the lower-priority entries, highest first, or miss.
@@ -535,6 +564,7 @@ class Model:
         self._built = True
         self.version += 1
         self._touched.clear()
+        self._changes.clear()
         self._id_region = self.space.false
 
     def _commit(self, extra: Iterable[int] = ()) -> Update:
@@ -578,8 +608,10 @@ class Model:
             touched=tuple(self._touched),
             space=self.space,
             reshaped=frozenset(reshaped - gone - named),
+            changes=tuple(self._changes),
         )
         self._touched.clear()
+        self._changes.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)
@@ -803,6 +835,22 @@ class Model:
             k = cyc.index(min(cyc))
             cycles.add(tuple(cyc[k:] + cyc[:k]))
         return cycles
+
+    def switch_elements(self, dpid: int) -> list[Element]:
+        """The elements of one switch, oldest first."""
+        return list(self._elems_of.get(dpid, ()))
+
+    def ties(self, entry: FlowEntry) -> list[FlowEntry]:
+        """The entries of entry's table with its priority and other instructions that one
+        packet can match together with it: which one it matches is the switch's choice
+        (cpc.agents)."""
+        el = self._elements.get((entry.dpid, entry.table, entry.match.in_port))
+        found: dict[int, FlowEntry] = {}
+        for t in self._targets(el) if el is not None else ():
+            for o in t.ident.overlapping(entry):
+                if o.priority == entry.priority and o.instructions != entry.instructions:
+                    found[id(o)] = o
+        return list(found.values())
 
     def entries(self, dpid: int | None = None) -> list[FlowEntry]:
         els = self._elem_list if dpid is None else self._elems_of.get(dpid, ())

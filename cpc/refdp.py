@@ -71,9 +71,12 @@ class RefDataPlane:
             None,
         )
         if entry is None:
-            why = f"table-miss in table {table}"
-            self._end(out, ingress, "drop", None, pkt, hops, Hop(dpid, in_port, rules, None), why)
-            return pkt, rules
+            if not aset:
+                why = f"table-miss in table {table}"
+                hop = Hop(dpid, in_port, rules, None)
+                self._end(out, ingress, "drop", None, pkt, hops, hop, why)
+                return pkt, rules
+            return self._action_set(out, ingress, dpid, in_port, pkt, hops, visited, rules, aset)
         pkt = dict(pkt)
         pkt["vport"] = set_verify_port(pkt["vport"], dpid, in_port)
         pkt["vrule"] = set_verify_rule(
@@ -89,6 +92,11 @@ class RefDataPlane:
             return self._table(
                 out, ingress, dpid, in_port, ins.goto, pkt, hops, visited, rules, aset
             )
+        return self._action_set(out, ingress, dpid, in_port, pkt, hops, visited, rules, aset)
+
+    def _action_set(self, out, ingress, dpid, in_port, pkt, hops, visited, rules, aset):
+        """Run the action set, at the end of the pipeline or on a table-miss after a
+        goto_table (Open vSwitch's behaviour; OpenFlow 1.3.5 drops the packet there)."""
         order = {"pop_vlan": 0, "push_vlan": 1, "set_field": 2, "group": 3, "output": 4}
         acts = sorted(aset.values(), key=lambda a: order[a[0]])
         if any(a[0] == "group" for a in acts):
@@ -118,7 +126,7 @@ class RefDataPlane:
                     h[a[1]] = a[2]
                 elif a[0] == "pop_vlan":
                     h["vlan_vid"] = 0
-                elif a[0] == "push_vlan" and not h.get("vlan_vid", 0) & OFPVID_PRESENT:
+                elif a[0] == "push_vlan":  # VID 0, as Open vSwitch (docs/agents.md)
                     h["vlan_vid"] = OFPVID_PRESENT
                 pkt["h"] = h
                 pkt["rw"] = True

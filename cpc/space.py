@@ -165,10 +165,25 @@ class HeaderSpace:
         return u == self.false
 
     def pick(self, u) -> dict[str, int] | None:
-        """One header of u (unset bits 0), or None when u is empty."""
-        for cube in self._cube_iter(u):
-            return {f: cube[f][0] if f in cube else 0 for f in FIELD_NAMES}
-        return None
+        """One header of u (unset bits 0, the low branch where both lead to a header),
+        or None when u is empty. One descent from the root: in a reduced BDD every node
+        but the false leaf has a path to true."""
+        false_id = int(self.false)
+        if int(u) == false_id:
+            return None
+        out = dict.fromkeys(FIELD_NAMES, 0)
+        node, comp = u, 0
+        level_field, level_shift, id_level = self.level_field, self.level_shift, self.id_level
+        while node.level < id_level:
+            comp2 = comp ^ node.negated
+            low = node.low
+            if (int(low) ^ comp2) != false_id:
+                node, comp = low, comp2
+            else:
+                level = node.level
+                out[level_field[level]] |= 1 << level_shift[level]
+                node, comp = node.high, comp2
+        return out
 
     def cubes(self, u, limit: int | None = None) -> Iterator[dict[str, tuple[int, int]]]:
         """Disjoint cubes of u as {field: (value, mask)} (fields without constraint left out)."""

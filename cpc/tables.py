@@ -459,6 +459,14 @@ class Identities(Labels):
             by.setdefault(self.beh[self._id[key]].action, []).append(self.eff[key])
         return [(act, self.space.union(regions)) for act, regions in by.items()]
 
+    def behaviour_of(self, entry: FlowEntry) -> Behaviour:
+        """The behaviour identify() returns for headers this entry wins."""
+        return self.beh[self._id[_ikey(entry)]]
+
+    def region(self, entry: FlowEntry):
+        """The entry's effective region here: the headers it wins."""
+        return self.eff[_ikey(entry)]
+
     def entries(self) -> list[FlowEntry]:
         """Every entry here, oldest first."""
         return sorted(self._entry.values(), key=lambda e: self._seq[_ikey(e)])

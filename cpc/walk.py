@@ -146,7 +146,16 @@ class Node:
     holds for any path that reaches it without having passed one of them: loop checks
     then only ever meet states of the node's own paths."""
 
-    __slots__ = ("outcomes", "links", "_own", "_states", "_expanded", "_egresses", "_dpids")
+    __slots__ = (
+        "outcomes",
+        "links",
+        "_own",
+        "_states",
+        "_expanded",
+        "_egresses",
+        "_dpids",
+        "_ends",
+    )
 
     def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
         self.outcomes = outcomes
@@ -156,6 +165,7 @@ class Node:
         self._expanded = None
         self._egresses = None
         self._dpids = None
+        self._ends = None
 
     @property
     def states(self) -> frozenset:
@@ -176,6 +186,16 @@ class Node:
         if self._expanded is None:
             self._expanded = self.outcomes + _expand_links(self.links)
         return self._expanded
+
+    def ends(self) -> frozenset:
+        """(kind, reason) of every outcome from here on, made once: a check that looks for
+        loops or drops can skip a walk that has none without spelling its paths out."""
+        if self._ends is None:
+            e = {(o.kind, o.reason) for o in self.outcomes}
+            for link in self.links:
+                e |= link.node.ends()
+            self._ends = frozenset(e)
+        return self._ends
 
     def egresses(self) -> frozenset:
         if self._egresses is None:
@@ -288,6 +308,27 @@ class WalkResult:
                 for o in out
             ]
         return out
+
+    def expanded_from(self, ingresses, class_id: int) -> list[Outcome]:
+        """expanded(class_id), only the paths that start at one of `ingresses`."""
+        out = [o for o in self.outcomes if o.ingress in ingresses]
+        out += _expand_links([k for k in self.links if k.ingress in ingresses])
+        out += _expand_entries(
+            [(node, [x for x in ings if x[0] in ingresses]) for node, ings in self.entries]
+        )
+        return [
+            o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+            for o in out
+        ]
+
+    def ends(self) -> frozenset:
+        """(kind, reason) of every outcome of the walk (see Node.ends)."""
+        e = {(o.kind, o.reason) for o in self.outcomes}
+        for link in self.links:
+            e |= link.node.ends()
+        for node, _ in self.entries:
+            e |= node.ends()
+        return frozenset(e)
 
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""
@@ -769,7 +810,12 @@ class Walker:
         """Apply what matched at a table: an entry's behaviour (identity walks) or a class's
         action at element elem (class walks); None is the table-miss."""
         if beh is None:
-            self._end(res, st, "drop", None, f"table-miss in table {table}")
+            if st.action_set:  # Open vSwitch runs the action set on a miss too
+                self._run(
+                    res, _action_set_list(st.action_set), 0, st, local, self._silent[-1].append
+                )
+            else:
+                self._end(res, st, "drop", None, f"table-miss in table {table}")
             return
         st.vport |= self.m.port_bits(st.dpid, st.in_port)
         if elem is None:
@@ -870,13 +916,10 @@ class Walker:
             fname = "vlan_vid"
             img = space.exist_fields(src, [fname]) & space.field_bdd(fname, 0, 0x1FFF)
         elif op == "push_vlan":
-            # The new outer tag copies the VID of a present tag, or carries VID 0.
+            # The new outer tag carries VID 0, also over a present tag: Open vSwitch's
+            # behaviour, not the copy OpenFlow 1.3.5 asks for (docs/agents.md).
             fname = "vlan_vid"
-            untagged = space.field_bdd(fname, 0, OFPVID_PRESENT)
-            img = (src & ~untagged) | (
-                space.exist_fields(src & untagged, [fname])
-                & space.field_bdd(fname, OFPVID_PRESENT, 0x1FFF)
-            )
+            img = space.exist_fields(src, [fname]) & space.field_bdd(fname, OFPVID_PRESENT, 0x1FFF)
         else:
             raise AssertionError(op)
         out = []

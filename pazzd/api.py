@@ -2,7 +2,7 @@
 
 Request: one JSON object per line, {"cmd": NAME, ...arguments}. Reply: one line,
 {"ok": true, "result": ...} or {"ok": false, "error": "..."}. Commands: status, faults,
-fault, localize, trace, reach, topology, coverage, flowmod, reload. `call()` is the client
+fault, localize, trace, reach, topology, coverage, flowmod, reload, findings, finding. `call()` is the client
 side; the web view (pazzd.ui) serves the read-only ones over HTTP.
 """
 

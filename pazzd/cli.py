@@ -324,10 +324,7 @@ def cmd_faults(args) -> int:
                 (f["header"] or "")[:60],
             )
         )
-    if len(rows) == 1:
-        print("no faults")
-    else:
-        _table(rows)
+    _table(rows, empty="no faults")
     return 0
 
 
@@ -402,10 +399,41 @@ def cmd_intents(args) -> int:
                 f["summary"][:70],
             )
         )
-    if len(rows) == 1:
-        print("no intent findings")
-    else:
-        _table(rows)
+    _table(rows, empty="no intent findings")
+    return 0
+
+
+def cmd_interference(args) -> int:
+    """Interference findings: entries of two controller apps that meet (pazzd.interference)."""
+    found = _call(args, "findings", kind="interference", state="open" if args.open else None)
+    if args.app:
+        found = [f for f in found if args.app in f["name"].split(",")]
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    if not found:
+        print("no interference findings")
+        return 0
+    rows = [("id", "state", "relation", "switch", "a (wins)", "b", "witness", "data plane")]
+    for f in found:
+        d = f["detail"]
+        a, b = d["a"], d["b"]
+        if d["winner"] == "b":
+            a, b = b, a
+        conf = (f.get("confirmation") or {}).get("obeyed", "-")
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                d["relation"],
+                d["switch"],
+                f"{a['owner']} t{a['table']} p{a['priority']} {a['match']}",
+                f"{b['owner']} t{b['table']} p{b['priority']} {b['match']}",
+                d["witness_text"] + (f" in_port={d['in_port']}" if d["in_port"] else ""),
+                conf,
+            )
+        )
+    _table(rows)
     return 0
 
 
@@ -487,11 +515,14 @@ def cmd_check_config(args) -> int:
     except ConfigError as e:
         raise CliError(str(e)) from None
     if args.json:
-        print(json.dumps({"ok": True, **cfg.summary()}, indent=2))
+        print(json.dumps({"ok": True, **cfg.summary(), "warnings": cfg.agent_warnings}, indent=2))
     else:
         print(f"{args.file}: OK")
         for k, v in cfg.summary().items():
             print(f"  {k:15} {v}")
+        # Entries whose effect is the switch's choice (docs/agents.md): valid, but not portable.
+        for w in cfg.agent_warnings:
+            print(f"warning: {w}")
     return 0
 
 
@@ -514,6 +545,14 @@ def add_daemon_commands(sub, common) -> None:
     it.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
     it.add_argument("--open", action="store_true", help="only open findings")
     it.set_defaults(func=cmd_intents)
+    inf = sub.add_parser(
+        "interference",
+        parents=[common],
+        help="entries of two controller apps whose matches meet (apps in pazzd.yaml)",
+    )
+    inf.add_argument("--app", help="only findings with this app on one side")
+    inf.add_argument("--open", action="store_true", help="only open findings")
+    inf.set_defaults(func=cmd_interference)
     lz = sub.add_parser(
         "localize", parents=[common], help="poll candidate flow tables for a fault's entry"
     )
@@ -545,7 +584,11 @@ def add_daemon_commands(sub, common) -> None:
     c.set_defaults(func=cmd_check_config)
 
 
-def _table(rows) -> None:
+def _table(rows, empty: str | None = None) -> None:
+    """Rows under their header row; `empty` is printed instead when there are none."""
+    if empty is not None and len(rows) == 1:
+        print(empty)
+        return
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
@@ -558,6 +601,7 @@ examples:
   pazzctl faults show 12
   pazzctl intents --open
   pazzctl intents show 3 --json
+  pazzctl interference --app acl --open
   pazzctl localize 12 --json
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml

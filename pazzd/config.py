@@ -20,6 +20,7 @@ from typing import Any
 from cpc import yamlpos
 from cpc.fields import parse_header
 from cpc.intents import KINDS, Policy
+from cpc.interference import App, Apps
 from cpc.ofctl import parse_flow
 from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
@@ -118,6 +119,10 @@ class Config:
     intents_packet_ins: bool = True
     intents_forgotten_after: float = 5.0
     intents_resolve_after: float = 60.0
+    # Controller applications by cookie range (cpc.interference); [] leaves the check off.
+    apps: list[App] = field(default_factory=list)
+    # check-config (deep): rule-file entries whose effect differs between OpenFlow agents.
+    agent_warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -150,6 +155,7 @@ KNOWN = {
         "fuzz",
         "critical_flows",
         "intents",
+        "apps",
         "tester",
         "metrics",
         "ui",
@@ -398,6 +404,35 @@ def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
         enforce = r.typed(e, "enforce", f"{d}.enforce", bool, False)
         pols.append(Policy(name, check, src, dst, match, frozenset(via), enforce))
     cfg.intent_policies = pols
+
+
+def _apps(r: _Reader, doc, cfg: Config) -> None:
+    items = r.items(doc, "apps", "apps")
+    apps = []
+    for i, e in enumerate(items):
+        d = f"apps[{i}]"
+        if not isinstance(e, dict):
+            r.fail(items, i, d, "must be a mapping {name, cookie, mask}")
+        bad = sorted(str(k) for k in e if k not in {"name", "cookie", "mask"})
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        for k in ("name", "cookie", "mask"):
+            if k not in e:
+                r.fail(items, i, f"{d}.{k}", "required key missing")
+        vals = {}
+        for k in ("cookie", "mask"):
+            try:
+                vals[k] = _int(e[k])
+            except ValueError:
+                r.fail(e, k, f"{d}.{k}", f"must be an integer (0x... for hex), not {e[k]!r}")
+        apps.append(App(str(e["name"]), vals["cookie"], vals["mask"]))
+    try:
+        Apps(apps)
+    except ModelError as ex:  # names the field: apps[i].name, .cookie or .mask
+        where, _, msg = str(ex).partition(": ")
+        i = int(where[5 : where.index("]")])
+        r.fail(items[i], where.rsplit(".", 1)[1], where, msg)
+    cfg.apps = apps
 
 
 def _int(v) -> int:
@@ -661,6 +696,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         )
 
     _intents(r, doc, topo, cfg)
+    _apps(r, doc, cfg)
 
     t = r.section(doc, "tester", "tester")
     cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)
@@ -728,16 +764,22 @@ def _check_rules(r: _Reader, doc, cfg: Config) -> None:
     """Parse the rule file and check that its switches are the topology's."""
     if cfg.rules is None:
         return
+    from cpc import agents
     from cpc.ofctl import read_rules
-    from cpc.rules import ModelError
+    from cpc.rules import Group, ModelError
 
+    items = []
     try:
         for it in read_rules(cfg.rules):
             if it.dpid not in cfg.topology.switches:
                 where = f"{it.source}: " if getattr(it, "source", "") else ""
                 raise ModelError(f"{where}switch dpid {it.dpid} is not in the topology")
+            items.append(it)
     except ModelError as e:
         r.fail(doc, "rules", "rules", str(e))
+    entries = [it for it in items if not isinstance(it, Group)]
+    groups = [it for it in items if isinstance(it, Group)]
+    cfg.agent_warnings = [str(w) for w in agents.lint(entries, groups)]
 
 
 def _check_database(r: _Reader, doc, cfg: Config) -> None:

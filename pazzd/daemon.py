@@ -32,6 +32,7 @@ from pathlib import Path
 
 from cpc.fields import format_header
 from cpc.intents import IntentChecker
+from cpc.interference import Apps, InterferenceChecker
 from cpc.model import Model
 from cpc.ofctl import format_match, parse_flow
 from cpc.results import RuleRef
@@ -50,6 +51,7 @@ from .config import Config, ConfigError, load_config
 from .confirm import Confirmations
 from .findings import IntentFindings
 from .guard import IntentGuard
+from .interference import InterferenceFindings
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
@@ -216,6 +218,8 @@ class Daemon:
         self._reload_lock = asyncio.Lock()
         self.intents: IntentChecker | None = None
         self.intent_findings: IntentFindings | None = None
+        self.interference: InterferenceFindings | None = None
+        self._interference_unsynced = self._interference_rescan = False
         self.confirmations: Confirmations | None = None
         self._intents_unsynced = False
         self._local_cause: dict | None = None  # what the model update being made is (API)
@@ -271,6 +275,7 @@ class Daemon:
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
             "proxy": self.proxy.drops() if self.proxy is not None else {},
             "intents": self.intents_open(),
+            "interference": self.interference_open(),
         }
 
     def intents_open(self) -> dict[str, int]:
@@ -407,6 +412,7 @@ class Daemon:
             # should block the loop once datagrams arrive. The probe task starts after start().
             self._start_fuzzer(cfg)
         self._start_intents(cfg, n_workers)
+        self._start_interference(cfg)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
         else:
@@ -545,8 +551,6 @@ class Daemon:
         """Log the entries a committed batch of the proxy changed (for localization)."""
         from pazzd import openflow as of
 
-        if self.packet_ins is not None:
-            self.packet_ins.committed(dpid)
         for kind, new, old in changes:
             if kind == "group":
                 continue
@@ -582,7 +586,8 @@ class Daemon:
             time.monotonic() - t0,
             len(self.intents.open),
         )
-        self.intent_guard = IntentGuard(self.model, self._enforced)
+        pending = self.proxy.pending_flowmods if self.proxy is not None else list
+        self.intent_guard = IntentGuard(self.model, self._enforced, pending)
         self.model.subscribe(self._on_intents)
         if self.proxy is not None:
             self.proxy.guard = self.intent_guard.for_proxy
@@ -595,6 +600,14 @@ class Daemon:
                 )
                 self.proxy.on_packet_in = self._on_packet_in
                 self.proxy.on_release = self.packet_ins.released
+                note, watch = self.proxy.on_commit, self.packet_ins
+
+                def on_commit(dpid: int, changes) -> None:
+                    watch.committed(dpid)  # paths through dpid settle from now
+                    if note is not None:
+                        note(dpid, changes)
+
+                self.proxy.on_commit = on_commit
 
     def _on_packet_in(self, dpid: int, msg: bytes) -> None:
         from pazzd import openflow as of
@@ -650,6 +663,50 @@ class Daemon:
         except Exception:
             self._intents_unsynced = True
             log.exception("intent checks failed on model version %d", upd.version)
+
+    # --- interference between controller applications ----------------------------------------
+    def _start_interference(self, cfg: Config) -> None:
+        """With apps configured: find their interfering entries now, then on every update."""
+        if not cfg.apps:
+            return
+        checker = InterferenceChecker(self.model, Apps(cfg.apps))
+        self.interference = InterferenceFindings(self.store, cfg.topology, checker)
+        t0 = time.monotonic()
+        checker.scan()
+        self._interference_sync()
+        log.info(
+            "interference: %d apps, %d findings open, scanned in %.2f s",
+            len(cfg.apps),
+            len(checker.findings),
+            time.monotonic() - t0,
+        )
+        self.model.subscribe(self._on_interference)
+
+    def _interference_sync(self) -> None:
+        try:
+            if self._interference_rescan:  # the checker failed mid-update: start it afresh
+                self._interference_rescan = False
+                self.interference.checker.scan()
+            self.interference.sync()
+            self._interference_unsynced = False
+        except (sqlite3.Error, OSError) as e:
+            self._interference_unsynced = True
+            log.error("interference findings not stored (%s); retrying", e)
+
+    def _on_interference(self, upd) -> None:
+        try:
+            self.interference.checker.on_update(upd)
+            if not self._interference_unsynced:
+                self.interference.apply()
+        except (sqlite3.Error, OSError) as e:
+            self._interference_unsynced = True  # the ticker stores them again from the checker
+            log.error("interference findings not stored (%s); retrying", e)
+        except Exception:
+            self._interference_unsynced = self._interference_rescan = True
+            log.exception("interference check failed on model version %d", upd.version)
+
+    def interference_open(self) -> dict:
+        return self.interference.open_counts() if self.interference is not None else {}
 
     def _enforced(self) -> set[str]:
         return {p.name for p in self.cfg.intent_policies if p.enforce}
@@ -838,6 +895,8 @@ class Daemon:
                 self._intents_sync({"source": "retry after a store failure"})
             if self.packet_ins is not None:
                 self._packet_ins_tick()
+            if self._interference_unsynced:
+                self._interference_sync()
             if self.confirmations is not None:
                 try:
                     self.confirmations.tick()

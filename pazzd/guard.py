@@ -7,12 +7,14 @@ that switch). A FlowMod that opens a violation of an enforced policy is answered
 OFPT_ERROR (FLOW_MOD_FAILED, EPERM, the message in the data) and never reaches the switch,
 so the model and the switch stay the same.
 
-The guard judges each FlowMod against the committed state: FlowMods still in flight (sent
-before the switch answered the proxy's barrier) are not in it yet. GroupMods are not judged.
+The guard judges each FlowMod on the committed state plus the FlowMods still in flight
+(sent to a switch, not yet confirmed by its barrier), applied first in the order sent, up to
+MAX_PENDING of them. GroupMods are neither judged nor applied as in flight.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,10 +27,10 @@ from pazzd import openflow as of
 __all__ = ["IntentGuard"]
 
 log = logging.getLogger("pazzd.guard")
-
-
-def _key(e: FlowEntry) -> tuple:
-    return (e.table, e.priority, e.match)
+# FlowMods in flight judged with a new one at most: beyond, the oldest are left out (a
+# controller that pushes thousands without a barrier; each is applied and undone per
+# judgement)
+MAX_PENDING = 256
 
 
 def _add(e: FlowEntry) -> FlowMod:
@@ -49,11 +51,18 @@ def _add(e: FlowEntry) -> FlowMod:
 
 class IntentGuard:
     """The checker's subscriber hands each evaluation to collect() first: during a trial
-    the guard keeps it (it is not a change to store or report) and collect() says so."""
+    the guard keeps it (it is not a change to store or report) and collect() says so.
+    pending(): the raw FlowMods in flight, [(dpid, RawFlowMod)] in the order sent."""
 
-    def __init__(self, model: Model, enforced: Callable[[], set[str]]) -> None:
+    def __init__(
+        self,
+        model: Model,
+        enforced: Callable[[], set[str]],
+        pending: Callable[[], list] = list,
+    ) -> None:
         self.model = model
         self.enforced = enforced  # the names of the policies in force with enforce: true
+        self.pending = pending
         self._trial: list | None = None
         self.judged = 0
         self.refused = 0
@@ -74,8 +83,12 @@ class IntentGuard:
             fm = of.flowmod_to_cpc(dpid, raw)
         except (ModelError, of.ProtocolError):
             return None  # not modelled: nothing the checks can say about it
+        before = []
+        for d, r in self.pending():
+            with contextlib.suppress(ModelError, of.ProtocolError):
+                before.append(of.flowmod_to_cpc(d, r))
         try:
-            broken = self.judge(fm)
+            broken = self.judge(fm, before)
         except Exception:
             log.exception("guard failed; the FlowMod passes")
             return None
@@ -91,38 +104,39 @@ class IntentGuard:
         )
         return f"enforced intent policy {broken[0].policy.name}"
 
-    def judge(self, fm: FlowMod) -> list[Violation]:
-        """The violations of enforced policies that fm would open (empty: let it pass)."""
+    def judge(self, fm: FlowMod, pending: list[FlowMod] = ()) -> list[Violation]:
+        """The violations of enforced policies that fm would open (empty: let it pass).
+
+        pending: FlowMods sent to the switches before fm and not committed yet; they are
+        applied first, so that fm is judged on the state it will meet (the two halves of
+        a loop, pushed without a barrier in between). The model is put back after."""
         names = self.enforced()
         if not names:
             return []
         t0 = time.perf_counter()
         m = self.model
-        before = {_key(e): e for e in m.entries(fm.dpid)}
+        steps: list[tuple[FlowMod, list]] = []
+        own = None  # the index of fm's update among the trial's
         self._trial = []
         try:
-            try:
-                m.apply(fm)
-            except ModelError:
-                return []  # the model refuses it as the switch will: nothing to judge
-            after = {_key(e): e for e in m.entries(fm.dpid)}
-            undo = [
-                FlowMod(
-                    command="delete_strict", dpid=fm.dpid, table=k[0], priority=k[1], match=k[2]
-                )
-                for k in after
-                if k not in before
-            ]
-            undo += [_add(e) for k, e in before.items() if after.get(k) != e]
-            if undo:
-                _, errors = m.apply_many(undo)
+            for p in [*pending[-MAX_PENDING:], fm]:
+                before = m.affected(p)
+                try:
+                    m.apply(p)
+                except ModelError:
+                    continue  # refused by the model as it will be by the switch
+                if p is fm:
+                    own = len(steps)
+                steps.append((p, before))
+            for p, before in reversed(steps):
+                _, errors = m.apply_many(_undo(p, before))
                 if errors:  # cannot happen: these entries were in the model a moment ago
                     log.error("guard: the model did not take its entries back: %s", errors)
         finally:
             changes, self._trial = self._trial, None
         opened = {}
-        for ch in changes[:1]:  # the FlowMod's own update; the rest undo it
-            for v in ch.opened:
+        if own is not None:
+            for v in changes[own].opened:
                 if v.policy.name in names:
                     opened[v.key] = v
         self.judged += 1
@@ -130,3 +144,20 @@ class IntentGuard:
         self.seconds.append(time.perf_counter() - t0)
         del self.seconds[:-1024]
         return list(opened.values())
+
+
+def _undo(fm: FlowMod, before: list[FlowEntry]) -> list[FlowMod]:
+    """What puts back the state before fm: the entries it replaced, modified or deleted,
+    and the removal of the entry an ADD created where there was none."""
+    undo = [_add(e) for e in before]
+    if fm.command == "add" and not before:
+        undo.append(
+            FlowMod(
+                command="delete_strict",
+                dpid=fm.dpid,
+                table=fm.table,
+                priority=fm.priority,
+                match=fm.match,
+            )
+        )
+    return undo

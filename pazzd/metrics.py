@@ -8,6 +8,7 @@ histograms and event counters are updated by the daemon as things happen.
 |---|---|---|
 | pazz_faults_open | gauge | class (the tester's four, and audit) |
 | pazz_intent_violations | gauge | policy (every configured policy; no_loops by default) |
+| pazz_interference_findings | gauge | apps (two owners, sorted: every pair of configured apps and unknown), relation |
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
@@ -130,6 +131,14 @@ class _StateCollector:
         )
         for policy, n in sorted((s.get("intents") or {}).items()):
             g.add_metric([policy], n)
+        yield g
+        g = GaugeMetricFamily(
+            "pazz_interference_findings",
+            "open findings of controller applications' entries that meet, by owners and relation",
+            labels=["apps", "relation"],
+        )
+        for (apps, relation), n in sorted((s.get("interference") or {}).items()):
+            g.add_metric([apps, relation], n)
         yield g
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})

@@ -609,6 +609,7 @@ OXM_TO_MODEL = {
     16: "tp_dst",
 }
 OXM_IN_PORT = 0
+OXM_PROTO = {13: 6, 14: 6, 15: 17, 16: 17}  # tcp_src, tcp_dst, udp_src, udp_dst
 NOOP_SET_FIELDS = {8, 9, 7}  # ip_dscp, ip_ecn, vlan_pcp
 NOOP_ACTIONS = {11, 12, 15, 16, 21, 23, 24}  # copy ttl, mpls ttl, set_queue, nw ttl
 PUSH_VLAN, POP_VLAN = 17, 18
@@ -617,6 +618,7 @@ PUSH_VLAN, POP_VLAN = 17, 18
 def cpc_match(mkey: bytes) -> Match:
     values: dict[str, tuple[int, int]] = {}
     in_port = None
+    protos: set[int] = set()
     for cls, field, value, mask in oxm_fields(mkey):
         if cls != 0x8000:
             raise ModelError(f"match field class 0x{cls:x} is not modelled")
@@ -628,6 +630,12 @@ def cpc_match(mkey: bytes) -> Match:
             raise ModelError(f"match field OXM {field} is not modelled")
         full = (1 << WIDTH[name]) - 1
         values[name] = (value & full, mask & full)
+        proto = OXM_PROTO.get(field)
+        if proto is not None:
+            protos.add(proto)
+    # tcp_* and udp_* share the model's tp_* bits: each needs its own ip_proto.
+    if protos and {values.get("ip_proto")} != {(p, 0xFF) for p in protos}:
+        raise ModelError("tcp_* fields need ip_proto=6 and udp_* fields ip_proto=17")
     return Match.build(values, in_port)
 
 
@@ -717,6 +725,24 @@ def raw_entry_to_cpc(
     )
 
 
+def check_transport_sets(instr: bytes, match: Match) -> None:
+    """set_field on tcp_* needs ip_proto=6 in the match, on udp_* 17 (the model's tp_*
+    fields stand for both; the switch refuses the other protocol)."""
+    proto = match.get("ip_proto")
+    for t, off, ln in walk_tlvs(instr, "instruction"):
+        if t not in (OFPIT_APPLY_ACTIONS, OFPIT_WRITE_ACTIONS):
+            continue
+        acts = instr[off + 8 : off + ln]
+        for at, aoff, aln in walk_tlvs(acts, "action"):
+            if at != OFPAT_SET_FIELD:
+                continue
+            fields = oxm_fields(_set_field_oxm(acts[aoff + 4 : aoff + aln]))
+            if fields and fields[0][0] == 0x8000 and fields[0][1] in OXM_PROTO:
+                want = OXM_PROTO[fields[0][1]]
+                if proto != (want, 0xFF):
+                    raise ModelError(f"set_field on a transport port needs ip_proto={want}")
+
+
 def flowmod_to_cpc(dpid: int, fm: RawFlowMod, rule_id: int = 0) -> FlowMod:
     """The model's FlowMod for a raw one (instructions as the controller sent them)."""
     cmd = fm.command_name
@@ -725,12 +751,15 @@ def flowmod_to_cpc(dpid: int, fm: RawFlowMod, rule_id: int = 0) -> FlowMod:
         if cmd in ("add", "modify", "modify_strict")
         else (Instructions(), 0)
     )
+    match = cpc_match(fm.mkey)
+    if cmd in ("add", "modify", "modify_strict"):
+        check_transport_sets(fm.instr, match)
     return FlowMod(
         command=cmd,
         dpid=dpid,
         table=fm.table,
         priority=fm.priority,
-        match=cpc_match(fm.mkey),
+        match=match,
         instructions=ins,
         cookie=fm.cookie,
         cookie_mask=fm.cookie_mask,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cpc import agents
 from cpc.ofctl import format_flow
 from cpc.rules import OFPFF_CHECK_OVERLAP, FlowMod, ModelError
 from pazzd import openflow as of
@@ -991,6 +992,7 @@ class Proxy:
         self.refused = 0  # connections refused at the cap
         self.barrier_drops = 0  # switches that did not answer a barrier in time
         self.refused_mods = 0  # controller messages answered with an error, not forwarded
+        self.agent_warnings = 0  # entries whose effect differs between agents (cpc.agents)
         self.takeovers_refused = 0  # connections that claimed a live switch's dpid
         self.unexplained_removals = 0  # FLOW_REMOVED (delete) the controller did not cause
         self._listener_sessions: dict[str, set[Session]] = collections.defaultdict(set)
@@ -1254,6 +1256,7 @@ class Proxy:
                 _, errors = m.apply_many(batch)
                 for _fm, e in errors:
                     log.warning("dpid %#x: model rejects a change: %s", dpid, e)
+                self._agent_lint(m, batch)
                 batch.clear()
 
         for kind, new, old in changes:
@@ -1307,6 +1310,24 @@ class Proxy:
                 self.on_model_update(time.perf_counter() - t0)
             except Exception:
                 log.exception("on_model_update callback failed")
+
+    def _agent_lint(self, m, fms: list[FlowMod]) -> None:
+        """Warn of entries whose effect differs between OpenFlow agents (docs/agents.md)."""
+        for fm in fms:
+            if fm.command not in ("add", "modify_strict"):
+                continue
+            e = fm.entry()
+            warns = [w.message for w in agents.lint_entry(e)]
+            warns += [
+                f"overlaps {o.match} at priority {o.priority} with other instructions: which "
+                "one a packet matches is the switch's choice"
+                for o in m.ties(e)[:1]
+            ]
+            for w in warns:
+                self.agent_warnings += 1
+                self._log_limited(
+                    "agent-lint", logging.WARNING, "dpid %#x: %s: %s", fm.dpid, e, w, every=10.0
+                )
 
     @staticmethod
     def _delete_mod(dpid: int, e: Entry) -> list[FlowMod]:
@@ -1522,6 +1543,16 @@ class Proxy:
 
     def intended(self, dpid: int) -> list[Entry]:
         return list(self.tables[dpid].entries.values())
+
+    def pending_flowmods(self) -> list:
+        """[(dpid, RawFlowMod)] sent to the switches and not committed yet, in the order
+        each session sent them (the guard judges a new FlowMod after them)."""
+        return [
+            (s.dpid, p.msg)
+            for s in self.switches.values()
+            for p in s.pending
+            if p.kind == "flow" and not p.rejected
+        ]
 
     @property
     def controller_connected(self) -> bool:

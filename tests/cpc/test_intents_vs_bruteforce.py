@@ -149,12 +149,11 @@ def held(checker: IntentChecker, p: Policy, h: dict) -> set[str]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_incremental_checks_equal_bruteforce(data):
+def applied(data, after=lambda model, checker, fm: None):
+    """A random routed network with policies, a checker following the model, and the
+    FlowMods applied one at a time (after(model, checker, fm) runs after each)."""
     topo, groups, fms = data.draw(routed_scenarios())
     pols = data.draw(policies(topo))
-    hs = data.draw(st.lists(full_headers(), min_size=4, max_size=8))
     model = Model(topo)
     model.add_entries([], groups)
     checker = IntentChecker(model, pols)
@@ -165,10 +164,23 @@ def test_incremental_checks_equal_bruteforce(data):
             continue
         with contextlib.suppress(ModelError):
             model.apply(fm)
+        after(model, checker, fm)
+    return topo, pols, model, checker
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_incremental_checks_equal_bruteforce(data):
+    hs = data.draw(st.lists(full_headers(), min_size=4, max_size=8))
+
+    def compare(model, checker, fm):
+        topo = model.topo
         ref = RefDataPlane(topo, model.entries(), model.groups())
-        for p in pols:
+        for p in checker.policies:
             for h in hs:
                 assert held(checker, p, h) == brute(topo, ref, p, h), (p, h, fm)
+
+    topo, pols, model, checker = applied(data, compare)
     # Every open violation's witness violates it, by the brute force too.
     ref = RefDataPlane(topo, model.entries(), model.groups())
     for v in checker.open.values():
@@ -179,18 +191,7 @@ def test_incremental_checks_equal_bruteforce(data):
 @given(st.data())
 def test_incremental_equals_from_scratch(data):
     """The open violations after a sequence equal those of a fresh check of the end state."""
-    topo, groups, fms = data.draw(routed_scenarios())
-    pols = data.draw(policies(topo))
-    model = Model(topo)
-    model.add_entries([], groups)
-    checker = IntentChecker(model, pols)
-    checker.check_all()
-    model.subscribe(checker.on_update)
-    for fm in fms:
-        if fm.command == "add" and not unique_priorities(model, fm):
-            continue
-        with contextlib.suppress(ModelError):
-            model.apply(fm)
+    topo, pols, model, checker = applied(data)
     fresh = IntentChecker(model, pols)
     fresh.check_all()
     assert {k: v.classes for k, v in checker.open.items()} == {

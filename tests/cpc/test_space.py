@@ -45,3 +45,25 @@ def test_exists_and_equals_exist_of_the_conjunction(cuts, query):
 def test_cubes_of_other_variables_still_work():
     u = SPACE.bdd.cube({"ipv4_dst_0": True, "cls_3": False})
     assert u == SPACE.bdd.var("ipv4_dst_0") & ~SPACE.bdd.var("cls_3")
+
+
+def test_pick_returns_a_header_of_the_set_or_none():
+    """pick() is one descent: on random unions of masked cubes and their complements, it
+    returns a member (checked with contains) exactly when the set is not empty."""
+    import random
+
+    s = HeaderSpace()
+    rng = random.Random(1)
+    fields = [("ipv4_dst", 32), ("tp_dst", 16), ("eth_src", 48), ("vlan_vid", 13)]
+    for _ in range(300):
+        u = s.false
+        for _ in range(rng.randint(1, 4)):
+            c = s.true
+            for f, w in fields:
+                if rng.random() < 0.6:
+                    c &= s.field_bdd(f, rng.getrandbits(w), rng.getrandbits(w))
+            u |= ~c if rng.random() < 0.3 else c
+        h = s.pick(u)
+        assert (h is None) == (u == s.false)
+        if h is not None:
+            assert s.contains(u, h), h

@@ -94,6 +94,16 @@ class Pazzd:
         return self.proc.returncode
 
 
+def wait_for(fn, timeout: float = 20.0, every: float = 0.2):
+    """fn()'s first true value within timeout, else its last value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(every)
+
+
 def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(
         [sys.executable, "-m", "pazzd.cli", "--socket", sock, *args],

@@ -246,3 +246,26 @@ def test_check_config_rejects_a_corrupt_database(tmp_path):
     _expect_error(path, "database", _line_of(text, "database:"), str(db), "not a readable")
     db.unlink()  # absent: pazzd creates it
     assert _check_config(str(path)).returncode == 0
+
+
+def test_check_config_warns_of_agent_dependent_entries(tmp_path):
+    """Entries whose effect is the switch's choice (docs/agents.md) draw warnings, not errors."""
+    cfg = base_config(tmp_path)
+    good = write_config(tmp_path / "good.yaml", cfg)
+    p = _check_config(str(good), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["warnings"] == []
+    rules = tmp_path / "rules.jsonl"
+    lines = rules.read_text().splitlines()
+    lines += [
+        '{"dpid": 1, "flow": "table=3,priority=7,ip,nw_dst=10.9.0.0/16,actions=output:1"}',
+        '{"dpid": 1, "flow": "table=3,priority=7,tcp,actions=output:2"}',
+        '{"dpid": 1, "flow": "table=3,priority=6,actions=mod_nw_dst:10.9.0.1,output:1"}',
+    ]
+    rules.write_text("\n".join(lines) + "\n")
+    p = _check_config(str(good))
+    assert p.returncode == 0, p.stderr
+    warnings = [ln for ln in p.stdout.splitlines() if ln.startswith("warning:")]
+    n = len(lines)
+    assert len(warnings) == 2, p.stdout
+    assert f"rules.jsonl:{n - 1}" in warnings[1] and "[equal-priority-overlap]" in warnings[1]
+    assert f"rules.jsonl:{n}" in warnings[0] and "[set-field-prerequisite]" in warnings[0]

@@ -89,3 +89,19 @@ def test_delete_and_modify_are_undone_too():
     mod = parse_flow("ip,nw_dst=10.3.0.0/16,actions=output:2", 3, "modify")
     assert guard.judge(mod)
     assert snapshot(model, checker) == before
+
+
+def test_in_flight_flowmods_are_applied_first():
+    """A loop pushed in three FlowMods without a barrier: the last is judged with the first
+    two applied, though they are not committed yet; alone it closes nothing."""
+    model, checker, guard, _ = setup(enforce=True)
+    before = snapshot(model, checker)
+    ring = [
+        parse_flow("priority=10,ip,nw_dst=10.5.0.0/16,actions=output:2", d, "add")
+        for d in (1, 2, 3)
+    ]
+    assert guard.judge(ring[2]) == []  # s1 has no route for 10.5.x.x: a drop, no loop
+    (v,) = guard.judge(ring[2], pending=ring[:2])
+    assert v.policy.name == "no_loops" and v.witness["ipv4_dst"] >> 16 == 0x0A05
+    assert guard.judge(ring[1], pending=ring[:1]) == []  # the ring is still open there
+    assert snapshot(model, checker) == before

@@ -5,7 +5,6 @@ what the rules no longer break."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ from cpc.rules import FlowEntry
 from cpc.topology import load_topology
 from pazzlab.demo import metrics_of as scrape
 
-from .helpers import Pazzd, base_config, pazzctl, write_config
+from .helpers import Pazzd, base_config, pazzctl, wait_for, write_config
 
 POLICIES = [
     {
@@ -41,15 +40,6 @@ LOOP = [
 ]
 ROUTE = "priority=24,ip,nw_dst=10.0.3.0/24"
 DROP_REPLY = "priority=2000,tcp,nw_src=10.0.3.0/24,nw_dst=10.0.0.0/24,actions=drop"
-
-
-def wait_for(fn, timeout=20.0):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(0.2)
 
 
 def open_findings(d) -> dict[str, dict]:

@@ -39,6 +39,7 @@ def exported() -> set[str]:
         "switches": {1: True},
         "controller_connected": True,
         "intents": {"no_loops": 0},
+        "interference": {("acl,router", "shadowing"): 0},
     }
     text = generate_latest(Metrics(lambda: state).registry).decode()
     return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}

@@ -189,6 +189,10 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
             "listen": f"127.0.0.1:{free_port()}",
             "address": f"127.0.0.1:{free_port()}",
         }
+        cfg["apps"] = [
+            {"name": "router", "cookie": 0x10, "mask": 0xFF},
+            {"name": "acl", "cookie": 0x20, "mask": 0xFF},
+        ]
         cfg["fuzz"] = {
             "enabled": True,
             "rate": 20,
