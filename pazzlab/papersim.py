@@ -327,7 +327,8 @@ def simulate(
     fuzz_hits: list | None = None,
     atpg: tuple | None = None,
 ) -> dict:
-    """Detection time of one run (None: not within horizon) and what led to it."""
+    """Detection time of one run (None: not within horizon): when the tester opens the
+    fault (detect_s) and the time of its first evidence (first_s), and what led to it."""
     rng = random.Random(seed)
     end = t0 + horizon
     now = [t0]
@@ -385,9 +386,15 @@ def simulate(
             tester.process_datagram(dg, now=now[0])
         sources[kind] = sources.get(kind, 0) + 1
         if tester.stats.faults_opened:
-            kinds = sorted({r.kind for r in tester.store.faults("open")})
-            return {"detect_s": round(now[0] - t0, 3), "verdicts": kinds, "samples": sources}
-    return {"detect_s": None, "verdicts": [], "samples": sources, "events": n}
+            rows = tester.store.faults("open")
+            return {
+                "detect_s": round(now[0] - t0, 3),
+                # The fault's first evidence: the first of its corroborated samples.
+                "first_s": round(min(r.first_seen for r in rows) - t0, 3),
+                "verdicts": sorted({r.kind for r in rows}),
+                "samples": sources,
+            }
+    return {"detect_s": None, "first_s": None, "verdicts": [], "samples": sources, "events": n}
 
 
 def _with_reprobes(events, reprobes: list) -> Iterator:

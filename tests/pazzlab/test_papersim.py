@@ -85,6 +85,7 @@ def test_type_p_found_by_production_alone(scenarios):
     for system in ("pazz", "random", "atpg"):
         r = simulate(s, system, 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=([], 1, 500.0, []))
         assert r["detect_s"] is not None and r["detect_s"] <= 60
+        assert 0 < r["first_s"] <= r["detect_s"]  # the first of the corroborating samples
         assert set(r["samples"]) <= {"prod", "reprobe"}
     a = next(s for s in scenarios if s.fault.family == "acl_bypass")
     r = simulate(a, "pazz", 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=None)
