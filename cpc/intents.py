@@ -32,9 +32,10 @@ behind it are counted, and its witness is one representative header of them
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from .fields import FIELD_NAMES, WIDTH
@@ -85,24 +86,45 @@ class Policy:
             raise ValueError(f"policy {self.name!r}: waypoint needs via")
 
 
-@dataclass
 class Violation:
     """An open violation. key: stable across updates and restarts (policy and detail);
     detail: the loop cycle, where and why a blackhole drops, or the ingress and egress;
-    classes: how many classes violate it. witness: a header that violates it, sent in at
-    `ingress`; reply: for a reply policy, the reply header that does not make it back;
-    paths: the model's outcomes for the witness (and for the reply, its outcomes)."""
+    classes: how many classes violate it.
 
-    key: str
-    policy: Policy
-    detail: str
-    ingress: Port
-    classes: int
-    witness: dict[str, int]
-    paths: list[Delivery] = field(default_factory=list)
-    reply: dict[str, int] | None = None
-    reply_paths: list[Delivery] = field(default_factory=list)
-    witness_class: int | None = None  # the class the witness was picked from
+    The witness is picked when first read, from the state then: a violation that opens and
+    closes between two reads (a route deleted and re-added) costs no witness. witness: a
+    header that violates it, sent in at `ingress`; reply: for a reply policy, the reply
+    header that does not make it back; paths: the model's outcomes for the witness (and
+    reply_paths for the reply)."""
+
+    __slots__ = ("key", "policy", "detail", "classes", "_pick", "_w")
+
+    def __init__(self, key: str, policy: Policy, detail: str, classes: int, pick) -> None:
+        self.key = key
+        self.policy = policy
+        self.detail = detail
+        self.classes = classes
+        self._pick = pick  # () -> the witness's fields, from the checker's state now
+        self._w: dict | None = None
+
+    @property
+    def picked(self) -> bool:
+        return self._w is not None
+
+    def _get(self, name: str):
+        if self._w is None:
+            self._w = self._pick()
+        return self._w[name]
+
+    ingress = property(lambda self: self._get("ingress"))
+    witness = property(lambda self: self._get("witness"))
+    paths = property(lambda self: self._get("paths"))
+    reply = property(lambda self: self._get("reply"))
+    reply_paths = property(lambda self: self._get("reply_paths"))
+    witness_class = property(lambda self: self._get("witness_class"))
+
+    def __repr__(self) -> str:
+        return f"Violation({self.key!r}, classes={self.classes})"
 
 
 class Changes(NamedTuple):
@@ -410,25 +432,22 @@ class IntentChecker:
         opened, changed = [], []
         for key, (i, detail, n) in cur.items():
             v = self.open.get(key)
-            if v is not None:
-                if touched is None:
-                    stale = True
-                elif v.witness_class is None:  # a reply policy's
-                    stale = i in replies
-                else:
-                    stale = v.witness_class in touched
-                if stale and not self._still_witness(i, v):
-                    w = self._violation(key, i, detail, n)
-                    if w is not None:
-                        self.open[key] = v = w
-                        changed.append(v)
-                        continue
-                v.classes = n  # not a change worth storing by itself
-                continue
-            v = self._violation(key, i, detail, n)
-            if v is not None:
-                self.open[key] = v
+            if v is None:
+                v = self.open[key] = self._violation(key, i, detail, n)
                 opened.append(v)
+                continue
+            v.classes = n  # not a change worth storing by itself
+            if not v.picked:
+                continue  # it will be picked from the state it is read in
+            if touched is None:
+                stale = True
+            elif v.witness_class is None:  # a reply policy's
+                stale = i in replies
+            else:
+                stale = v.witness_class in touched
+            if stale and not self._still_witness(i, v):
+                v._w = None  # picked again when read
+                changed.append(v)
         return Changes(opened, resolved, changed)
 
     def _still_witness(self, i: int, v: Violation) -> bool:
@@ -440,7 +459,7 @@ class IntentChecker:
             c = self.model.classify(v.witness)
             found = self._bad[i].get(c, {}).get(v.detail)
             if found is not None:
-                v.witness_class = c
+                v._w["witness_class"] = c
         return found is not None and self.space.contains(found[1], v.witness)
 
     def violating(self, name: str, detail: str | None = None):
@@ -458,7 +477,13 @@ class IntentChecker:
             ]
         return self.space.union(parts)
 
-    def _violation(self, key: str, i: int, detail: str, n: int) -> Violation | None:
+    def _violation(self, key: str, i: int, detail: str, n: int) -> Violation:
+        checker = weakref.ref(self)  # no cycle through the checker's BDDs
+        return Violation(key, self.policies[i], detail, n, lambda: checker()._pick(i, detail))
+
+    def _pick(self, i: int, detail: str) -> dict:
+        """A violation's witness and paths, from the state now (it is open: the checker
+        holds violating headers under its detail)."""
         p = self.policies[i]
         class_id = None
         if p.kind == "reply":
@@ -467,14 +492,18 @@ class IntentChecker:
             class_id = min(self._where[i][detail])
             ing, bdd = self._bad[i][class_id][detail]
         hdr = representative(self.space, bdd)
-        if hdr is None:
-            return None
-        v = Violation(key, p, detail, ing, n, hdr, self.model.trace(ing, hdr))
-        v.witness_class = class_id
+        out = {
+            "ingress": ing,
+            "witness": hdr,
+            "witness_class": class_id,
+            "paths": self.model.trace(ing, hdr),
+            "reply": None,
+            "reply_paths": [],
+        }
         if p.kind == "reply":
             for d, final in self.model.trace_headers(ing, hdr):
                 if d.kind == "egress" and d.egress == p.dst:
-                    v.reply = reply_header(final)
-                    v.reply_paths = self.model.trace(p.dst, v.reply)
+                    out["reply"] = reply_header(final)
+                    out["reply_paths"] = self.model.trace(p.dst, out["reply"])
                     break
-        return v
+        return out

@@ -289,6 +289,7 @@ class WalkResult:
     through: set[int] = field(default_factory=set)  # classes entered through a rewrite
     groups: set[tuple[int, int]] = field(default_factory=set)
     _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
+    _ends: frozenset | None = field(default=None, repr=False, compare=False)
     # (switch -> entry switches whose shared entry nodes visit it, entry switch -> the
     # switches its nodes visit, entries not indexed yet): see entry_index
     _index: tuple | None = field(default=None, repr=False, compare=False)
@@ -322,13 +323,16 @@ class WalkResult:
         ]
 
     def ends(self) -> frozenset:
-        """(kind, reason) of every outcome of the walk (see Node.ends)."""
-        e = {(o.kind, o.reason) for o in self.outcomes}
-        for link in self.links:
-            e |= link.node.ends()
-        for node, _ in self.entries:
-            e |= node.ends()
-        return frozenset(e)
+        """(kind, reason) of every outcome of the walk (see Node.ends), kept once asked for
+        (a walk is not changed after it is stored)."""
+        if self._ends is None:
+            e = {(o.kind, o.reason) for o in self.outcomes}
+            for link in self.links:
+                e |= link.node.ends()
+            for node, _ in self.entries:
+                e |= node.ends()
+            self._ends = frozenset(e)
+        return self._ends
 
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""

@@ -222,6 +222,7 @@ class Daemon:
         self._interference_unsynced = self._interference_rescan = False
         self.confirmations: Confirmations | None = None
         self._intents_unsynced = False
+        self._intent_causes: dict[str, dict] = {}  # violation key -> what opened it
         self._local_cause: dict | None = None  # what the model update being made is (API)
         self.intent_guard: IntentGuard | None = None
         self.packet_ins: PacketInWatch | None = None
@@ -651,18 +652,31 @@ class Daemon:
         self._confirm(new)
 
     def _on_intents(self, upd) -> None:
+        """Every model update: the checker's state now; the ticker stores what changed
+        (violations that open and close within one tick are never stored)."""
         try:
             ch = self.intents.on_update(upd)
-            if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
-                return
-            if ch.opened or ch.resolved or ch.changed:
-                self._confirm(self.intent_findings.apply(ch, self._cause()))
-        except (sqlite3.Error, OSError) as e:
-            self._intents_unsynced = True  # the ticker stores them again from the checker
-            log.error("intent findings not stored (%s); retrying", e)
         except Exception:
-            self._intents_unsynced = True
             log.exception("intent checks failed on model version %d", upd.version)
+            return
+        if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
+            return
+        if ch.opened or ch.resolved or ch.changed:
+            if ch.opened:
+                cause = self._cause()
+                for v in ch.opened:
+                    self._intent_causes.setdefault(v.key, cause)
+            self._intents_unsynced = True
+
+    def _intents_store(self) -> None:
+        """The ticker's half of _on_intents: store, then report."""
+        try:
+            new = self.intent_findings.reconcile(self.intents.open, self._intent_causes)
+            self._intents_unsynced = False
+        except (sqlite3.Error, OSError) as e:
+            log.error("intent findings not stored (%s); retrying", e)
+            return
+        self._confirm(new)
 
     # --- interference between controller applications ----------------------------------------
     def _start_interference(self, cfg: Config) -> None:
@@ -892,7 +906,7 @@ class Daemon:
             except Exception:
                 log.exception("tester tick failed")
             if self._intents_unsynced:
-                self._intents_sync({"source": "retry after a store failure"})
+                self._intents_store()
             if self.packet_ins is not None:
                 self._packet_ins_tick()
             if self._interference_unsynced:

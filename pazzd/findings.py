@@ -12,7 +12,7 @@ import logging
 import time
 
 from cpc.fields import FIELD_NAMES, format_value
-from cpc.intents import Changes, Violation
+from cpc.intents import Violation
 from cpc.topology import Topology
 from pazzd.answers import delivery_json
 from tester.store import OPEN, FaultStore
@@ -22,6 +22,8 @@ __all__ = ["INTENT", "IntentFindings", "header_text"]
 log = logging.getLogger("pazzd.findings")
 INTENT = "intent"
 SEVERITY = {"loop_free": "critical", "blackhole_free": "warning"}  # the others: "critical"
+# the packet-in watch's checks (pazzd.packetins): their findings are not the checker's
+PACKET_IN_CHECKS = ("direct_paths", "strict_direct_paths", "no_forgotten_packets")
 
 
 def header_text(h: dict[str, int]) -> str:
@@ -82,27 +84,40 @@ class IntentFindings:
         """After a full check (start-up, reload): open what is open now, resolve the rows a
         previous run left open that are not. Returns (id, violation) of those newly opened."""
         now = time.time()
-        new = self._open(open_now.values(), cause, now)
+        new = self._open(open_now.values(), lambda key: cause, now)
         for key, fid in self.store.open_finding_keys(INTENT).items():
-            if key not in open_now:
+            if key not in open_now and key.split("|", 1)[0] not in PACKET_IN_CHECKS:
                 self.store.resolve_finding(INTENT, key, now)
+                self.ids.pop(key, None)
                 log.info("intent finding #%d resolved: %s", fid, key)
         return new
 
-    def apply(self, changes: Changes, cause: dict | None) -> list[tuple]:
+    def reconcile(self, open_now: dict[str, Violation], causes: dict[str, dict]) -> list[tuple]:
+        """Bring the table in step with the checker's open violations: store the new ones
+        (causes: key -> the batch that opened it), those whose witness was picked again,
+        and resolve the ones gone. Violations that opened and closed since the last call
+        are never stored. Returns (id, violation) of those newly opened."""
         now = time.time()
-        new = self._open(changes.opened, cause, now)
-        for v in changes.changed:  # another witness or class count: the cause stays
-            old = self.store.finding(self.ids[v.key]) if v.key in self.ids else None
-            self._open([v], (old.detail or {}).get("cause") if old else cause, now)
-        for v in changes.resolved:
-            fid = self.store.resolve_finding(INTENT, v.key, now)
-            self.ids.pop(v.key, None)
+        fresh = [v for k, v in open_now.items() if k not in self.ids]
+        again = [v for k, v in open_now.items() if k in self.ids and not v.picked]
+
+        def cause_of(key: str):
+            return causes.pop(key, None) or {"source": "model update"}
+
+        new = self._open(fresh, cause_of, now)
+        for v in again:  # another witness: the cause stays
+            old = self.store.finding(self.ids[v.key])
+            kept = (old.detail or {}).get("cause") if old is not None else None
+            self._open([v], lambda key, c=kept: c, now)
+        for key in [k for k in self.ids if k not in open_now]:
+            fid = self.store.resolve_finding(INTENT, key, now)
+            del self.ids[key]
             if fid is not None:
-                log.info("intent finding #%d resolved: %s", fid, v.key)
+                log.info("intent finding #%d resolved: %s", fid, key)
+        causes.clear()
         return new
 
-    def _open(self, violations, cause, now: float) -> list[tuple]:
+    def _open(self, violations, cause_of, now: float) -> list[tuple]:
         new = []
         for v in violations:
             fid, fresh = self.store.open_finding(
@@ -111,7 +126,7 @@ class IntentFindings:
                 v.policy.name,
                 SEVERITY.get(v.policy.kind, "critical"),
                 summary(self.topo, v),
-                violation_json(self.topo, v, cause),
+                violation_json(self.topo, v, cause_of(v.key)),
                 now,
             )
             self.ids[v.key] = fid

@@ -127,6 +127,9 @@ class IntentGuard:
                     continue  # refused by the model as it will be by the switch
                 if p is fm:
                     own = len(steps)
+                    for v in self._trial[own].opened if own < len(self._trial) else ():
+                        if v.policy.name in names:
+                            v.witness  # noqa: B018  picked now: the undo takes its state away
                 steps.append((p, before))
             for p, before in reversed(steps):
                 _, errors = m.apply_many(_undo(p, before))
