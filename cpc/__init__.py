@@ -5,7 +5,7 @@ what the data plane should do with it: the path, the rules and the Verify tags.
 It depends on no other PAZZ package.
 
 The API, for the other packages: cpc.model (Model, Update), cpc.topology
-(load_topology, Topology), cpc.rules (FlowEntry, FlowMod, Group, Instructions, Match,
+(load_topology, Topology), cpc.critical (CriticalFlow), cpc.rules (FlowEntry, FlowMod, Group, Instructions, Match,
 ModelError), cpc.ofctl (the rule-file and ovs-ofctl syntax), cpc.fields (header
 fields), cpc.results (Delivery, Expected, Hop), cpc.tags (the Verify tag functions),
 cpc.space (HeaderSpace, the BDD encoding the fuzzer samples), cpc.refdp (the reference
@@ -37,6 +37,7 @@ Glossary:
 """
 
 __all__ = [
+    "critical",
     "fields",
     "interference",
     "model",

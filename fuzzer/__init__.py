@@ -1,31 +1,34 @@
 """PAZZ fuzzer: probes into the header space production traffic never exercises.
 
 See docs/fuzzer.md. Public API:
-  Fuzzer, CriticalFlow            scheduling, budget, coverage, metrics (fuzzer.engine)
+  Fuzzer                          scheduling, budget, coverage, metrics (fuzzer.engine)
+  CriticalFlow                    a flow probed every period_s (cpc.critical)
   Crafter, probe_seq              probe frames (fuzzer.craft)
-  Injector, PacketOutInjector, OsKenPacketOut, RawSocketInjector, ofp13_packet_out (fuzzer.inject)
+  Injector, PacketOutInjector, QueuedPacketOut, RawSocketInjector, ByIngress  (fuzzer.inject)
   Sampler, valid_headers, canonicalize  header-space helpers (fuzzer.hspace)
   TokenBucket                     (fuzzer.rate)
 """
 
+from cpc.critical import CriticalFlow
+
 from .craft import Crafter, probe_seq
-from .engine import CriticalFlow, Fuzzer
+from .engine import Fuzzer
 from .hspace import Sampler, canonicalize, valid_headers
-from .inject import Injector, OsKenPacketOut, PacketOutInjector, RawSocketInjector, ofp13_packet_out
+from .inject import ByIngress, Injector, PacketOutInjector, QueuedPacketOut, RawSocketInjector
 from .rate import TokenBucket
 
 __all__ = [
+    "ByIngress",
     "Crafter",
     "CriticalFlow",
     "Fuzzer",
     "Injector",
-    "OsKenPacketOut",
     "PacketOutInjector",
+    "QueuedPacketOut",
     "RawSocketInjector",
     "Sampler",
     "TokenBucket",
     "canonicalize",
-    "ofp13_packet_out",
     "probe_seq",
     "valid_headers",
 ]

@@ -1,7 +1,7 @@
 """The fuzzer: endless plans per ingress, a shared packet budget, critical flows, coverage.
 
     fz = Fuzzer(model, rate=1000)                 # all edge pairs; model.subscribe(fz.on_update)
-    fz.set_critical([CriticalFlow((1, 5), parse_header("tcp,nw_dst=10.0.0.2,tp_dst=80"))])
+    fz.set_critical([CriticalFlow("web", (1, 5), None, {}, header=parse_header("..."))])
     await fz.run(injector, stop_event)            # or fz.step(injector) from your own loop
     fz.metrics()                                  # areas probed lately, revisit and detection times
 
@@ -31,8 +31,8 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
+from cpc.critical import CriticalFlow
 from cpc.fields import format_header
 from cpc.results import Port
 
@@ -51,17 +51,6 @@ DETECT_FRACTIONS = {"1": 1.0, "1/256": 1 / 256, "1/65536": 1 / 65536}
 
 def port_label(p: Port) -> str:
     return f"{p[0]}:{p[1]}"
-
-
-@dataclass
-class CriticalFlow:
-    """A header the operator wants probed continuously from an ingress (every `period_s`)."""
-
-    ingress: Port
-    header: dict[str, int]
-    period_s: float = 1.0
-    name: str = ""
-    next_due: float = field(default=0.0, compare=False)
 
 
 class _IngressState:
@@ -120,7 +109,8 @@ class Fuzzer:
         self.min_replan_s = min_replan_s
         self.crafter = crafter or Crafter()
         self.valid = valid_headers(self.space)
-        self.critical: list[CriticalFlow] = []
+        # Critical flows probed every period_s: [flow, its header (canonical), next due].
+        self.critical: list[list] = []
         self._reprobes: collections.deque[Probe] = collections.deque(maxlen=256)
         # Confirmation probes: [ingress, header, copies left]; at most CONFIRM_SHARE of a
         # batch, so that random fuzzing never stops (pazzd.confirm).
@@ -161,12 +151,11 @@ class Fuzzer:
         self._rr = 0
 
     def set_critical(self, flows: Iterable[CriticalFlow]) -> None:
+        """Probe each flow's header (or its match fields) from its ingress every period_s."""
         now = self.clock()
-        self.critical = []
-        for f in flows:
-            f.header = canonicalize(f.header)
-            f.next_due = now
-            self.critical.append(f)
+        self.critical = [
+            [f, canonicalize(dict(f.header or f.match)), now] for f in flows if f.period_s > 0
+        ]
 
     def set_rate(self, rate: float, burst: float | None = None) -> None:
         self.bucket.set_rate(rate, burst)
@@ -295,12 +284,13 @@ class Fuzzer:
             if item[2] <= 0:
                 self._confirm.remove(item)
         now = self.clock()
-        for f in self.critical:
+        for item in self.critical:
             if len(out) >= n:
                 break
-            if f.next_due <= now:
-                out.append(Probe(f.ingress, dict(f.header), "critical", None))
-                f.next_due = max(f.next_due + f.period_s, now)
+            f, header, due = item
+            if due <= now:
+                out.append(Probe(f.ingress, dict(header), "critical", None))
+                item[2] = max(due + f.period_s, now)
         idle = 0
         while len(out) < n and self._order and idle < len(self._order):
             ingress = self._order[self._rr % len(self._order)]
@@ -387,7 +377,7 @@ class Fuzzer:
     def ingress_rate(self) -> float:
         """Probes per second that one ingress gets (ingresses take turns; critical flows
         first)."""
-        crit = sum(1.0 / f.period_s for f in self.critical if f.period_s > 0)
+        crit = sum(1.0 / f.period_s for f, _, _ in self.critical)
         n = len(self._order)
         return max(self.bucket.rate - crit, 0.0) / n if n else 0.0
 

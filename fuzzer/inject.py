@@ -3,45 +3,64 @@
     class Injector(Protocol):
         def inject(self, ingress: Port, frames: Sequence[bytes]) -> int   # frames sent
 
-Two injectors:
+Injectors:
   * PacketOutInjector: OpenFlow PACKET_OUT on the ingress switch, in_port = the edge
     port, actions = output:TABLE, so the probe goes through the flow tables exactly like a
     packet arriving on that port (the patched OVS tags only entries, not packet-out
-    actions). The daemon passes its switch connections as a callable
-    `send_packet_out(dpid, in_port, data)`; `ofp13_packet_out()` is the wire message
-    such a callable sends, and `OsKenPacketOut` adapts os-ken datapaths.
-    Frames should carry the initial Verify shim (Crafter(pretag=True)): the switch does
-    not see a packet-out arrive on its edge port, so its edge push_verify may not run;
+    actions). It calls `send_packet_out(dpid, in_port, data)`, which sends such a PACKET_OUT
+    (pazzd.openflow.packet_out is its encoding).
+  * QueuedPacketOut: the same over an async `send_packet_out` (pazzd's proxy,
+    Proxy.send_packet_out): inject() queues, run() sends from the event loop.
+    Both put a fresh Verify shim into frames without one (`pretagged`): the switch does not
+    see a packet-out arrive on its edge port, so its edge push_verify may not run;
     push_verify leaves a present header alone, so a pre-tagged probe is tagged the same
     either way.
   * RawSocketInjector: AF_PACKET on a host-side interface (testbeds: the frame really
     arrives on the edge port). Use untagged frames (Crafter(pretag=False)).
+  * ByIngress: one of the above per ingress port.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import logging
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from cpc.results import Port
-from cpc.rules import OFPP_TABLE
+from cpc.tags import VERIFY_ETHERTYPE, VERIFY_PORT_INIT, VERIFY_RULE_INIT, pack_header
+
+log = logging.getLogger("fuzzer.inject")
 
 __all__ = [
+    "ByIngress",
     "Injector",
-    "OsKenPacketOut",
     "PacketOutInjector",
+    "QueuedPacketOut",
     "RawSocketInjector",
     "RecordingInjector",
-    "ofp13_packet_out",
+    "pretagged",
 ]
 
 SendPacketOut = Callable[[int, int, bytes], None]
+AsyncSendPacketOut = Callable[[int, int, bytes], Awaitable[None]]
+_VERIFY = VERIFY_ETHERTYPE.to_bytes(2, "big")
+_FRESH = pack_header(VERIFY_PORT_INIT, VERIFY_RULE_INIT)
 
 
 @runtime_checkable
 class Injector(Protocol):
     def inject(self, ingress: Port, frames: Sequence[bytes]) -> int: ...
+
+
+def pretagged(frame: bytes) -> bytes:
+    """frame with a fresh Verify shim after the source MAC, as an edge port's push_verify
+    writes it; a frame that has one is returned as it is."""
+    if frame[12:14] == _VERIFY:
+        return frame
+    return frame[:12] + _FRESH + frame[12:]
 
 
 class PacketOutInjector:
@@ -52,52 +71,55 @@ class PacketOutInjector:
     def inject(self, ingress: Port, frames: Sequence[bytes]) -> int:
         dpid, port = ingress
         for f in frames:
-            self.send(dpid, port, f)
+            self.send(dpid, port, pretagged(f))
         self.sent += len(frames)
         return len(frames)
 
 
-def ofp13_packet_out(in_port: int, data: bytes, xid: int = 0) -> bytes:
-    """OpenFlow 1.3 PACKET_OUT (no buffer, in_port, actions=[output:TABLE]), serialized by
-    os-ken's parser."""
-    from os_ken.ofproto import ofproto_v1_3 as ofp
-    from os_ken.ofproto import ofproto_v1_3_parser as parser
+class QueuedPacketOut:
+    """PACKET_OUT injection over an async send_packet_out(dpid, in_port, data): inject()
+    queues the frames (the oldest go when more than `limit` wait), run() sends them from
+    the event loop. A frame whose switch is not connected is counted in `failed`."""
 
-    class _Dp:  # the serializer only needs these two attributes
-        ofproto = ofp
-        ofproto_parser = parser
+    def __init__(self, send_packet_out: AsyncSendPacketOut, limit: int = 4096) -> None:
+        self.send = send_packet_out
+        self.queue: collections.deque[tuple[Port, bytes]] = collections.deque(maxlen=limit)
+        self.sent = self.failed = self.dropped = 0
+        self._wake = asyncio.Event()
 
-    dp = _Dp()
-    msg = parser.OFPPacketOut(
-        dp,
-        buffer_id=ofp.OFP_NO_BUFFER,
-        in_port=in_port,
-        actions=[parser.OFPActionOutput(OFPP_TABLE, 0)],
-        data=data,
-    )
-    msg.set_xid(xid)
-    msg.serialize()
-    return bytes(msg.buf)
+    def inject(self, ingress: Port, frames: Sequence[bytes]) -> int:
+        room = self.queue.maxlen - len(self.queue)
+        self.dropped += max(0, len(frames) - room)
+        self.queue.extend((ingress, f) for f in frames)
+        self._wake.set()
+        return len(frames)
 
+    async def run(self, stop: asyncio.Event) -> None:
+        """Send what is queued until stop is set."""
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                await self._drain()
+                waking = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait((waking, stopping), return_when=asyncio.FIRST_COMPLETED)
+                waking.cancel()
+        finally:
+            stopping.cancel()
 
-class OsKenPacketOut:
-    """send_packet_out(dpid, in_port, data) over os-ken Datapath objects {dpid: datapath}."""
+    async def _drain(self) -> None:
+        self._wake.clear()
+        while self.queue:
+            (dpid, port), frame = self.queue.popleft()
+            try:
+                await self.send(dpid, port, pretagged(frame))
+                self.sent += 1
+            except (KeyError, RuntimeError, ConnectionError) as e:
+                if not self.failed:
+                    log.warning("packet-out probe into dpid %#x not sent: %s", dpid, e)
+                self.failed += 1
 
-    def __init__(self, datapaths: Mapping[int, object]) -> None:
-        self.datapaths = datapaths
-
-    def __call__(self, dpid: int, in_port: int, data: bytes) -> None:
-        dp = self.datapaths[dpid]
-        ofp, parser = dp.ofproto, dp.ofproto_parser
-        dp.send_msg(
-            parser.OFPPacketOut(
-                dp,
-                buffer_id=ofp.OFP_NO_BUFFER,
-                in_port=in_port,
-                actions=[parser.OFPActionOutput(ofp.OFPP_TABLE, 0)],
-                data=data,
-            )
-        )
+    def close(self) -> None:
+        self.queue.clear()
 
 
 class RawSocketInjector:
@@ -136,6 +158,26 @@ class RawSocketInjector:
         for s in self._socks.values():
             s.close()
         self._socks.clear()
+
+
+class ByIngress:
+    """Each ingress's own injector ({ingress: injector}), `default` for the others."""
+
+    def __init__(self, routes: Mapping[Port, Injector], default: Injector | None = None) -> None:
+        self.routes = dict(routes)
+        self.default = default
+
+    def inject(self, ingress: Port, frames: Sequence[bytes]) -> int:
+        inj = self.routes.get(ingress, self.default)
+        if inj is None:
+            raise KeyError(f"no injector for ingress {ingress}")
+        return inj.inject(ingress, frames)
+
+    def close(self) -> None:
+        for inj in {id(i): i for i in (*self.routes.values(), self.default)}.values():
+            close = getattr(inj, "close", None)
+            if close is not None:
+                close()
 
 
 class RecordingInjector:

@@ -1,6 +1,7 @@
 """The answers of `trace` and `reach` as JSON objects: one builder for the daemon's API
 (the live model) and for pazzctl's offline mode (a model loaded from files), so that both
-give the same answer to the same question.
+give the same answer to the same question. Faults too: `fault_json` is the API's answer,
+`fault_text` and `fault_rows` what pazzctl prints of it.
 
 A bad argument raises QueryError with the argument's name (`arg`: "ingress", "header",
 "src" or "dst", as in the API request) and the reason; each front end names the argument
@@ -9,7 +10,10 @@ its own way (the API by the request's argument, pazzctl by its option).
 
 from __future__ import annotations
 
-from cpc.fields import FIELD_NAMES, format_value, parse_header
+import json
+import time
+
+from cpc.fields import FIELD_NAMES, format_header, format_value, parse_header
 from cpc.model import Model
 from cpc.results import Port
 from cpc.topology import Topology, TopologyError
@@ -84,3 +88,131 @@ def reach(topo: Topology, model: Model, src: str, dst: str, limit: int) -> dict:
         "cubes": cubes[:limit],
         "truncated": len(cubes) > limit,
     }
+
+
+# --- faults ------------------------------------------------------------------------------
+def fault_json(row) -> dict:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "location": row.location,
+        "header_class": row.header_class,
+        "state": row.state,
+        "first_seen": row.first_seen,
+        "last_seen": row.last_seen,
+        "count": row.count,
+        "reopened": row.reopened,
+        "header": _header_text(row.header),
+        "egress": list(row.egress) if row.egress else None,
+        "expected": row.expected,
+        "actual": row.actual,
+        "localization": row.localization,
+        "polled": row.polled,
+        "audit": row.audit,
+        "resolved_at": row.resolved_at,
+    }
+
+
+def _header_text(header):
+    """The fault's header as text; a blackhole's row has the critical flow's header (or
+    its match fields) without a "text" field. None when there is none."""
+    if not isinstance(header, dict):
+        return header
+    fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
+    return header.get("text") or format_header(fields) or None
+
+
+def when(t) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def location_text(f: dict) -> str:
+    p = f.get("polled") or (f.get("audit") if f["kind"] == "audit" else None) or {}
+    if p.get("switch"):
+        return f"{p['switch']} ({p['finding']})"
+    return f["location"]
+
+
+def audit_lines(f: dict) -> list[str]:
+    """What the proxy's audit sees: an audit fault's finding, or one merged into a fault."""
+    a = f.get("audit")
+    if not a:
+        return []
+    out = [f"{'audit':12} {a['finding']} entry on {a['switch']}, last seen {when(a['last_seen'])}"]
+    if a.get("entry"):
+        out.append(f"{'  entry':12} {a['entry']}")
+    if a.get("intended"):
+        out.append(f"{'  intended':12} {a['intended']}")
+    if a.get("merged_into"):
+        out.append(f"{'  merged':12} into fault {a['merged_into']}")
+    return out
+
+
+def no_finding_text(a: dict) -> str:
+    """Why a localization names no entry: nothing differs, or the polls failed."""
+    errors = a.get("errors") or {}
+    failed = ", ".join(f"dpid {d} ({e})" for d, e in errors.items())
+    if errors and len(errors) >= len(a.get("polled") or ()):
+        return f"localization could not poll any switch: {failed}"
+    if errors:
+        return (
+            f"no difference on the switches polled, but the poll failed on {failed}: "
+            "the entry may be there"
+        )
+    return "no flow table differs from the intended entries for this header"
+
+
+def fault_text(f: dict) -> list[str]:
+    """The lines `pazzctl faults show` prints for a fault_json answer."""
+    out: list[str] = []
+    if f["kind"] == "audit":  # no header, tags or paths: the finding says it all
+        for k in ("id", "kind", "state", "location", "count", "reopened"):
+            out.append(f"{k:12} {f[k]}")
+        out.append(f"{'first seen':12} {when(f['first_seen'])}   last seen {when(f['last_seen'])}")
+        return out + audit_lines(f)
+    for k in ("id", "kind", "state", "location", "header", "egress", "count", "reopened"):
+        v = f[k]
+        if k == "header" and not v:  # a critical flow configured without a header
+            v = "(none)"
+        out.append(f"{k:12} {v}")
+    out.append(f"{'first seen':12} {when(f['first_seen'])}   last seen {when(f['last_seen'])}")
+    out.append(f"{'actual':12} {json.dumps(f['actual'])}")
+    for e in f["expected"] or []:
+        out.append(
+            f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
+            f"vr=0x{e['verify_rule']:04x} path {e['path']}"
+        )
+    out.append(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
+    if f["polled"] and not f["polled"].get("finding"):
+        out.append(f"{'localized':12} - {no_finding_text(f['polled'])}")
+    elif f["polled"]:
+        p = f["polled"]
+        out.append(
+            f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
+            + (f" {p['cause']}" if p.get("cause") else "")
+        )
+        if p.get("header") and p["header"] != f["header"]:
+            out.append(f"{'  header':12} {p['header']}")
+        if p.get("entry"):
+            out.append(f"{'  entry':12} {p['entry']}")
+        if p.get("intended"):
+            out.append(f"{'  intended':12} {p['intended']}")
+    return out + audit_lines(f)
+
+
+def fault_rows(faults: list[dict]) -> list[tuple]:
+    """The table `pazzctl faults` prints (a header row first) for fault_json answers."""
+    rows = [("id", "state", "class", "location", "first seen", "count", "header")]
+    for f in faults:
+        rows.append(
+            (
+                str(f["id"]),
+                f["state"],
+                f["kind"],
+                location_text(f),
+                when(f["first_seen"]),
+                str(f["count"]),
+                (f["header"] or "")[:60],
+            )
+        )
+    return rows

@@ -190,10 +190,6 @@ def print_outcomes_json(outcomes: list[dict]) -> None:
         print("no outcome (ingress port is down)")
 
 
-def _when(t) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
-
-
 def cmd_status(args) -> int:
     st = _call(args, "status")
     if args.json:
@@ -241,27 +237,6 @@ def cmd_status(args) -> int:
     return 0
 
 
-def _loc_text(f: dict) -> str:
-    p = f.get("polled") or (f.get("audit") if f["kind"] == "audit" else None) or {}
-    if p.get("switch"):
-        return f"{p['switch']} ({p['finding']})"
-    return f["location"]
-
-
-def _print_audit(f: dict) -> None:
-    """What the proxy's audit sees: an audit fault's finding, or one merged into a fault."""
-    a = f.get("audit")
-    if not a:
-        return
-    print(f"{'audit':12} {a['finding']} entry on {a['switch']}, last seen {_when(a['last_seen'])}")
-    if a.get("entry"):
-        print(f"{'  entry':12} {a['entry']}")
-    if a.get("intended"):
-        print(f"{'  intended':12} {a['intended']}")
-    if a.get("merged_into"):
-        print(f"{'  merged':12} into fault {a['merged_into']}")
-
-
 def cmd_faults(args) -> int:
     if args.action == "show":
         if args.id is None:
@@ -270,40 +245,7 @@ def cmd_faults(args) -> int:
         if args.json:
             print(json.dumps(f, indent=2))
             return 0
-        if f["kind"] == "audit":  # no header, tags or paths: the finding says it all
-            for k in ("id", "kind", "state", "location", "count", "reopened"):
-                print(f"{k:12} {f[k]}")
-            print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
-            _print_audit(f)
-            return 0
-        for k in ("id", "kind", "state", "location", "header", "egress", "count", "reopened"):
-            v = f[k]
-            if k == "header" and not v:  # a critical flow configured without a header
-                v = "(none)"
-            print(f"{k:12} {v}")
-        print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
-        print(f"{'actual':12} {json.dumps(f['actual'])}")
-        for e in f["expected"] or []:
-            print(
-                f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
-                f"vr=0x{e['verify_rule']:04x} path {e['path']}"
-            )
-        print(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
-        if f["polled"] and not f["polled"].get("finding"):
-            print(f"{'localized':12} - {_no_finding(f['polled'])}")
-        elif f["polled"]:
-            p = f["polled"]
-            print(
-                f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
-                + (f" {p['cause']}" if p.get("cause") else "")
-            )
-            if p.get("header") and p["header"] != f["header"]:
-                print(f"{'  header':12} {p['header']}")
-            if p.get("entry"):
-                print(f"{'  entry':12} {p['entry']}")
-            if p.get("intended"):
-                print(f"{'  intended':12} {p['intended']}")
-        _print_audit(f)
+        print("\n".join(answers.fault_text(f)))
         return 0
     if args.action is not None:
         raise CliError(f"unknown faults action {args.action!r} (use: faults show ID)")
@@ -311,19 +253,7 @@ def cmd_faults(args) -> int:
     if args.json:
         print(json.dumps(faults, indent=2))
         return 0
-    rows = [("id", "state", "class", "location", "first seen", "count", "header")]
-    for f in faults:
-        rows.append(
-            (
-                str(f["id"]),
-                f["state"],
-                f["kind"],
-                _loc_text(f),
-                _when(f["first_seen"]),
-                str(f["count"]),
-                (f["header"] or "")[:60],
-            )
-        )
+    rows = answers.fault_rows(faults)
     _table(rows, empty="no faults")
     return 0
 
@@ -344,7 +274,9 @@ def cmd_intents(args) -> int:
         print(f"{'state':12} {f['state']}   severity {f['severity']}")
         print(f"{'policy':12} {d['policy']} ({d['check']}{', enforced' if d['enforce'] else ''})")
         print(f"{'finding':12} {f['summary']}")
-        print(f"{'first seen':12} {_when(f['first_seen'])}   last seen {_when(f['last_seen'])}")
+        print(
+            f"{'first seen':12} {answers.when(f['first_seen'])}   last seen {answers.when(f['last_seen'])}"
+        )
         print(f"{'witness':12} {d['witness']}  (from {d['ingress']})")
         if d.get("reply"):
             print(f"{'reply':12} {d['reply']}  (from {d['egress']})")
@@ -394,7 +326,7 @@ def cmd_intents(args) -> int:
                 str(f["id"]),
                 f["state"],
                 f["name"],
-                _when(f["first_seen"]),
+                answers.when(f["first_seen"]),
                 (f.get("confirmation") or {}).get("verdict", "-"),
                 f["summary"][:70],
             )
@@ -437,20 +369,6 @@ def cmd_interference(args) -> int:
     return 0
 
 
-def _no_finding(a: dict) -> str:
-    """Why a localization names no entry: nothing differs, or the polls failed."""
-    errors = a.get("errors") or {}
-    failed = ", ".join(f"dpid {d} ({e})" for d, e in errors.items())
-    if errors and len(errors) >= len(a.get("polled") or ()):
-        return f"localization could not poll any switch: {failed}"
-    if errors:
-        return (
-            f"no difference on the switches polled, but the poll failed on {failed}: "
-            "the entry may be there"
-        )
-    return "no flow table differs from the intended entries for this header"
-
-
 def cmd_localize(args) -> int:
     t0 = time.monotonic()
     a = _call(args, "localize", id=args.id)
@@ -466,7 +384,7 @@ def cmd_localize(args) -> int:
     for d, err in a["errors"].items():
         print(f"  dpid {d}: poll failed: {err}")
     if not a["findings"]:
-        print(f"  {_no_finding(a)}")
+        print(f"  {answers.no_finding_text(a)}")
         return 1
     rows = [("switch", "finding", "entry on the switch", "intended entry")]
     for f in a["findings"]:

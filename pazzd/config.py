@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cpc import yamlpos
+from cpc.critical import CriticalFlow
 from cpc.fields import parse_header
 from cpc.intents import KINDS, Policy
 from cpc.interference import App, Apps
@@ -25,7 +26,7 @@ from cpc.ofctl import parse_flow
 from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
-__all__ = ["Config", "ConfigError", "CriticalFlowCfg", "SwitchCfg", "load_config"]
+__all__ = ["Config", "ConfigError", "SwitchCfg", "load_config"]
 
 
 DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
@@ -41,18 +42,6 @@ class SwitchCfg:
     ofctl: str | None = None  # ovs-ofctl target (bridge name or unix:/.../BR.mgmt)
     ovsdb: str | None = None  # OVSDB for the sFlow ifIndex map
     agent: str | None = None  # sFlow agent address of this switch
-
-
-@dataclass(frozen=True)
-class CriticalFlowCfg:
-    name: str
-    ingress: tuple[int, int]
-    egress: tuple[int, int]
-    header: dict
-    match: dict
-    timeout: float
-    grace: float | None = None  # None: tester.blackhole_grace
-    expect_traffic: bool = False
 
 
 @dataclass
@@ -92,7 +81,7 @@ class Config:
     fuzz_delivered_share: float = 0.0  # of the probes, into delivered space (they reach hosts)
     fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
-    critical_flows: list[CriticalFlowCfg] = field(default_factory=list)
+    critical_flows: list[CriticalFlow] = field(default_factory=list)
     resolve_after: float = 60.0
     settle: float = 2.0
     blackhole_k: float = 10.0
@@ -692,7 +681,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         grace = r.typed(e, "grace", f"{d}.grace", float, None, lo=0.0)
         expect = r.typed(e, "expect_traffic", f"{d}.expect_traffic", bool, False)
         cfg.critical_flows.append(
-            CriticalFlowCfg(name, src, dst, hdr, {k: hdr[k] for k in keys}, timeout, grace, expect)
+            CriticalFlow(name, src, dst, {k: hdr[k] for k in keys}, timeout, hdr, grace, expect)
         )
 
     _intents(r, doc, topo, cfg)

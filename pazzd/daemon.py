@@ -30,7 +30,6 @@ import threading
 import time
 from pathlib import Path
 
-from cpc.fields import format_header
 from cpc.intents import IntentChecker
 from cpc.interference import Apps, InterferenceChecker
 from cpc.model import Model
@@ -42,9 +41,10 @@ from tester.collector import SflowCollector
 from tester.engine import FaultEvent, LocalizationRequest, Tester
 from tester.ifmap import IfMap
 from tester.store import FaultStore
-from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
+from tester.timers import BlackholeMonitor, TransientGuard
 
 from . import answers, version
+from .answers import fault_json
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
@@ -70,37 +70,6 @@ _TICK = 0.5  # seconds between tester timer ticks
 PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
-
-
-def fault_json(row) -> dict:
-    return {
-        "id": row.id,
-        "kind": row.kind,
-        "location": row.location,
-        "header_class": row.header_class,
-        "state": row.state,
-        "first_seen": row.first_seen,
-        "last_seen": row.last_seen,
-        "count": row.count,
-        "reopened": row.reopened,
-        "header": _header_text(row.header),
-        "egress": list(row.egress) if row.egress else None,
-        "expected": row.expected,
-        "actual": row.actual,
-        "localization": row.localization,
-        "polled": row.polled,
-        "audit": row.audit,
-        "resolved_at": row.resolved_at,
-    }
-
-
-def _header_text(header):
-    """The fault's header as text; a blackhole's row has the critical flow's header (or
-    its match fields) without a "text" field. None when there is none."""
-    if not isinstance(header, dict):
-        return header
-    fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
-    return header.get("text") or format_header(fields) or None
 
 
 def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
@@ -201,6 +170,7 @@ class Daemon:
         self.audit_faults: AuditFaults | None = None
         self.fuzzer = None
         self.injector = None
+        self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self.localizer: Localizer | None = None
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
@@ -311,15 +281,13 @@ class Daemon:
     def _blackholes(self, cfg: Config) -> BlackholeMonitor | None:
         if not cfg.critical_flows:
             return None
-        flows = [
-            CriticalFlow(
-                c.name, c.ingress, c.egress, c.match, c.timeout, c.header, c.grace, c.expect_traffic
-            )
-            for c in cfg.critical_flows
-        ]
         # The model derives each flow's header at its egress (rewrites applied).
         return BlackholeMonitor(
-            flows, k=cfg.blackhole_k, now=time.time(), grace=cfg.blackhole_grace, model=self.model
+            cfg.critical_flows,
+            k=cfg.blackhole_k,
+            now=time.time(),
+            grace=cfg.blackhole_grace,
+            model=self.model,
         )
 
     def _rules_at(self):
@@ -552,10 +520,8 @@ class Daemon:
         """Log the entries a committed batch of the proxy changed (for localization)."""
         from pazzd import openflow as of
 
-        for kind, new, old in changes:
-            if kind == "group":
-                continue
-            for e in (new, old):
+        for ch in changes:  # entry changes (proxy.table.EntryChange)
+            for e in (ch.entry, ch.old):
                 if e is None:
                     continue
                 # A match the model cannot represent is in no intended table: never a finding.
@@ -737,13 +703,15 @@ class Daemon:
         if feeding is None:
             return self._local_cause or {"source": "model update"}
         from pazzd import openflow as of
+        from pazzd.proxy.table import GroupChange
 
         dpid, changes, xids = feeding
         entries = []
-        for kind, new, _old in changes[:8]:
-            if kind == "group":
-                entries.append({"change": "group", "group_id": new})
+        for ch in changes[:8]:
+            if isinstance(ch, GroupChange):
+                entries.append({"change": "group", "group_id": ch.group_id})
                 continue
+            kind, new = ch.kind, ch.entry
             try:
                 match = format_match(of.cpc_match(new.mkey))
             except (ModelError, of.ProtocolError):
@@ -768,7 +736,7 @@ class Daemon:
     def _start_fuzzer(self, cfg: Config) -> None:
         try:
             from fuzzer.engine import Fuzzer
-            from fuzzer.inject import RawSocketInjector
+            from fuzzer.inject import ByIngress, QueuedPacketOut, RawSocketInjector
             from fuzzer.plan import shares_with_delivered
         except Exception as e:
             log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
@@ -785,11 +753,18 @@ class Daemon:
             if pairs is None:
                 eps = cfg.edge_ports
                 pairs = [(i, e) for i in eps for e in eps if i != e]
-            pairs = [(i, e) for i, e in pairs if i in injectors]
+            if self.proxy is None:
+                pairs = [(i, e) for i, e in pairs if i in injectors]
             if not pairs:
                 log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
                 return
             self.injector = RawSocketInjector(ifaces, sockets=socks)
+            self._fuzz_ingresses = injectors if self.proxy is None else None
+            if any(i not in injectors for i, _ in pairs):
+                # The other ingresses get their probes by PACKET_OUT through the proxy.
+                packet_out = QueuedPacketOut(self.proxy.send_packet_out)
+                self.injector = ByIngress(dict.fromkeys(injectors, self.injector), packet_out)
+                self._spawn(packet_out.run(self.stop_event))
             self.fuzzer = Fuzzer(
                 self.model,
                 pairs,
@@ -802,8 +777,15 @@ class Daemon:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
             self.fuzzer = None
             return
+        self._fuzz_critical(cfg)
         self._spawn(self._fuzz_loop())
         log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+
+    def _fuzz_critical(self, cfg: Config) -> None:
+        """The critical flows are probed from their ingress once a second too (those the
+        fuzzer can inject at)."""
+        ok = self._fuzz_ingresses
+        self.fuzzer.set_critical(c for c in cfg.critical_flows if ok is None or c.ingress in ok)
 
     async def _fuzz_loop(self) -> None:
         try:
@@ -821,6 +803,13 @@ class Daemon:
     def _datagram(self, data: bytes, source: str | None = None) -> None:
         self._last_datagram = time.time()
         self.tester.process_datagram(data, source=source)
+
+    def worker_report(self, last_datagram: float, events) -> None:
+        """What a tester worker reported (pazzd.workers): when it last had a datagram, and
+        its fault events and localization requests, in order."""
+        self._last_datagram = max(self._last_datagram, last_datagram)
+        for ev in events:
+            (self._on_localize if isinstance(ev, LocalizationRequest) else self._on_fault)(ev)
 
     def _on_fault(self, ev: FaultEvent) -> None:
         if ev.resolved:
@@ -991,6 +980,7 @@ class Daemon:
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
+            self._fuzz_critical(cfg)
         if cfg.intent_policies != old.intent_policies:
             self.intents.set_policies(cfg.intent_policies)
             self.intents.check_all()

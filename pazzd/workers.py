@@ -44,7 +44,6 @@ from tester.remote import (
     rule_to_thrift,
 )
 from tester.store import FaultStore
-from tester.timers import CriticalFlow
 
 from .config import load_config
 from .notify import setup_logging
@@ -93,7 +92,6 @@ class _Handler:
     async def report(self, r) -> None:
         self.d.workers.stats[r.worker] = dict(r.stats)
         self.d.workers.hello(r.worker)
-        self.d._last_datagram = max(self.d._last_datagram, r.last_datagram)
         t = self.d.tester
         for f in r.flows:
             if t.blackholes is None:
@@ -103,12 +101,7 @@ class _Handler:
                 t.note_report(port, f.header, f.now, f.sampling_rate)
             else:
                 t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
-        for n in r.faults:
-            ev = note_event(n)
-            if n.localize:
-                self.d._on_localize(ev)
-            else:
-                self.d._on_fault(ev)
+        self.d.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
 
 
 class ModelServer:
@@ -301,10 +294,7 @@ def run_worker(
     for e in client.ifmap():
         ifmap.add(e.agent, e.if_index, (e.dpid, e.port), sub_agent=e.sub_agent)
     outbox = Outbox()
-    flows = [
-        CriticalFlow(c.name, c.ingress, c.egress, c.match, c.timeout, c.header)
-        for c in cfg.critical_flows
-    ]
+    flows = cfg.critical_flows
     store = FaultStore(database)
     remote = RemoteModel(client, VersionFile(version_file).read)
     t = WorkerTester(

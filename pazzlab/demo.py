@@ -767,6 +767,7 @@ def bring_up(
     settle: float = 1.0,
     updates: Path | None = None,
     ui_listen: str | None = None,
+    fuzz_inject: bool = True,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -783,6 +784,7 @@ def bring_up(
     controller=False: the rules go on with ovs-ofctl, pazzd loads the same rule file.
     `updates`: a file the controller app follows (examples/controller_app.py --updates).
     `ui_listen`: HOST:PORT of pazzd's web view (off without it).
+    `fuzz_inject`: False gives the fuzzer no host interface (Lab.config).
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
     sock = str(workdir / "pazzd.sock")
@@ -793,6 +795,7 @@ def bring_up(
         resolve_after=resolve_after,
         settle=settle,
         ui_listen=ui_listen,
+        fuzz_inject=fuzz_inject,
     )
     cfg_path = workdir / "pazzd.yaml"
     ctl = None

@@ -596,10 +596,13 @@ class Lab:
         proxy_listen: str | None = None,
         controller: str | None = None,
         ui_listen: str | None = None,
+        fuzz_inject: bool = True,
     ) -> dict:
         """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
         on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
-        the model is loaded from the rule file. With ui_listen (HOST:PORT) the web view is on."""
+        the model is loaded from the rule file. With ui_listen (HOST:PORT) the web view is on.
+        fuzz_inject=False: no host interface for the fuzzer (with the proxy on, its probes go
+        in as PACKET_OUTs)."""
         cfg = {
             "topology": str(self.topology_file),
             **({} if proxy_listen else {"rules": str(self.rules_file)}),
@@ -626,7 +629,9 @@ class Lab:
                 "inject": {
                     self.topo.port_name(h["port"]): f"netns:{h['ns'].name}:eth0"
                     for h in self.hosts.values()
-                },
+                }
+                if fuzz_inject
+                else {},
             },
             "critical_flows": list(critical_flows),
             "tester": {"resolve_after": resolve_after, "settle": settle, "blackhole_k": 5},

@@ -40,26 +40,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from cpc.critical import CriticalFlow
 from cpc.results import Port
 
 __all__ = ["CriticalFlow", "BlackholeAlarm", "BlackholeMonitor", "TransientGuard"]
 
 _ALPHA = 0.2  # EWMA weight of a new gap
-
-
-@dataclass(frozen=True)
-class CriticalFlow:
-    name: str
-    ingress: Port
-    egress: Port
-    match: dict  # exact header fields (cpc.fields names) that identify the flow at ingress
-    timeout: float = 30.0  # T_cfg: the least time without reports before an alarm
-    header: dict | None = None  # the full header as it enters at ingress (model lookups)
-    grace: float | None = None  # no alarm before armed + grace; None: the monitor's grace
-    expect_traffic: bool = False  # alarm even if the flow was never seen
-
-    def matches(self, header: dict) -> bool:
-        return all(header.get(k) == v for k, v in self.match.items())
 
 
 @dataclass

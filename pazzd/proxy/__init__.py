@@ -1,8 +1,29 @@
 """The OpenFlow proxy of pazzd: relays controller <-> switch traffic byte for byte, keeps
 the intended rule state (and the cpc model) in step, adds unique rule IDs and audits the
-switches' tables. See docs/proxy.md."""
+switches' tables. See docs/proxy.md.
 
-from pazzd.proxy.proxy import AuditFinding, Proxy, ProxyConfig, Session
+Its parts: proxy (lifecycle, connections, own requests), session (one switch and its
+controller connection), wire (message checks), table (FlowMod semantics on the intended
+entries), feed (the model), audit, store (SQLite), monitor (flow-monitor replies).
+"""
+
+from pazzd.proxy.audit import AuditFinding
+from pazzd.proxy.feed import ModelFeed
+from pazzd.proxy.proxy import Proxy, ProxyConfig, tls_contexts
+from pazzd.proxy.session import Services, Session
 from pazzd.proxy.store import Entry, Store
+from pazzd.proxy.table import EntryChange, GroupChange
 
-__all__ = ["AuditFinding", "Entry", "Proxy", "ProxyConfig", "Session", "Store"]
+__all__ = [
+    "AuditFinding",
+    "Entry",
+    "EntryChange",
+    "GroupChange",
+    "ModelFeed",
+    "Proxy",
+    "ProxyConfig",
+    "Services",
+    "Session",
+    "Store",
+    "tls_contexts",
+]

@@ -6,14 +6,35 @@ controller installed, so that the audit can compare the whole switch table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from cpc.rules import Group
 from pazzd import openflow as of
 from pazzd.proxy.store import Entry
 
 OFPP_ANY = 0xFFFFFFFF
 OFPG_ANY = 0xFFFFFFFF
 
-# A change: ("add", new, old_or_None) | ("modify", new, old) | ("delete", old, None)
-Change = tuple[str, Entry, Entry | None]
+
+@dataclass(slots=True)
+class EntryChange:
+    """A change of one intended entry: kind "add" (old: the entry it replaced, or None),
+    "modify" (old: the entry before) or "delete" (entry: the entry deleted, old None)."""
+
+    kind: str
+    entry: Entry
+    old: Entry | None = None
+
+
+@dataclass(slots=True)
+class GroupChange:
+    """A group set (group: the model's Group) or deleted or not modelled (group None)."""
+
+    group_id: int
+    group: Group | None
+
+
+Change = EntryChange | GroupChange
 
 
 class IntendedTable:
@@ -34,9 +55,13 @@ class IntendedTable:
 
     def select(self, fm: of.RawFlowMod, strict: bool) -> list[Entry]:
         """Entries a MODIFY or DELETE applies to (OpenFlow 1.3.1 section 6.4)."""
-        if strict:
+        if strict and fm.table == of.OFPTT_ALL:  # a DELETE_STRICT in every table
+            cands = [
+                e for e in self.entries.values() if (e.priority, e.mkey) == (fm.priority, fm.mkey)
+            ]
+        elif strict:
             e = self.entries.get((fm.table, fm.priority, fm.mkey))
-            cands = [e] if e is not None and (fm.table == e.table) else []
+            cands = [e] if e is not None else []
         else:
             want = self.fields(fm.mkey)
             cands = [
@@ -59,9 +84,9 @@ class IntendedTable:
             out.append(e)
         return out
 
-    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[Change]:
+    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[EntryChange]:
         """Apply an accepted FlowMod; returns the changes (instructions without the ID)."""
-        changes: list[Change] = []
+        changes: list[EntryChange] = []
         if fm.command == of.FC_ADD:
             e = Entry(
                 fm.table,
@@ -77,7 +102,7 @@ class IntendedTable:
             )
             old = self.entries.get(e.key)
             self.entries[e.key] = e
-            changes.append(("add", e, old))
+            changes.append(EntryChange("add", e, old))
         elif fm.command in (of.FC_MODIFY, of.FC_MODIFY_STRICT):
             for old in self.select(fm, fm.command == of.FC_MODIFY_STRICT):
                 new = Entry(
@@ -93,11 +118,11 @@ class IntendedTable:
                     fm.hard,
                 )
                 self.entries[old.key] = new
-                changes.append(("modify", new, old))
+                changes.append(EntryChange("modify", new, old))
         else:
             for old in self.select(fm, fm.command == of.FC_DELETE_STRICT):
                 del self.entries[old.key]
-                changes.append(("delete", old, None))
+                changes.append(EntryChange("delete", old))
         return changes
 
     def remove(self, key) -> Entry | None:

@@ -188,7 +188,7 @@ def test_proxy_warns_of_agent_dependent_flowmods(caplog):
         )
         model.apply_many([ok, tie])
         with caplog.at_level("WARNING"):
-            proxy._agent_lint(model, [ok, tie])
+            proxy.feed.agent_lint(model, [ok, tie])
         assert proxy.agent_warnings == 1
         assert "switch's choice" in caplog.text and "ip_proto=6" in caplog.text
     finally:

@@ -11,9 +11,10 @@ import pytest
 
 from cpc.ofctl import format_flow, parse_flow
 from pazzd import cli
+from pazzd.answers import fault_json
 from pazzd.audit import AuditFaults
 from pazzd.config import ConfigError, load_config
-from pazzd.daemon import Daemon, fault_json
+from pazzd.daemon import Daemon
 from pazzd.proxy import AuditFinding
 from tester.detect import BLACKHOLE, TYPE_P_MATCH
 from tester.store import OPEN, RESOLVED, FaultStore

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cpc.fields import format_header, parse_header
 from cpc.ofctl import format_flow, parse_flow
 from pazzd import cli
-from pazzd.daemon import fault_json
+from pazzd.answers import fault_json
 from pazzd.localize import ChangeLog, Localizer
 from tester import store as store_mod
 from tester.store import HEADERS_MAX, FaultStore
@@ -347,7 +347,7 @@ def test_proxy_commits_reach_the_changelog() -> None:
 
     async def run() -> ChangeLog:  # the proxy spawns its audit task on the loop
         proxy = Proxy(ProxyConfig(audit_interval=0))
-        d = SimpleNamespace(changes=ChangeLog(clock=lambda: 100.0))
+        d = SimpleNamespace(changes=ChangeLog(clock=lambda: 100.0), packet_ins=None)
         proxy.on_commit = lambda dpid, changes: Daemon._note_commit(d, dpid, changes)
         s, sw, _up = connected(proxy)  # dpid 7
         match = ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.1.0", "255.255.255.0"))

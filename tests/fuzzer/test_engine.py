@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from cpc.critical import CriticalFlow
 from cpc.fields import parse_header
 from cpc.model import Model
-from fuzzer.engine import CriticalFlow, Fuzzer
+from fuzzer.engine import Fuzzer
 from fuzzer.inject import RecordingInjector
 from pazzdata.workloads import generate
 
@@ -56,7 +57,7 @@ def test_critical_flows_are_probed_every_period():
     clk = Clock()
     fz = Fuzzer(m, rate=1000, burst=100, clock=clk, seed=1)
     h = parse_header("nw_dst=10.0.1.7,tcp_dst=443")
-    fz.set_critical([CriticalFlow((1, 5), h, period_s=0.5, name="web")])
+    fz.set_critical([CriticalFlow("web", (1, 5), None, {}, header=h, period_s=0.5)])
     inj = RecordingInjector()
     crit = 0
     for _ in range(100):  # 10 s

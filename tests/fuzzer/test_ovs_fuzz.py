@@ -5,8 +5,8 @@ network namespaces on port 5, the generated workload's groups and flows installe
 ovs-ofctl. A hidden rule on s4 admits traffic that one of the intended ACLs drops. The
 fuzzer plans probes for h1 -> h4 from the model and sends its first batch through a real
 OpenFlow connection: ovs-vswitchd connects to a tiny OpenFlow 1.3 listener in this test,
-which sends each probe as the PACKET_OUT that fuzzer.inject.ofp13_packet_out serializes
-(os-ken's parser; in_port = the edge port, actions = output:TABLE). The exit bridge's sFlow
+which sends each probe as the PACKET_OUT that pazzd.openflow.packet_out encodes (in_port =
+the edge port, actions = output:TABLE). The exit bridge's sFlow
 reports (decoded by tester.sflow) must include a tagged report of a probe inside the hidden
 rule, with tags the model does not expect; every other report must carry expected tags.
 """
@@ -26,7 +26,8 @@ from cpc.fields import format_value
 from cpc.model import Model
 from fuzzer.craft import Crafter, probe_seq
 from fuzzer.engine import Fuzzer
-from fuzzer.inject import PacketOutInjector, ofp13_packet_out
+from fuzzer.inject import PacketOutInjector
+from pazzd.openflow import packet_out
 from pazzdata.workloads import generate
 from tester.packet import is_report, parse_frame
 from tester.sflow import decode
@@ -281,9 +282,7 @@ def test_hidden_rule_found_by_first_boundary_batch(ovs, cleanup, grid_net):
     assert len(ovs.dump_flows(bridges[1]).splitlines()) > 40  # still the workload's flows
     crafter = Crafter(pretag=True)
     xid = iter(range(100, 1 << 30))
-    inj = PacketOutInjector(
-        lambda dpid, port, data: of.send(ofp13_packet_out(port, data, next(xid)))
-    )
+    inj = PacketOutInjector(lambda dpid, port, data: of.send(packet_out(next(xid), port, data)))
     for pr in boundary:
         inj.inject(pr.ingress, [crafter.frame(pr.header, pr.seq)])
     assert of.barrier(7, timeout=10)

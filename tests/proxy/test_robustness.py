@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pazzd import openflow as of
-from pazzd.proxy import Proxy, ProxyConfig, monitor
-from pazzd.proxy.proxy import Session
+from pazzd.proxy import Proxy, ProxyConfig, Session, monitor
 from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
 
 
@@ -45,7 +44,7 @@ def features_reply(xid: int, dpid: int = 7) -> bytes:
 
 def connected(proxy: Proxy) -> tuple[Session, FakeTransport, FakeTransport]:
     sw, up = FakeTransport(), FakeTransport()
-    s = Session(proxy, sw)
+    s = Session(proxy.services, sw)
     s.upstream_task = _Dummy()
     s.from_switch(of.hello([4]))
     xid = next(iter(s.own))

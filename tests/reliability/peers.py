@@ -37,9 +37,7 @@ def packet_in(xid: int, size: int) -> bytes:
 
 def packet_out(xid: int, size: int) -> bytes:
     """An OFPT_PACKET_OUT without actions (relayed to the switch as is)."""
-    data = bytes(max(0, size - 24))
-    body = struct.pack("!IIH6x", 0xFFFFFFFF, 0xFFFFFFFD, 0) + data
-    return of.message(4, of.OFPT_PACKET_OUT, xid, body)
+    return of.packet_out(xid, 0xFFFFFFFD, bytes(max(0, size - 24)), actions=b"")
 
 
 async def read_msg(reader: asyncio.StreamReader) -> bytes:

@@ -1,0 +1,74 @@
+"""With the proxy on, pazzd's fuzzer probes the ingresses that have no injection interface
+by PACKET_OUT through the proxy's switch session, and probes the configured critical flows.
+
+The switch is a raw OpenFlow 1.3 peer (tests.reliability.peers.RawSwitch); the PACKET_OUTs
+it receives are decoded here as OpenFlow 1.3.5 section 7.3.7 lays them out (os-ken parses
+no message of the controller's), their frames by the tester's parser. That the switch
+tags such a packet-out like a packet arriving on the port is tested with real OVS in
+tests/proxy/test_packet_out_ovs.py."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from cpc import tags
+from pazzd import openflow as of
+from pazzd.daemon import Daemon
+from tester.packet import parse_frame
+from tests.reliability.peers import RawSwitch, wait_for
+
+from .helpers import base_config, write_config
+
+CRITICAL_DST = 0x0A0B0C0D  # 10.11.12.13: nothing else probes it on purpose
+OFPP_TABLE, OFP_NO_BUFFER, OFPAT_OUTPUT = 0xFFFFFFF9, 0xFFFFFFFF, 0
+
+
+def packet_out(m: bytes) -> tuple[int, int, list[tuple], bytes]:
+    """(buffer_id, in_port, [(action type, len, port, max_len)], data)"""
+    buffer_id, in_port, alen = struct.unpack_from("!IIH", m, 8)
+    acts = [struct.unpack_from("!HHIH", m, off) for off in range(24, 24 + alen, 16)]
+    return buffer_id, in_port, acts, m[24 + alen :]
+
+
+def test_fuzz_probes_go_out_as_packet_outs_through_the_proxy(tmp_path):
+    cfg = base_config(
+        tmp_path,
+        controller={"enabled": True, "listen": "127.0.0.1:0", "audit_interval": 0},
+        fuzz={"enabled": True, "rate": 200, "pairs": [["s1:5", "s4:5"], ["s1:5", "s2:5"]]},
+        critical_flows=[
+            {
+                "name": "web",
+                "from": "s1:5",
+                "to": "s4:5",
+                "header": "eth_type=0x800,ip_proto=6,ipv4_dst=10.11.12.13",
+            }
+        ],
+    )
+    path = write_config(tmp_path / "pazzd.yaml", cfg)
+
+    async def main():
+        d = Daemon(str(path))
+        await d.start()
+        sw = RawSwitch(d.proxy.port, dpid=1)
+        try:
+            await sw.connect()
+            outs = lambda: [m for m in sw.received if m[1] == of.OFPT_PACKET_OUT]  # noqa: E731
+            critical = lambda: [  # noqa: E731
+                m
+                for m in outs()
+                if parse_frame(packet_out(m)[3]).header.get("ipv4_dst") == CRITICAL_DST
+            ]
+            assert await wait_for(lambda: len(outs()) >= 20 and len(critical()) >= 2, 15)
+            return outs(), d.injector
+        finally:
+            await sw.close()
+            await d.stop()
+
+    msgs, injector = asyncio.run(main())
+    assert injector.default.sent >= len(msgs) > 0
+    for m in msgs:
+        buffer_id, in_port, acts, data = packet_out(m)
+        assert (buffer_id, in_port, acts) == (OFP_NO_BUFFER, 5, [(OFPAT_OUTPUT, 16, OFPP_TABLE, 0)])
+        assert tags.unpack_header(data[12:20]) == (tags.VERIFY_PORT_INIT, tags.VERIFY_RULE_INIT)
+        assert parse_frame(data).has_verify
