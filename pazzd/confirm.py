@@ -24,7 +24,7 @@ from cpc.intents import Violation
 from cpc.topology import Topology
 from tester.engine import watch_key
 
-__all__ = ["Confirmations"]
+__all__ = ["Confirmations", "exits"]
 
 log = logging.getLogger("pazzd.confirm")
 MAX_COPIES = 2000
@@ -36,6 +36,7 @@ class _Pending:
     deadline: float
     probes: list  # [(label, ingress, header, expected exits)]
     seen: dict = field(default_factory=dict)  # label -> [report]
+    extra: dict = field(default_factory=dict)  # what the verdict says besides
 
 
 class Confirmations:
@@ -65,10 +66,15 @@ class Confirmations:
 
     def start(self, finding_id: int, v: Violation) -> bool:
         """Probe a new finding's witness; False when its ingress is not fuzzed."""
-        probes = [("witness", v.ingress, v.witness, _exits(v.paths))]
+        probes = [("witness", v.ingress, v.witness, exits(v.paths))]
         if v.reply is not None and v.policy.dst is not None:
-            probes.append(("reply", v.policy.dst, v.reply, _exits(v.reply_paths)))
-        p = _Pending(finding_id, self.clock() + self.window, probes)
+            probes.append(("reply", v.policy.dst, v.reply, exits(v.reply_paths)))
+        return self.start_probes(finding_id, probes)
+
+    def start_probes(self, finding_id: int, probes: list, extra: dict | None = None) -> bool:
+        """Probe headers for a finding: probes are (label, ingress, header, the exits the
+        model predicts); extra goes into the verdict. False when no ingress is fuzzed."""
+        p = _Pending(finding_id, self.clock() + self.window, probes, extra=extra or {})
         sent = False
         for label, ing, hdr, _ in probes:
             if self.fuzzer.confirm(ing, hdr, self.copies):
@@ -127,7 +133,7 @@ class Confirmations:
             )
 
     def _verdict(self, p: _Pending) -> dict:
-        out = {"copies": self.copies, "probes": []}
+        out = {"copies": self.copies, "probes": [], **p.extra}
         verdicts = []
         for label, ing, _hdr, exits in p.probes:
             if label not in p.seen:
@@ -154,8 +160,13 @@ class Confirmations:
             if v in verdicts:
                 out["verdict"] = v
                 break
+        if "model_winner" in p.extra:  # an interference finding: whom the data plane obeyed
+            out["obeyed"] = {
+                "agrees": p.extra["model_winner"],
+                "differs": "not " + p.extra["model_winner"],
+            }.get(out.get("verdict"), "unseen")
         return out
 
 
-def _exits(paths) -> set:
+def exits(paths) -> set:
     return {d.egress for d in paths if d.kind == "egress"}
