@@ -5,17 +5,22 @@ rule counts of its Table II) this builds the model, injects 28 faults (10 Type-p
 Type-a; pazzlab.paperfaults) plus 6 fat-finger routes reported apart, and runs each fault
 --runs times (different injection moments in one fuzzer run, different sampling draws)
 for three probers at sFlow sampling 1/100 and 1/1000 (pazzlab.papersim): pazz (the
-fuzzer), random (the paper's baseline) and atpg (one probe per rule plus random).
+fuzzer), random (the paper's baseline) and atpg (one probe per rule plus random), and
+PAZZ with other random shares of the fuzzer (--random-shares; pazz_r50 for 0.5). The
+fuzzer's stream of one network is shared by its faults (they are hidden from the model it
+plans on); --jobs simulates networks in parallel processes.
 Prints one JSON object (--out FILE writes it too); --figures DIR draws the figures
 (bench/paperplot.py, the `pazz[eval]` extra).
 
-    python bench/paper.py --out docs/evaluation/paper.json --figures docs/evaluation
+    python bench/paper.py --jobs 2 --out docs/evaluation/paper.json.gz --figures docs/evaluation
     python bench/paper.py --quick --out /tmp/q.json --figures /tmp/fig   # small, fast
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gzip
 import json
 import math
 import os
@@ -23,6 +28,7 @@ import random
 import sys
 import time
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -78,15 +84,28 @@ def delivered_pairs(net: Net) -> int:
     return sum(net.model.reach(i, e) != sp.false for i in net.edges for e in net.edges if i != e)
 
 
-def run_network(key: str, rules: int, runs: int, horizon: float, say) -> tuple[dict, list]:
+def variant(share: float) -> str:
+    """The system name of PAZZ with another random share: pazz_r50 for 0.5."""
+    return f"pazz_r{round(share * 100)}"
+
+
+def run_network(
+    key: str, rules: int, runs: int, horizon: float, shares: tuple, say
+) -> tuple[dict, list]:
     kind, size, _, paper_cpc = TOPOLOGIES[key]
     t = time.perf_counter()
     net = Net(key, kind, size, rules)
     scs = build_scenarios(net)
     say(f"{key}: model {net.build_s:.2f} s, {len(scs)} faults")
     seconds = WARMUP_S + SPACING_S * (runs - 1) + horizon
-    stream = fuzz_stream(net, [s.fault for s in scs], seconds, seed=1)
+    faults = [s.fault for s in scs]
+    streams = {"pazz": fuzz_stream(net, faults, seconds, seed=1)}
+    stream = streams["pazz"]
     say(f"{key}: {stream['probes']} fuzzer probes in {time.perf_counter() - t:.0f} s")
+    for share in shares:
+        streams[variant(share)] = fuzz_stream(net, faults, seconds, seed=1, random_share=share)
+        say(f"{key}: {variant(share)} stream done at {time.perf_counter() - t:.0f} s")
+    systems = SYSTEMS + tuple(variant(s) for s in shares)
     ap = atpg_probes(net, seed=1)
     info = {
         "switches": len(net.wl.topo.switches),
@@ -98,7 +117,7 @@ def run_network(key: str, rules: int, runs: int, horizon: float, say) -> tuple[d
         "paper_build_s": paper_cpc,
         "fuzzer_plan_ms": fuzzer_plan_ms(net),
         "fuzzer_probes": stream["probes"],
-        "fuzzer_sent_by_group": _groups(stream["sent_by_area"]),
+        "fuzzer_sent_by_group": {k: _groups(v["sent_by_area"]) for k, v in streams.items()},
         "atpg_probes": len(ap),
         "faults": [],
     }
@@ -116,13 +135,13 @@ def run_network(key: str, rules: int, runs: int, horizon: float, say) -> tuple[d
                 "entries": len(f.entries),
                 "production_pps_in_match": round(sc.prod_rate, 3),
                 "uniform_share": sc.uniform_p,
-                "fuzzer_probes_in_match": len(stream["hits"][f.name]),
+                "fuzzer_probes_in_match": {k: len(v["hits"][f.name]) for k, v in streams.items()},
                 "atpg_probes_in_match": len(pos),
             }
         )
         for r in range(runs):
             t0 = WARMUP_S + SPACING_S * r
-            for system in SYSTEMS:
+            for system in systems:
                 for n in SAMPLINGS:
                     res = simulate(
                         sc,
@@ -131,7 +150,7 @@ def run_network(key: str, rules: int, runs: int, horizon: float, say) -> tuple[d
                         t0,
                         horizon,
                         seed=zlib.crc32(f"{key} {f.name} {r} {system} {n}".encode()),
-                        fuzz_hits=stream["hits"][f.name],
+                        fuzz_hits=streams[system]["hits"][f.name] if system in streams else None,
                         atpg=(pos, len(ap), FUZZ_PPS / 2, ap),
                     )
                     rows.append(
@@ -178,10 +197,11 @@ def stats(values: list, horizon: float) -> dict:
 
 def summarize(rows: list, horizon: float) -> dict:
     out: dict = {}
+    systems = list(dict.fromkeys(r["system"] for r in rows))
     groups = {"all28": ("p", "a"), "type_p": ("p",), "type_a": ("a",), "fat_finger": ("hard",)}
     for key in TOPOLOGIES:
         for n in SAMPLINGS:
-            for system in SYSTEMS:
+            for system in systems:
                 sel = [r for r in rows if r["net"] == key and r["sampling"] == n]
                 sel = [r for r in sel if r["system"] == system]
                 if not sel:
@@ -191,13 +211,20 @@ def summarize(rows: list, horizon: float) -> dict:
                     d[g] = stats([r["detect_s"] for r in sel if r["type"] in types], horizon)
     for per in out.values():
         for by_sys in per.values():
-            pz = by_sys["pazz"]["all28"]["median_s"]
-            for b in ("random", "atpg"):
-                bm = by_sys[b]["all28"]["median_s"]
-                by_sys[f"speedup_median_vs_{b}"] = (
-                    None if pz in (None, 0) else (math.inf if bm is None else round(bm / pz, 2))
-                )
+            for s in [s for s in systems if s.startswith("pazz")]:
+                pz = by_sys[s]["all28"]["median_s"]
+                pre = "" if s == "pazz" else f"{s}_"
+                for b in ("random", "atpg"):
+                    bm = by_sys[b]["all28"]["median_s"]
+                    by_sys[f"{pre}speedup_median_vs_{b}"] = (
+                        None if pz in (None, 0) else (math.inf if bm is None else round(bm / pz, 2))
+                    )
     return out
+
+
+def _say(verbose: bool, msg: str) -> None:
+    if verbose:
+        print(msg, file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
@@ -206,6 +233,13 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--horizon", type=float, default=240.0, help="seconds after injection")
     ap.add_argument("--rules", type=int, default=None, help="override every rule count")
+    ap.add_argument(
+        "--random-shares",
+        default=None,
+        help="PAZZ variants with these fuzzer random shares, comma-separated "
+        "('' for none; default 0.5, none with --quick)",
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="networks simulated in parallel")
     ap.add_argument("--quick", action="store_true", help="grid4, 1,000 rules, 2 runs, 30 s")
     ap.add_argument("--out", help="write the JSON here too")
     ap.add_argument("--figures", help="draw the figures (PNG and SVG) into this directory")
@@ -213,14 +247,31 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.networks, args.runs, args.horizon, args.rules = "grid4", 2, 30.0, 1000
-    say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.verbose else (lambda s: None)
-    t0 = time.perf_counter()
-    nets, rows = {}, []
-    for key in args.networks.split(","):
+    say = functools.partial(_say, args.verbose)  # picklable, for --jobs
+    if args.random_shares is None:
+        args.random_shares = "" if args.quick else "0.5"
+    try:
+        shares = tuple(float(x) for x in args.random_shares.split(",") if x.strip())
+    except ValueError:
+        ap.error(f"--random-shares: not a list of numbers: {args.random_shares!r}")
+    if not all(0 < x < 1 for x in shares):
+        ap.error(f"--random-shares: every share must be in (0, 1): {args.random_shares!r}")
+    keys = args.networks.split(",")
+    for key in keys:
         if key not in TOPOLOGIES:
             ap.error(f"--networks: unknown network {key!r} (known: {', '.join(TOPOLOGIES)})")
-        info, r = run_network(key, args.rules or TOPOLOGIES[key][2], args.runs, args.horizon, say)
-        nets[key], rows = info, rows + r
+    t0 = time.perf_counter()
+    jobs = [(k, args.rules or TOPOLOGIES[k][2], args.runs, args.horizon, shares) for k in keys]
+    if args.jobs > 1 and len(keys) > 1:
+        # Biggest first, so that the last network to start is a small one.
+        order = sorted(jobs, key=lambda j: -j[1])
+        with ProcessPoolExecutor(min(args.jobs, len(keys))) as pool:
+            futs = {j[0]: pool.submit(run_network, *j, say) for j in order}
+            done = {k: f.result() for k, f in futs.items()}
+    else:
+        done = {j[0]: run_network(*j, say) for j in jobs}
+    nets = {k: done[k][0] for k in keys}
+    rows = [r for k in keys for r in done[k][1]]
     report = {
         "bench": "paper",
         "config": {
@@ -233,6 +284,7 @@ def main(argv=None) -> int:
             "warmup_s": WARMUP_S,
             "spacing_s": SPACING_S,
             "corroborate": 2,
+            "random_shares": list(shares),
             "quick": args.quick,
         },
         "paper": {k: list(v) if isinstance(v, tuple) else v for k, v in PAPER.items()},
@@ -246,9 +298,10 @@ def main(argv=None) -> int:
         from bench.paperplot import draw
 
         report["figures"] = draw(report, args.figures)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(json.dumps(report, indent=1) + "\n")
+    if args.out:  # FILE.json.gz: gzip'd (every run is in it)
+        opener = gzip.open if args.out.endswith(".gz") else open
+        with opener(args.out, "wt") as fh:
+            fh.write(json.dumps(report, separators=(",", ":")) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
     return 0
 

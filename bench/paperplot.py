@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 STYLE = {"pazz": ("C0", "PAZZ (this)"), "random": ("C3", "random (paper's baseline)")}
 STYLE["atpg"] = ("C2", "ATPG-style + random")
+VARIANT_COLORS = ("C1", "C4", "C5", "C6")
 LINE = {100: "-", 1000: "--"}
 
 
@@ -77,9 +78,13 @@ def draw(report: dict, outdir: str) -> list[str]:
         ax.legend(fontsize=8, loc="lower right")
     files += _save(fig, outdir, "fig9a")
 
+    style = dict(STYLE)
+    variants = sorted({r["system"] for r in rows} - set(STYLE))
+    for v, color in zip(variants, VARIANT_COLORS, strict=False):
+        style[v] = (color, f"PAZZ, random share {int(v.split('_r')[1]) / 100:g}")
     for letter, key in zip("bcde", nets, strict=False):
         fig, ax = plt.subplots(figsize=(6.5, 4))
-        for system, (color, label) in STYLE.items():
+        for system, (color, label) in style.items():
             for n in samplings:
                 xs = _times(rows, net=key, system=system, sampling=n)
                 _cdf(ax, xs, horizon, color=color, ls=LINE.get(n, ":"), label=f"{label}, 1/{n}")
@@ -88,7 +93,7 @@ def draw(report: dict, outdir: str) -> list[str]:
         ax.set_xlim(0, horizon)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         files += _save(fig, outdir, f"fig9{letter}")
 
     key = "fattree4" if "fattree4" in nets else nets[-1]
@@ -117,3 +122,84 @@ def draw(report: dict, outdir: str) -> list[str]:
     ax.grid(alpha=0.3, axis="y")
     files += _save(fig, outdir, "fig10")
     return files
+
+
+def _fmt(v) -> str:
+    return "> horizon" if v is None else f"{v:g}"
+
+
+def markdown(report: dict) -> str:
+    """The tables of docs/evaluation.md, from a report."""
+    rows = report["runs"]
+    out = [
+        "| network | sampling | prober | Type-p found, median, max s "
+        "| Type-a found, ≤ 60 s, ≤ 120 s | all 28: median s, ≤ 10 s, ≤ 60 s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, per in report["summary"].items():
+        for samp, by_sys in per.items():
+            for system, d in by_sys.items():
+                if not isinstance(d, dict):
+                    continue
+                p, a, al = d["type_p"], d["type_a"], d["all28"]
+                sel = [
+                    r["detect_s"]
+                    for r in rows
+                    if r["net"] == key
+                    and r["sampling"] == int(samp[2:])
+                    and r["system"] == system
+                    and r["type"] in ("p", "a")
+                ]
+                w10 = sum(v is not None and v <= 10 for v in sel) / len(sel)
+                out.append(
+                    f"| {key} | {samp} | {system} "
+                    f"| {p['detected']}/{p['runs']}, {_fmt(p['median_s'])}, {_fmt(p['max_s'])} "
+                    f"| {a['detected']}/{a['runs']}, {a['within_60_s']:.0%}, "
+                    f"{a['within_120_s']:.0%} "
+                    f"| {_fmt(al['median_s'])}, {w10:.0%}, {al['within_60_s']:.0%} |"
+                )
+    out += ["", _families(report)]
+    return "\n".join(out)
+
+
+def _families(report: dict) -> str:
+    """Per fault family at each sampling: runs found within the horizon and their median."""
+    rows = report["runs"]
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    fams = list(dict.fromkeys(r["family"] for r in rows))
+    out = [
+        "| network | sampling | family | " + " | ".join(systems) + " |",
+        "|---|---|---|" + "---|" * len(systems),
+    ]
+    for key in report["networks"]:
+        for samp in sorted({r["sampling"] for r in rows}):
+            for fam in fams:
+                cells = []
+                for s in systems:
+                    xs = [
+                        r["detect_s"]
+                        for r in rows
+                        if r["net"] == key
+                        and r["sampling"] == samp
+                        and r["family"] == fam
+                        and r["system"] == s
+                    ]
+                    found = sorted(x for x in xs if x is not None)
+                    med = sorted(math.inf if x is None else x for x in xs)[len(xs) // 2]
+                    cells.append(
+                        f"{len(found)}/{len(xs)}, {_fmt(None if med == math.inf else med)}"
+                    )
+                out.append(f"| {key} | 1/{samp} | {fam} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # python bench/paperplot.py REPORT.json[.gz] [FIGURE_DIR]
+    import gzip
+    import json
+    import sys
+
+    with (gzip.open if sys.argv[1].endswith(".gz") else open)(sys.argv[1], "rt") as fh:
+        rep = json.load(fh)
+    if len(sys.argv) > 2:
+        draw(rep, sys.argv[2])
+    print(markdown(rep))

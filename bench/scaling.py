@@ -131,12 +131,35 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     return round(sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx, 3) if sxx else None
 
 
+MAX_MEMORY = 2 * BUDGET["rss_mb"]  # MB of address space a point may take: twice the budget
+POINT_TIMEOUT = 900.0  # s
+
+
+def _limit_memory() -> None:
+    import resource
+
+    cap = int(MAX_MEMORY * 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
 def _point(kind, size, rules, updates, seconds, say) -> dict:
+    """One point in a fresh process, stopped beyond twice the memory budget or
+    POINT_TIMEOUT: such a point is out of budget whatever it would have measured."""
     args = [sys.executable, __file__, "--point", f"{kind},{size},{rules},{updates},{seconds}"]
     t = time.perf_counter()
-    p = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    head = {"kind": kind, "size": size, "rules": rules}
+    try:
+        p = subprocess.run(
+            args, capture_output=True, text=True, timeout=POINT_TIMEOUT, preexec_fn=_limit_memory
+        )
+    except subprocess.TimeoutExpired:
+        return {**head, "error": f"not finished within {POINT_TIMEOUT:.0f} s"}
     if p.returncode != 0:
-        return {"kind": kind, "size": size, "rules": rules, "error": p.stderr.strip()[-500:]}
+        err = p.stderr.strip()
+        if "MemoryError" in err or "memory" in err.lower():
+            err = f"out of memory: over {MAX_MEMORY:.0f} MB of address space ({err[-200:]})"
+        say(f"{kind} {size} {rules}: {time.perf_counter() - t:.0f} s, {err[-300:]}")
+        return {**head, "error": err[-500:]}
     res = json.loads(p.stdout)
     say(f"{kind} {size} {rules}: {time.perf_counter() - t:.0f} s {json.dumps(res)}")
     return res

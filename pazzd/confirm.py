@@ -25,7 +25,7 @@ from cpc.topology import Topology
 
 from .probewatch import ProbeWatch
 
-__all__ = ["Confirmations"]
+__all__ = ["Confirmations", "exits"]
 
 log = logging.getLogger("pazzd.confirm")
 
@@ -35,26 +35,31 @@ class _Pending:
     finding_id: int
     deadline: float
     probes: list  # [(label, ingress, header, expected exits)]
-    seen: dict = field(default_factory=dict)  # label -> Watch
+    seen: dict = field(default_factory=dict)  # label -> Watch (pazzd.probewatch)
+    extra: dict = field(default_factory=dict)  # what the verdict says besides
 
 
 class Confirmations:
-    """store: the fault store (findings); probes: the ProbeWatch that sends and watches."""
+    """store: the fault store (findings); tester: its `watches`; fuzzer: `confirm()`;
+    probes: the ProbeWatch over them to share (one is made otherwise); share: the part of
+    each probe batch the fuzzer gives confirmation copies (fuzzer.engine)."""
 
     def __init__(
         self,
         store,
-        probes: ProbeWatch,
+        tester,
+        fuzzer,
         topo: Topology,
+        sampling_rate: int,
         probe_rate: float,
-        share: float = 0.5,
         clock=time.time,
+        probes: ProbeWatch | None = None,
+        share: float = 0.5,
     ) -> None:
         self.store = store
-        self.probes = probes
         self.topo = topo
-        self.copies = probes.copies
-        # the copies go out at up to `share` of the probe rate (fuzzer.engine)
+        self.probes = probes or ProbeWatch(tester, fuzzer, topo, sampling_rate)
+        self.copies = self.probes.copies
         self.window = self.copies / max(probe_rate * share, 1.0) + 10.0
         self.clock = clock
         self.pending: dict[int, _Pending] = {}
@@ -62,10 +67,15 @@ class Confirmations:
 
     def start(self, finding_id: int, v: Violation) -> bool:
         """Probe a new finding's witness; False when its ingress is not fuzzed."""
-        probes = [("witness", v.ingress, v.witness, _exits(v.paths))]
+        probes = [("witness", v.ingress, v.witness, exits(v.paths))]
         if v.reply is not None and v.policy.dst is not None:
-            probes.append(("reply", v.policy.dst, v.reply, _exits(v.reply_paths)))
-        p = _Pending(finding_id, self.clock() + self.window, probes)
+            probes.append(("reply", v.policy.dst, v.reply, exits(v.reply_paths)))
+        return self.start_probes(finding_id, probes)
+
+    def start_probes(self, finding_id: int, probes: list, extra: dict | None = None) -> bool:
+        """Probe headers for a finding: probes are (label, ingress, header, the exits the
+        model predicts); extra goes into the verdict. False when no ingress is fuzzed."""
+        p = _Pending(finding_id, self.clock() + self.window, probes, extra=extra or {})
         for label, ing, hdr, _ in probes:
             w = self.probes.send(ing, hdr)
             if w is not None:
@@ -101,7 +111,7 @@ class Confirmations:
             )
 
     def _verdict(self, p: _Pending) -> dict:
-        out = {"copies": self.copies, "probes": []}
+        out = {"copies": self.copies, "probes": [], **p.extra}
         verdicts = []
         for label, ing, _hdr, exits in p.probes:
             if label not in p.seen:
@@ -128,8 +138,13 @@ class Confirmations:
             if v in verdicts:
                 out["verdict"] = v
                 break
+        if "model_winner" in p.extra:  # an interference finding: whom the data plane obeyed
+            out["obeyed"] = {
+                "agrees": p.extra["model_winner"],
+                "differs": "not " + p.extra["model_winner"],
+            }.get(out.get("verdict"), "unseen")
         return out
 
 
-def _exits(paths) -> set:
+def exits(paths) -> set:
     return {d.egress for d in paths if d.kind == "egress"}

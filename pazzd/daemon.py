@@ -48,7 +48,7 @@ from .answers import fault_json
 from .api import ApiError, ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
-from .confirm import Confirmations
+from .confirm import Confirmations, exits
 from .entries import EntryConfirmations
 from .findings import IntentFindings
 from .guard import IntentGuard
@@ -549,7 +549,14 @@ class Daemon:
             probes = ProbeWatch(self.tester, self.fuzzer, cfg.topology, cfg.sampling_rate)
         if cfg.intents_confirm and probes is not None:
             self.confirmations = Confirmations(
-                self.store, probes, cfg.topology, cfg.fuzz_rate, cfg.agents_share
+                self.store,
+                self.tester,
+                self.fuzzer,
+                cfg.topology,
+                cfg.sampling_rate,
+                cfg.fuzz_rate,
+                probes=probes,
+                share=cfg.agents_share,
             )
         if cfg.agents_confirm and probes is not None and self.proxy is not None:
             self.entry_confirm = EntryConfirmations(
@@ -673,6 +680,7 @@ class Daemon:
             return
         checker = InterferenceChecker(self.model, Apps(cfg.apps))
         self.interference = InterferenceFindings(self.store, cfg.topology, checker)
+        self.interference.on_new = self._confirm_interference
         t0 = time.monotonic()
         checker.scan()
         self._interference_sync()
@@ -723,6 +731,25 @@ class Daemon:
 
     def _enforced(self) -> set[str]:
         return {p.name for p in self.cfg.intent_policies if p.enforce}
+
+    def _confirm_interference(self, fid: int, f) -> None:
+        """Probe an interference finding's witness from an edge port whose path reaches
+        the finding's switch (at its in_port); the verdict says which app's entry the
+        data plane obeyed: the model's winner if the reports carry the tags it expects."""
+        if self.confirmations is None:
+            return
+        for ing in self.cfg.topology.edge_ports():
+            paths = self.model.trace(ing, f.witness)
+            if any(
+                h.dpid == f.dpid and (f.in_port is None or h.in_port == f.in_port)
+                for d in paths
+                for h in d.hops
+            ):
+                side = {"a": f.a, "b": f.b}.get(f.winner)
+                winner = side.owner if side is not None else "another entry"
+                probe = [("witness", ing, f.witness, exits(paths))]
+                self.confirmations.start_probes(fid, probe, {"model_winner": winner})
+                return
 
     def _confirm(self, new: list) -> None:
         if self.confirmations is None:

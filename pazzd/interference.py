@@ -35,6 +35,8 @@ class InterferenceFindings:
         self.store = store
         self.topo = topo
         self.checker = checker
+        # on_new(finding_id, Finding) after a new finding is stored (the daemon probes it)
+        self.on_new = None
 
     def sync(self) -> int:
         """After a full scan: open what is open now, resolve what a previous run left open.
@@ -73,6 +75,8 @@ class InterferenceFindings:
             )
             if fresh:
                 n += 1
+                if self.on_new is not None:
+                    self.on_new(fid, f)
                 log.log(
                     logging.INFO if f.severity == "info" else logging.WARNING,
                     "interference finding #%d %s; witness %s",

@@ -58,18 +58,21 @@ def grid(n: int) -> tuple[Topology, dict[str, tuple[int, int]]]:
 def fattree(k: int = 4) -> tuple[Topology, dict[str, tuple[int, int]]]:
     """k-ary fat-tree: (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches."""
     half = k // 2
+    # dpids: core 100+i, aggregation 200+i, edge 300+i; from k=16 on (128 aggregation
+    # switches) 1000+i, 2000+i, 3000+i so that the layers do not overlap.
+    base = 100 if k * half <= 100 else 1000
     topo = Topology()
-    core = [100 + i for i in range(half * half)]
+    core = [base + i for i in range(half * half)]
     for c in core:
-        topo.add_switch(c, f"c{c - 100}", range(1, k + 1))
+        topo.add_switch(c, f"c{c - base}", range(1, k + 1))
     hosts = {}
     for p in range(k):
-        aggs = [200 + p * half + i for i in range(half)]
-        edges = [300 + p * half + i for i in range(half)]
+        aggs = [2 * base + p * half + i for i in range(half)]
+        edges = [3 * base + p * half + i for i in range(half)]
         for a in aggs:
-            topo.add_switch(a, f"a{a - 200}", range(1, k + 1))
+            topo.add_switch(a, f"a{a - 2 * base}", range(1, k + 1))
         for e in edges:
-            topo.add_switch(e, f"e{e - 300}", range(1, k + 1))
+            topo.add_switch(e, f"e{e - 3 * base}", range(1, k + 1))
         for i, a in enumerate(aggs):
             for j in range(half):  # agg uplink j (port half+1+j) -> core i*half+j, port p+1
                 topo.add_link((a, half + 1 + j), (core[i * half + j], p + 1))

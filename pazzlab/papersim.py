@@ -6,7 +6,8 @@ within 60 s, the first asks for re-probes), fed sFlow v5 datagrams that tester.e
 packs from the reference's deliveries, exactly as patched OVS reports them. Probes come
 from the systems compared, at the paper's rates:
 
-  pazz     fuzzer.engine.Fuzzer (endless plans), 1000 probes/s;
+  pazz     fuzzer.engine.Fuzzer (endless plans), 1000 probes/s; pazz_rNN the same with
+           random_share NN %;
   random   the paper's baseline: uniformly random valid headers from random edge ports,
            1000 probes/s;
   atpg     ATPG-style: one probe per intended rule (a header that rule matches, from an
@@ -168,14 +169,30 @@ class Scenario:
 # ------------------------------------------------------------------ probe streams
 
 
-def fuzz_stream(net: Net, faults: list[PaperFault], seconds: float, seed: int) -> dict:
+def fuzz_stream(
+    net: Net,
+    faults: list[PaperFault],
+    seconds: float,
+    seed: int,
+    random_share: float | None = None,
+) -> dict:
     """Run the real fuzzer for `seconds` of virtual time at FUZZ_PPS; for every fault,
-    the (time, ingress, header) of its probes inside the fault's match."""
+    the (time, ingress, header) of its probes inside the fault's match.
+
+    Fuzzer.record is left out: it keeps coverage metrics and nothing the schedule reads
+    (tests/pazzlab/test_papersim.py checks that the probes are the same with it)."""
     now = [0.0]
-    fz = Fuzzer(net.model, seed=seed, subscribe=False, clock=lambda: now[0])
+    fz = Fuzzer(
+        net.model, seed=seed, subscribe=False, clock=lambda: now[0], random_share=random_share
+    )
     batch = 50
     hits: dict[str, list] = {f.name: [] for f in faults}
-    checks = [(f.name, f.match.contains) for f in faults]
+    # Every fault's match fixes a prefix of ipv4_dst: test it first, the whole match after.
+    checks = []
+    for f in faults:
+        v, m = f.match.get("ipv4_dst") or (0, 0)
+        checks.append((v, m, f.match.contains, hits[f.name]))
+    by_area: dict[str, int] = {}
     n = 0
     total = int(seconds * FUZZ_PPS)
     while n < total:
@@ -183,14 +200,15 @@ def fuzz_stream(net: Net, faults: list[PaperFault], seconds: float, seed: int) -
         probes = fz.next_probes(batch)
         if not probes:
             break
-        fz.record(probes)
         for j, pr in enumerate(probes):
+            by_area[pr.area] = by_area.get(pr.area, 0) + 1
             h, port = pr.header, pr.ingress[1]
-            for name, contains in checks:
-                if contains(h, port):
-                    hits[name].append(((n + j) / FUZZ_PPS, pr.ingress, h))
+            dst = h.get("ipv4_dst", 0)
+            for v, m, contains, out in checks:
+                if dst & m == v and contains(h, port):
+                    out.append(((n + j) / FUZZ_PPS, pr.ingress, h))
         n += len(probes)
-    return {"hits": hits, "probes": n, "sent_by_area": dict(fz.sent_by_area)}
+    return {"hits": hits, "probes": n, "sent_by_area": by_area}
 
 
 def atpg_probes(net: Net, seed: int) -> list[tuple]:
@@ -309,7 +327,8 @@ def simulate(
     fuzz_hits: list | None = None,
     atpg: tuple | None = None,
 ) -> dict:
-    """Detection time of one run (None: not within horizon) and what led to it."""
+    """Detection time of one run (None: not within horizon): when the tester opens the
+    fault (detect_s) and the time of its first evidence (first_s), and what led to it."""
     rng = random.Random(seed)
     end = t0 + horizon
     now = [t0]
@@ -328,7 +347,7 @@ def simulate(
         srcs.append(
             (t, "prod", None, None) for t in _poisson(sc.prod_rate / sampling, t0, end, rng)
         )
-    if system == "pazz":
+    if system.startswith("pazz"):  # the fuzzer, or a variant of its shares
         srcs.append(
             (t, "fuzz", ing, h)
             for t, ing, h in _sampled((x for x in fuzz_hits if t0 <= x[0] <= end), sampling, rng)
@@ -367,9 +386,15 @@ def simulate(
             tester.process_datagram(dg, now=now[0])
         sources[kind] = sources.get(kind, 0) + 1
         if tester.stats.faults_opened:
-            kinds = sorted({r.kind for r in tester.store.faults("open")})
-            return {"detect_s": round(now[0] - t0, 3), "verdicts": kinds, "samples": sources}
-    return {"detect_s": None, "verdicts": [], "samples": sources, "events": n}
+            rows = tester.store.faults("open")
+            return {
+                "detect_s": round(now[0] - t0, 3),
+                # The fault's first evidence: the first of its corroborated samples.
+                "first_s": round(min(r.first_seen for r in rows) - t0, 3),
+                "verdicts": sorted({r.kind for r in rows}),
+                "samples": sources,
+            }
+    return {"detect_s": None, "first_s": None, "verdicts": [], "samples": sources, "events": n}
 
 
 def _with_reprobes(events, reprobes: list) -> Iterator:

@@ -50,3 +50,22 @@ def test_scaling_quick(tmp_path, capsys):
 def test_slope_of_a_power_law():
     xs = [1, 10, 100, 1000]
     assert scaling.slope(xs, [3 * x**1.5 for x in xs]) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--random-shares", "0.5,x"], "--random-shares: not a list of numbers"),
+        (["--random-shares", "1.5"], "every share must be in (0, 1)"),
+        (["--networks", "grid4,torus"], "unknown network 'torus'"),
+    ],
+)
+def test_bad_arguments_are_named(args, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        paper.main(args)
+    assert e.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_variant_names():
+    assert paper.variant(0.5) == "pazz_r50" and paper.variant(0.3) == "pazz_r30"

@@ -116,6 +116,31 @@ def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedPr
     return p
 
 
+@contextlib.contextmanager
+def grid_lab(tag: str, **bring_up_kw):
+    """The lab's 2x2 grid (100 rules, 2 ACLs, sFlow 1 in 1) on patched OVS, with pazzd and
+    the os-ken controller app through its proxy (pazzlab.demo.bring_up with bring_up_kw);
+    yields (lab, run, workdir) and removes everything afterwards, also on failure."""
+    import shutil
+    import tempfile
+
+    from pazzlab.demo import bring_up
+    from pazzlab.lab import Lab
+    from pazzlab.ovs import stop_processes
+
+    prefix = lab_prefix("tcpreplay")
+    workdir = Path(tempfile.mkdtemp(prefix=f"pazz-{tag}-"))
+    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1)
+    procs: list[subprocess.Popen] = []
+    try:
+        lab.start()
+        yield lab, bring_up(lab, workdir, procs, controller=True, **bring_up_kw), workdir
+    finally:
+        stop_processes(procs, timeout=10)
+        lab.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def lab_leftovers(tag: str, run_dir: Path | None = None) -> list[str]:
     """Interfaces, namespaces and Mininet shells of the lab with this tag that still exist,
     and, given its run directory, the processes started from it and the directory itself."""

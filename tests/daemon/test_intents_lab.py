@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,9 +19,7 @@ import yaml
 
 from cpc.fields import parse_header
 from pazzd.api import call
-from pazzlab.demo import bring_up, stop_processes
-from pazzlab.lab import Lab
-from tests.daemon.helpers import lab_prefix, wait_for
+from tests.daemon.helpers import grid_lab, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 
@@ -53,23 +49,15 @@ class Controller:
 
 
 @pytest.fixture
-def lab_run():
-    prefix = lab_prefix("tcpreplay")
-    workdir = Path(tempfile.mkdtemp(prefix="pazz-intents-lab-"))
-    procs: list[subprocess.Popen] = []
-    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1)
-    updates = workdir / "updates.jsonl"
+def lab_run(tmp_path):
+    updates = tmp_path / "updates.jsonl"
     updates.touch()
-    try:
-        lab.start()
-        run = bring_up(
-            lab, workdir, procs, controller=True, updates=updates, fuzz_rate=200, resolve_after=8
-        )
+    with grid_lab("intents-lab", updates=updates, fuzz_rate=200, resolve_after=8) as (
+        lab,
+        run,
+        workdir,
+    ):
         yield lab, run, Controller(updates), workdir
-    finally:
-        stop_processes(procs)
-        lab.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def reload_with(run, intents: dict) -> None:

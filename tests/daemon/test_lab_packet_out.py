@@ -11,20 +11,12 @@ gives as many samples and reports."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-from pazzlab.demo import bring_up
-from pazzlab.lab import Lab
-from pazzlab.ovs import stop_processes
-
-from .helpers import lab_prefix, pazzctl
+from .helpers import grid_lab, pazzctl
 
 pytestmark = pytest.mark.ovs
 
@@ -32,23 +24,14 @@ PPS = 1  # production traffic per host
 
 
 def test_fuzz_probes_by_packet_out_on_the_lab():
-    prefix = lab_prefix("tcpreplay")
-    workdir = Path(tempfile.mkdtemp(prefix="pazz-lab-packet-out-"))
-    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1)
-    procs: list[subprocess.Popen] = []
-    try:
-        lab.start()
-        run = bring_up(
-            lab,
-            workdir,
-            procs,
-            controller=True,
-            pps=PPS,
-            fuzz_rate=200.0,
-            resolve_after=30.0,
-            settle=1.5,
-            fuzz_inject=False,
-        )
+    with grid_lab(
+        "lab-packet-out",
+        pps=PPS,
+        fuzz_rate=200.0,
+        resolve_after=30.0,
+        settle=1.5,
+        fuzz_inject=False,
+    ) as (lab, run, _):
         assert yaml.safe_load(run.config.read_text())["fuzz"]["inject"] == {}
         status = lambda: json.loads(pazzctl(run.sock, "status", "--json").stdout)  # noqa: E731
         s0, t0 = status(), time.monotonic()
@@ -64,7 +47,3 @@ def test_fuzz_probes_by_packet_out_on_the_lab():
         assert reports > 0
         assert s1["tester"]["consistent"] - s0["tester"]["consistent"] == reports, s1["tester"]
         assert json.loads(pazzctl(run.sock, "faults", "--json").stdout) == []
-    finally:
-        stop_processes(procs, timeout=10)
-        lab.stop()
-        shutil.rmtree(workdir, ignore_errors=True)

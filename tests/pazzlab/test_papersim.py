@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpc.refdp import RefDataPlane
+from fuzzer.engine import Fuzzer
 from pazzlab.paperfaults import FAMILIES, paper_faults
-from pazzlab.papersim import Net, Scenario, _geometric_times, simulate
+from pazzlab.papersim import FUZZ_PPS, Net, Scenario, _geometric_times, fuzz_stream, simulate
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,34 @@ def test_type_p_found_by_production_alone(scenarios):
     for system in ("pazz", "random", "atpg"):
         r = simulate(s, system, 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=([], 1, 500.0, []))
         assert r["detect_s"] is not None and r["detect_s"] <= 60
+        assert 0 < r["first_s"] <= r["detect_s"]  # the first of the corroborating samples
         assert set(r["samples"]) <= {"prod", "reprobe"}
     a = next(s for s in scenarios if s.fault.family == "acl_bypass")
     r = simulate(a, "pazz", 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=None)
     assert r["detect_s"] is None
+
+
+def test_fuzz_stream_is_the_fuzzers_own(net, scenarios):
+    """The stream leaves Fuzzer.record out: the same fuzzer, recording as pazzd does, sends
+    the same probes; every hit is a probe of the stream inside its fault's match, and every
+    such probe is a hit (checked with Match.contains alone)."""
+    faults = [s.fault for s in scenarios]
+    got = fuzz_stream(net, faults, 3.0, seed=5)
+    now = [0.0]
+    fz = Fuzzer(net.model, seed=5, subscribe=False, clock=lambda: now[0])
+    sent = []
+    while len(sent) < 3000:
+        now[0] = len(sent) / FUZZ_PPS
+        probes = fz.next_probes(50)
+        fz.record(probes)
+        sent += probes
+    assert got["probes"] == len(sent)
+    assert got["sent_by_area"] == fz.sent_by_area
+    for f in faults:
+        want = [
+            (i / FUZZ_PPS, p.ingress, p.header)
+            for i, p in enumerate(sent)
+            if f.match.contains(p.header, p.ingress[1])
+        ]
+        assert got["hits"][f.name] == want, f.name
+    assert any(got["hits"][f.name] for f in faults if f.type == "a")
