@@ -163,7 +163,7 @@ class IntentChecker:
     """Holds every policy's violations for the model it watches.
 
     check_all() evaluates from scratch (start-up, new policies); on_update(upd), given to
-    Model.subscribe, keeps them up to date. Both return (opened, resolved) violations.
+    Model.subscribe, keeps them up to date. Both return the Changes.
     """
 
     def __init__(self, model: Model, policies: Iterable[Policy] = ()) -> None:
@@ -394,8 +394,11 @@ class IntentChecker:
                 cls = m.part.bdd_of[class_id] & self._h[i]
                 if cls == space.false:
                     continue
-                for o in walk.expanded(class_id):
-                    if o.kind != "egress" or o.ingress != ing or o.egress != p.dst:
+                if class_id not in m.index.rewriting:  # every header leaves as it came
+                    bad_parts.append(cls & no_reply)
+                    continue
+                for o in walk.expanded_from({ing}, class_id):
+                    if o.kind != "egress" or o.egress != p.dst:
                         continue
                     if o.rewritten and o.final_hdr is not None:
                         # the header as it left; back to the ingress headers it came from

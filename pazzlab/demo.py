@@ -768,6 +768,7 @@ def bring_up(
     updates: Path | None = None,
     ui_listen: str | None = None,
     fuzz_inject: bool = True,
+    extra: dict | None = None,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -783,7 +784,8 @@ def bring_up(
 
     controller=False: the rules go on with ovs-ofctl, pazzd loads the same rule file.
     `updates`: a file the controller app follows (examples/controller_app.py --updates).
-    `ui_listen`: HOST:PORT of pazzd's web view (off without it).
+    `ui_listen`: HOST:PORT of pazzd's web view (off without it). `extra`: more top-level
+    sections of pazzd's config (intents, apps).
     `fuzz_inject`: False gives the fuzzer no host interface (Lab.config).
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
@@ -796,6 +798,7 @@ def bring_up(
         settle=settle,
         ui_listen=ui_listen,
         fuzz_inject=fuzz_inject,
+        extra=extra,
     )
     cfg_path = workdir / "pazzd.yaml"
     ctl = None

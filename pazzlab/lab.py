@@ -597,6 +597,7 @@ class Lab:
         controller: str | None = None,
         ui_listen: str | None = None,
         fuzz_inject: bool = True,
+        extra: dict | None = None,
     ) -> dict:
         """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
         on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
@@ -640,6 +641,7 @@ class Lab:
             "api": {"socket": api_socket},
             "database": database,
         }
+        cfg.update(extra or {})  # more top-level sections (intents, apps, ...)
         return cfg
 
     def write_config(self, path, **kw) -> Path:
