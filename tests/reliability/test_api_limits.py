@@ -1,4 +1,4 @@
-"""Issue #20 items 2 and 16 for the local API and the metrics endpoint: idle clients
+"""The local API and the metrics endpoint: idle clients
 cannot lock them out, hostile requests get an answer, client errors are not tracebacks,
 and event-loop errors (a failed accept per attempt) are logged once per cause."""
 

@@ -1,4 +1,4 @@
-"""Issue #20 item 15: a broken database, a config that is not UTF-8, a device or directory
+"""A broken database, a config that is not UTF-8, a device or directory
 as topology or rules: pazzd stops with one line that names the file, never a traceback
 or a hang; relative paths in the config are relative to the config file."""
 

@@ -1,4 +1,4 @@
-"""Issue #20 item 5: rule IDs are freed when nothing uses them (a rejected ADD, a delete),
+"""Rule IDs are freed when nothing uses them (a rejected ADD, a delete),
 and the intended table's per-match cache stays bounded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #20 item 7: one corrupted but well-formed sample opens no fault; a second sample
+"""One corrupted but well-formed sample opens no fault; a second sample
 of the same fault (or the fuzzer's re-probe of its header, when it is sampled) does, and
 the fault's first evidence stays the first sample."""
 

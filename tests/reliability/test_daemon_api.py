@@ -1,4 +1,4 @@
-"""Issue #20 item 16 through a real (in-process) pazzd: bad API arguments are refused
+"""Through a real (in-process) pazzd: bad API arguments are refused
 with a one-line error and the daemon keeps answering."""
 
 from __future__ import annotations

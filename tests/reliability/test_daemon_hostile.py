@@ -1,4 +1,4 @@
-"""Issue #20, done-when: a real pazzd under several hostile peers at once (HELLO-only
+"""A real pazzd under several hostile peers at once (HELLO-only
 proxy connections, idle API clients, forged sFlow agents, one corrupted report) stays
 up and bounded, answers status, opens no false fault, and stops within 5 s."""
 

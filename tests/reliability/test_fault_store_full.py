@@ -1,4 +1,4 @@
-"""Issue #20 item 13: with the fault store's disk full, faults wait in a bounded memory
+"""With the fault store's disk full, faults wait in a bounded memory
 queue and are recorded once it has room again; none is dropped without being counted."""
 
 from __future__ import annotations

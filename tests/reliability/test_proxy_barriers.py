@@ -1,4 +1,4 @@
-"""Issue #20 item 3: a switch that never answers barriers cannot grow the proxy's pending
+"""A switch that never answers barriers cannot grow the proxy's pending
 changes and barrier requests without bound; it is dropped after barrier_timeout."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #20 item 8: whatever a controller sends, the commit path contains its errors:
+"""Whatever a controller sends, the commit path contains its errors:
 the switch session stays, and the model holds exactly the representable entries of the
 intended table."""
 

@@ -1,4 +1,4 @@
-"""Issue #20 item 2, the proxy's listener: HELLO-only and idle connections are not held
+"""The proxy's listener: HELLO-only and idle connections are not held
 forever, and a flood of connections cannot exhaust descriptors or lock out switches."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #20 item 1: a peer that stops reading must not make the proxy buffer what the
+"""A peer that stops reading must not make the proxy buffer what the
 other side sends. The proxy pauses reading from the sender while the stuck side's
 transport is over its high-water mark, and drops the stuck peer after stall_timeout."""
 

@@ -1,4 +1,4 @@
-"""Issue #20 item 11: a FLOW_REMOVED only ends intent for a timeout or a delete the
+"""A FLOW_REMOVED only ends intent for a timeout or a delete the
 controller sent; an entry deleted behind the controller's back stays intended and the
 next audit reports it missing."""
 

@@ -1,4 +1,4 @@
-"""Issue #20 items 9 and 10: what the proxy cannot forward faithfully is answered with an
+"""What the proxy cannot forward faithfully is answered with an
 OFPT_ERROR, never with a disconnect, and never half-applied."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #20 item 12: a connection that claims the dpid of a connected switch is refused
+"""A connection that claims the dpid of a connected switch is refused
 while that switch answers echo requests; a dead connection is replaced."""
 
 from __future__ import annotations

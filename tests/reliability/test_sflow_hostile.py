@@ -1,4 +1,4 @@
-"""Issue #20 items 6 and 4: forged sFlow datagrams cannot inflate `lost`, grow per-agent
+"""Forged sFlow datagrams cannot inflate `lost`, grow per-agent
 state or write one log line each, and `sflow.agents` drops unknown agents."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #20 item 14: SIGTERM ends pazzd within its bound (5 s) even while the audit
+"""SIGTERM ends pazzd within its bound (5 s) even while the audit
 waits for a flow dump that a switch never answers."""
 
 from __future__ import annotations
