@@ -258,20 +258,43 @@ def cmd_faults(args) -> int:
     return 0
 
 
+def _finding_to_show(args, kind: str) -> dict | None:
+    """`pazzctl KIND show ID`: the finding to print, or None once printed as JSON."""
+    if args.id is None:
+        raise CliError(f"{kind}s show needs a finding ID")
+    f = _call(args, "finding", id=args.id)
+    if f["kind"] != kind:
+        raise CliError(f"finding {args.id} is a {f['kind']} finding, not an {kind} finding")
+    if args.json:
+        print(json.dumps(f, indent=2))
+        return None
+    return f
+
+
+def _findings_to_list(args, kind: str) -> list | None:
+    """`pazzctl KIND [--open]`: the findings to tabulate, or None once printed as JSON."""
+    if args.action is not None:
+        raise CliError(f"unknown {kind}s action {args.action!r} (use: {kind}s show ID)")
+    found = _call(args, "findings", kind=kind, state="open" if args.open else None)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return None
+    return found
+
+
+def _finding_head(f: dict) -> None:
+    print(f"{'id':12} {f['id']}")
+    print(f"{'state':12} {f['state']}   severity {f['severity']}")
+
+
 def cmd_intents(args) -> int:
     """Intent findings: the intended state breaks a policy (pazzd.findings)."""
     if args.action == "show":
-        if args.id is None:
-            raise CliError("intents show needs a finding ID")
-        f = _call(args, "finding", id=args.id)
-        if f["kind"] != "intent":
-            raise CliError(f"finding {args.id} is a {f['kind']} finding, not an intent finding")
-        if args.json:
-            print(json.dumps(f, indent=2))
+        f = _finding_to_show(args, "intent")
+        if f is None:
             return 0
         d = f["detail"]
-        print(f"{'id':12} {f['id']}")
-        print(f"{'state':12} {f['state']}   severity {f['severity']}")
+        _finding_head(f)
         print(f"{'policy':12} {d['policy']} ({d['check']}{', enforced' if d['enforce'] else ''})")
         print(f"{'finding':12} {f['summary']}")
         print(
@@ -313,11 +336,8 @@ def cmd_intents(args) -> int:
             print("the model's paths for the reply:")
             print_outcomes_json(d["reply_paths"])
         return 0
-    if args.action is not None:
-        raise CliError(f"unknown intents action {args.action!r} (use: intents show ID)")
-    found = _call(args, "findings", kind="intent", state="open" if args.open else None)
-    if args.json:
-        print(json.dumps(found, indent=2))
+    found = _findings_to_list(args, "intent")
+    if found is None:
         return 0
     rows = [("id", "state", "policy", "first seen", "data plane", "finding")]
     for f in found:
@@ -338,17 +358,11 @@ def cmd_intents(args) -> int:
 def cmd_agents(args) -> int:
     """Agent findings: a switch accepted an entry and forwards otherwise (pazzd.entries)."""
     if args.action == "show":
-        if args.id is None:
-            raise CliError("agents show needs a finding ID")
-        f = _call(args, "finding", id=args.id)
-        if f["kind"] != "agent":
-            raise CliError(f"finding {args.id} is a {f['kind']} finding, not an agent finding")
-        if args.json:
-            print(json.dumps(f, indent=2))
+        f = _finding_to_show(args, "agent")
+        if f is None:
             return 0
         d = f["detail"]
-        print(f"{'id':12} {f['id']}")
-        print(f"{'state':12} {f['state']}   severity {f['severity']}")
+        _finding_head(f)
         print(f"{'finding':12} {f['summary']}")
         print(f"{'entry':12} {d['switch']} table={d['table']} priority={d['priority']}", end="")
         print(f" cookie={d['cookie']} rule_id={d['rule_id']} {d['match']}")
@@ -366,11 +380,8 @@ def cmd_agents(args) -> int:
             print(f"  expected  {', '.join(p['expected_exits']) or 'no exit'}")
             print(f"  reported  {', '.join(seen) or 'nothing'}")
         return 0
-    if args.action is not None:
-        raise CliError(f"unknown agents action {args.action!r} (use: agents show ID)")
-    found = _call(args, "findings", kind="agent", state="open" if args.open else None)
-    if args.json:
-        print(json.dumps(found, indent=2))
+    found = _findings_to_list(args, "agent")
+    if found is None:
         return 0
     rows = [("id", "state", "switch", "first seen", "reason", "finding")]
     for f in found:
@@ -384,10 +395,7 @@ def cmd_agents(args) -> int:
                 f["summary"][:80],
             )
         )
-    if len(rows) == 1:
-        print("no agent findings")
-    else:
-        _table(rows)
+    _table(rows, empty="no agent findings")
     return 0
 
 
