@@ -518,24 +518,15 @@ def add_daemon_commands(sub, common) -> None:
     f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
     f.add_argument("--open", action="store_true", help="only open faults")
     f.set_defaults(func=cmd_faults)
-    it = sub.add_parser(
-        "intents",
-        parents=[common],
-        help="where the intended state breaks a policy, or `intents show ID`",
-    )
-    it.add_argument("action", nargs="?", choices=["show"], help="show one finding")
-    it.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
-    it.add_argument("--open", action="store_true", help="only open findings")
-    it.set_defaults(func=cmd_intents)
-    ag = sub.add_parser(
-        "agents",
-        parents=[common],
-        help="entries a switch accepted and forwards otherwise, or `agents show ID`",
-    )
-    ag.add_argument("action", nargs="?", choices=["show"], help="show one finding")
-    ag.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
-    ag.add_argument("--open", action="store_true", help="only open findings")
-    ag.set_defaults(func=cmd_agents)
+    for name, what, func in (
+        ("intents", "where the intended state breaks a policy", cmd_intents),
+        ("agents", "entries a switch accepted and forwards otherwise", cmd_agents),
+    ):
+        p = sub.add_parser(name, parents=[common], help=f"{what}, or `{name} show ID`")
+        p.add_argument("action", nargs="?", choices=["show"], help="show one finding")
+        p.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
+        p.add_argument("--open", action="store_true", help="only open findings")
+        p.set_defaults(func=func)
     inf = sub.add_parser(
         "interference",
         parents=[common],

@@ -69,6 +69,26 @@ STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 log = logging.getLogger("pazzd")
 
 _TICK = 0.5  # seconds between tester timer ticks
+# Settings that take effect at the next restart: a reload warns when they change and keeps
+# the running instance's.
+RESTART_ONLY = (
+    "topology_path",
+    "rules",
+    "sflow_host",
+    "sflow_port",
+    "api_socket",
+    "metrics_host",
+    "metrics_port",
+    "ui_enabled",
+    "ui_host",
+    "ui_port",
+    "database",
+    "controller_enabled",
+    "listen_host",
+    "listen_port",
+    "agents_confirm",
+    "fuzz_delivered_share",
+)
 PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 CLONE_NEWNET = 0x40000000
@@ -1011,23 +1031,7 @@ class Daemon:
             self.notifier.ready("config reload failed; running on the last good config")
             return False
         old = self.cfg
-        for key in (
-            "topology_path",
-            "rules",
-            "sflow_host",
-            "sflow_port",
-            "api_socket",
-            "metrics_host",
-            "metrics_port",
-            "ui_enabled",
-            "ui_host",
-            "ui_port",
-            "database",
-            "controller_enabled",
-            "listen_host",
-            "listen_port",
-            "agents_confirm",
-        ):
+        for key in RESTART_ONLY:
             if getattr(old, key) != getattr(cfg, key):
                 log.warning("config: %s changed; it takes effect at the next restart", key)
         logging.getLogger().setLevel(cfg.log_level.upper())
@@ -1058,22 +1062,8 @@ class Daemon:
             self.proxy.set_audit(*audit)  # the new period starts now
         if self.workers is not None:
             self.workers.recycle()
-        # Keep the start-up-only settings of the running instance.
-        for key in (
-            "topology",
-            "topology_path",
-            "rules",
-            "sflow_host",
-            "sflow_port",
-            "api_socket",
-            "metrics_host",
-            "metrics_port",
-            "ui_enabled",
-            "ui_host",
-            "ui_port",
-            "database",
-            "fuzz_delivered_share",
-        ):
+        # Keep the start-up-only settings of the running instance (the topology with its file).
+        for key in ("topology", *RESTART_ONLY):
             setattr(cfg, key, getattr(old, key))
         self.cfg = cfg
         self.last_config_error = None
