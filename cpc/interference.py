@@ -1,8 +1,10 @@
 """Interference between controller applications: entries of different owners on one switch
 whose matches meet, found on every committed update.
 
-Owners are cookie ranges (Apps: Faucet and ONOS encode an application in the cookie);
-entries no range claims belong to "unknown". Relations, per header h at one switch, in_port
+Owners are cookie ranges (Apps: Faucet and ONOS encode an application in the cookie) or
+controller connections: an entry's owner is the app whose cookie range matches, else the app
+of the controller connection that added it (FlowEntry.source "controller NAME", as pazzd's
+proxy sets it), else "unknown". Relations, per header h at one switch, in_port
 and table that h reaches (table 0, or through the goto of the entry that wins an earlier
 table):
   override       A is the only top-priority entry matching h and B is at the next priority
@@ -32,18 +34,29 @@ SEVERITY = {"redundancy": "info"}  # every other relation: "warning"
 _COOKIE_MAX = (1 << 64) - 1
 
 
+CONNECTION = "controller "  # FlowEntry.source of an entry a controller connection added
+
+
+def connection_source(conn: str) -> str:
+    """The FlowEntry.source of an entry that controller connection `conn` added."""
+    return CONNECTION + conn if conn else ""
+
+
 @dataclass(frozen=True)
 class App:
     name: str
-    cookie: int
-    mask: int
+    cookie: int | None = None  # with mask: a cookie range
+    mask: int | None = None
+    controller: str | None = None  # the name of a controller connection
 
 
 class Apps:
-    """Owners by cookie: the first app whose (cookie, mask) the entry's cookie matches."""
+    """Owners: the first app whose (cookie, mask) the entry's cookie matches, else the app
+    of the controller connection that added it."""
 
     def __init__(self, apps: Iterable[App] = ()) -> None:
         self.apps = tuple(apps)
+        self._by_conn: dict[str, str] = {}  # controller name -> app
         seen = set()
         for i, a in enumerate(self.apps):
             where = f"apps[{i}]"
@@ -52,6 +65,21 @@ class Apps:
             if a.name in seen:
                 raise ModelError(f"{where}.name: {a.name!r} is named twice")
             seen.add(a.name)
+            if a.controller is not None:
+                if not isinstance(a.controller, str) or not a.controller:
+                    raise ModelError(
+                        f"{where}.controller: a controller's name, not {a.controller!r}"
+                    )
+                if a.controller in self._by_conn:
+                    raise ModelError(
+                        f"{where}.controller: {a.controller!r} belongs to "
+                        f"{self._by_conn[a.controller]!r} already"
+                    )
+                self._by_conn[a.controller] = a.name
+            if a.cookie is None and a.mask is None:
+                if a.controller is None:
+                    raise ModelError(f"{where}: needs a cookie and mask, or a controller")
+                continue
             for f in ("cookie", "mask"):
                 v = getattr(a, f)
                 if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _COOKIE_MAX:
@@ -60,16 +88,19 @@ class Apps:
                 raise ModelError(
                     f"{where}.cookie: 0x{a.cookie:x} has bits outside mask 0x{a.mask:x}"
                 )
-        self._pairs = tuple((a.cookie, a.mask, a.name) for a in self.apps)
+        self._pairs = tuple((a.cookie, a.mask, a.name) for a in self.apps if a.mask is not None)
 
     @property
     def names(self) -> tuple[str, ...]:
         return (*(a.name for a in self.apps), UNKNOWN)
 
-    def owner(self, cookie: int) -> str:
+    def owner(self, cookie: int, source: str = "") -> str:
+        """The owner of an entry with this cookie and FlowEntry.source."""
         for value, mask, name in self._pairs:
             if cookie & mask == value:
                 return name
+        if self._by_conn and source.startswith(CONNECTION):
+            return self._by_conn.get(source[len(CONNECTION) :], UNKNOWN)
         return UNKNOWN
 
 
@@ -247,7 +278,7 @@ class InterferenceChecker:
         k = ekey(e)
         self._forget(k)
         self._entries[k] = e
-        o = self._owner[k] = self.apps.owner(e.cookie)
+        o = self._owner[k] = self.apps.owner(e.cookie, e.source)
         c = self._owners_at.setdefault((e.dpid, e.table), Counter())
         c[o] += 1
 

@@ -45,6 +45,16 @@ class SwitchCfg:
 
 
 @dataclass
+class ControllerCfg:
+    """One more upstream controller (controller.controllers[i])."""
+
+    host: str
+    port: int
+    name: str
+    tls: dict | None = None  # upstream TLS, as controller.upstream_tls
+
+
+@dataclass
 class Config:
     path: str
     topology_path: str
@@ -53,6 +63,9 @@ class Config:
     controller_enabled: bool = False
     controller_host: str = "127.0.0.1"
     controller_port: int = 6633
+    controller_name: str = ""  # the default controller's name; "" = HOST:PORT
+    # More controllers for every switch (controller.controllers; the default one first).
+    controllers: list[ControllerCfg] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 6653
     audit_interval: float = 30.0
@@ -172,6 +185,8 @@ KNOWN = {
         "max_connections",
         "tls",
         "upstream_tls",
+        "name",
+        "controllers",
     },
     "controller.tls": {"cert", "key", "ca"},
     "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
@@ -427,27 +442,107 @@ def _apps(r: _Reader, doc, cfg: Config) -> None:
     for i, e in enumerate(items):
         d = f"apps[{i}]"
         if not isinstance(e, dict):
-            r.fail(items, i, d, "must be a mapping {name, cookie, mask}")
-        bad = sorted(str(k) for k in e if k not in {"name", "cookie", "mask"})
+            r.fail(items, i, d, "must be a mapping {name, cookie, mask, controller}")
+        bad = sorted(str(k) for k in e if k not in {"name", "cookie", "mask", "controller"})
         if bad:
             r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
-        for k in ("name", "cookie", "mask"):
+        need = ("name", "cookie", "mask") if "controller" not in e or "cookie" in e else ("name",)
+        for k in need + (("cookie",) if "mask" in e else ()):
             if k not in e:
                 r.fail(items, i, f"{d}.{k}", "required key missing")
         vals = {}
         for k in ("cookie", "mask"):
+            if k not in e:
+                continue
             try:
                 vals[k] = _int(e[k])
             except ValueError:
                 r.fail(e, k, f"{d}.{k}", f"must be an integer (0x... for hex), not {e[k]!r}")
-        apps.append(App(str(e["name"]), vals["cookie"], vals["mask"]))
+        ctl = e.get("controller")
+        if ctl is not None:
+            names = controller_names(cfg)
+            if str(ctl) not in names:
+                r.fail(
+                    e,
+                    "controller",
+                    f"{d}.controller",
+                    f"no controller named {ctl!r} (controllers: {', '.join(names)})",
+                )
+            ctl = str(ctl)
+        apps.append(App(str(e["name"]), vals.get("cookie"), vals.get("mask"), ctl))
     try:
         Apps(apps)
     except ModelError as ex:  # names the field: apps[i].name, .cookie or .mask
         where, _, msg = str(ex).partition(": ")
         i = int(where[5 : where.index("]")])
-        r.fail(items[i], where.rsplit(".", 1)[1], where, msg)
+        key = where.rsplit(".", 1)[1] if "." in where else "name"
+        r.fail(items[i], key, where, msg)
     cfg.apps = apps
+
+
+def _controllers(r: _Reader, c, cfg: Config, rel) -> None:
+    """controller.name and controller.controllers: the default controller is
+    controller.address, or the first of the list when there is no address."""
+    if c.get("name") is not None and not isinstance(c["name"], str):
+        r.fail(c, "name", "controller.name", "must be a string")
+    items = r.items(c, "controllers", "controller.controllers") if c.get("controllers") else []
+    more = []
+    for i, e in enumerate(items):
+        d = f"controller.controllers[{i}]"
+        if not isinstance(e, dict):
+            r.fail(items, i, d, "must be a mapping {address, name, upstream_tls}")
+        bad = sorted(str(k) for k in e if k not in {"address", "name", "upstream_tls"})
+        if bad:
+            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
+        if e.get("address") is None:
+            r.fail(items, i, f"{d}.address", "required key missing")
+        host, port = r.address(e, "address", f"{d}.address", ("127.0.0.1", 6633))
+        name = e.get("name")
+        if name is not None and (not isinstance(name, str) or not name):
+            r.fail(e, "name", f"{d}.name", "must be a non-empty string")
+        tls = _tls(r, e, "upstream_tls", d, ("ca",), rel) if e.get("upstream_tls") else None
+        more.append((ControllerCfg(host, port, name or f"{host}:{port}", tls), e, d))
+    if more and c.get("address") is None:  # the first of the list is the default
+        first = more.pop(0)[0]
+        cfg.controller_host, cfg.controller_port = first.host, first.port
+        cfg.controller_name = first.name
+        cfg.controller_tls = first.tls or cfg.controller_tls
+    else:
+        cfg.controller_name = str(c.get("name") or "")
+    seen = {cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"}
+    for ctl, e, d in more:
+        if ctl.name in seen:
+            key = "name" if "name" in e else "address"
+            r.fail(e, key, f"{d}.{key}", f"controller {ctl.name!r} is named twice")
+        seen.add(ctl.name)
+    cfg.controllers = [ctl for ctl, _, _ in more]
+
+
+def controller_names(cfg: Config) -> list[str]:
+    """The names of the configured controllers, the default first."""
+    first = cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"
+    return [first, *(c.name for c in cfg.controllers)]
+
+
+def _tls(r: _Reader, c, key: str, where: str, need, rel) -> dict:
+    """A TLS section (cert, key, ca; server_hostname) with its files checked."""
+    t = r.section(c, key, f"{where}.{key}")
+    tls = {}
+    for k in ("cert", "key", "ca"):
+        if t.get(k) is None:
+            if k in need:
+                r.fail(c, key, f"{where}.{key}.{k}", "required key missing")
+            continue
+        if not isinstance(t[k], str):
+            r.fail(t, k, f"{where}.{key}.{k}", "must be a file path")
+        tls[k] = rel(t[k])
+        if not Path(tls[k]).is_file():
+            r.fail(t, k, f"{where}.{key}.{k}", f"{tls[k]}: no such file")
+    if ("cert" in tls) != ("key" in tls):
+        r.fail(c, key, f"{where}.{key}", "cert and key go together")
+    if t.get("server_hostname") is not None:
+        tls["server_hostname"] = str(t["server_hostname"])
+    return tls
 
 
 def _int(v) -> int:
@@ -542,26 +637,12 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     for key, need in (("tls", ("cert", "key")), ("upstream_tls", ("ca",))):
         if c.get(key) is None:
             continue
-        t = r.section(c, key, f"controller.{key}")
-        tls = {}
-        for k in ("cert", "key", "ca"):
-            if t.get(k) is None:
-                if k in need:
-                    r.fail(c, key, f"controller.{key}.{k}", "required key missing")
-                continue
-            if not isinstance(t[k], str):
-                r.fail(t, k, f"controller.{key}.{k}", "must be a file path")
-            tls[k] = rel(t[k])
-            if not Path(tls[k]).is_file():
-                r.fail(t, k, f"controller.{key}.{k}", f"{tls[k]}: no such file")
-        if ("cert" in tls) != ("key" in tls):
-            r.fail(c, key, f"controller.{key}", "cert and key go together")
-        if t.get("server_hostname") is not None:
-            tls["server_hostname"] = str(t["server_hostname"])
+        tls = _tls(r, c, key, "controller", need, rel)
         if key == "tls":
             cfg.switch_tls = tls
         else:
             cfg.controller_tls = tls
+    _controllers(r, c, cfg, rel)
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]

@@ -88,6 +88,10 @@ RESTART_ONLY = (
     "listen_port",
     "agents_confirm",
     "fuzz_delivered_share",
+    "controller_host",
+    "controller_port",
+    "controller_name",
+    "controllers",
 )
 PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
@@ -477,10 +481,16 @@ class Daemon:
 
     async def _start_proxy(self, cfg: Config) -> None:
         from pazzd.proxy import Proxy, ProxyConfig
-        from pazzd.proxy.proxy import tls_contexts
+        from pazzd.proxy.proxy import Controller, tls_contexts
 
         try:
             switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
+            more = []
+            for c in cfg.controllers:
+                tls = c.tls or cfg.controller_tls
+                ctx = tls_contexts(None, c.tls)[1] if c.tls else controller_ssl
+                host = (tls or {}).get("server_hostname") or c.host
+                more.append(Controller(c.host, c.port, c.name, ctx, host))
         except (ssl.SSLError, OSError) as e:
             raise ConfigError(f"{self.config_path}: controller TLS: {e}") from None
         pc = ProxyConfig(
@@ -492,6 +502,8 @@ class Daemon:
             listen_port=cfg.listen_port,
             controller_host=cfg.controller_host,
             controller_port=cfg.controller_port,
+            controller_name=cfg.controller_name,
+            controllers=more,
             audit_interval=cfg.audit_interval,
             audit_delay=cfg.audit_delay,
             handshake_timeout=cfg.handshake_timeout,
@@ -734,6 +746,26 @@ class Daemon:
         except Exception:
             self._interference_unsynced = self._interference_rescan = True
             log.exception("interference check failed on model version %d", upd.version)
+
+    def _reload_apps(self, cfg: Config, old: Config) -> None:
+        """A changed apps section: every entry's owner is worked out again and every pair
+        judged again (a full scan); findings between entries that are no longer of two
+        owners resolve. Without apps left, nothing is of two owners."""
+        if cfg.apps == old.apps:
+            return
+        if self.interference is None:
+            self._start_interference(cfg)
+            return
+        self.interference.checker.apps = Apps(cfg.apps)
+        self._interference_rescan = True
+        t0 = time.monotonic()
+        self._interference_sync()
+        log.info(
+            "interference: apps changed (%d apps): %d findings open, rescanned in %.2f s",
+            len(cfg.apps),
+            len(self.interference.checker.findings),
+            time.monotonic() - t0,
+        )
 
     def interference_open(self) -> dict:
         return self.interference.open_counts() if self.interference is not None else {}
@@ -1036,6 +1068,7 @@ class Daemon:
                 log.warning("config: %s changed; it takes effect at the next restart", key)
         logging.getLogger().setLevel(cfg.log_level.upper())
         self._reload_agents(cfg)
+        self._reload_apps(cfg, old)
         t = self.tester
         t.resolve_after = cfg.resolve_after
         self.guard.settle = cfg.settle

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from cpc import agents
+from cpc.interference import connection_source
 from cpc.rules import OFPFF_CHECK_OVERLAP, FlowMod, ModelError
 from pazzd import openflow as of
 from pazzd.proxy.store import Entry
@@ -150,6 +151,7 @@ class ModelFeed:
                         hard_timeout=new.hard,
                         # the switch checked overlaps when it accepted the entry
                         flags=new.flags & ~OFPFF_CHECK_OVERLAP,
+                        source=connection_source(new.conn),
                     )
                 )
             else:
@@ -182,9 +184,11 @@ class ModelFeed:
 
 
 def cpc_entry(dpid: int, e: Entry):
-    return of.raw_entry_to_cpc(
+    fe = of.raw_entry_to_cpc(
         dpid, e.table, e.priority, e.mkey, e.cookie, e.instr, e.rule_id, e.idle, e.hard, e.flags
     )
+    fe.source = connection_source(e.conn)
+    return fe
 
 
 def delete_mod(dpid: int, e: Entry) -> list[FlowMod]:

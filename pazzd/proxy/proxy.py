@@ -18,7 +18,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cpc.rules import ModelError
 from pazzd import openflow as of
@@ -30,6 +30,20 @@ from pazzd.proxy.store import Entry, Store
 from pazzd.proxy.table import EntryChange, GroupChange, IntendedTable
 
 log = logging.getLogger("pazzd.proxy")
+
+
+@dataclass
+class Controller:
+    """One upstream controller; every switch gets a connection to each."""
+
+    host: str
+    port: int
+    name: str = ""  # default: HOST:PORT
+    ssl: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"{self.host}:{self.port}"
 
 
 @dataclass
@@ -78,6 +92,21 @@ class ProxyConfig:
     # group is deleted, docs/agents.md): "refuse" answers it with an OFPT_ERROR, "warn"
     # forwards it and logs a warning.
     group_twice: str = "refuse"
+    # More controllers: with any, every switch gets a connection to each (the first,
+    # controller_host:controller_port, is the default; docs/proxy.md, "Several controllers").
+    controllers: list[Controller] = field(default_factory=list)
+    controller_name: str = ""  # the default controller's name (default: HOST:PORT)
+
+    def upstreams(self) -> list[Controller]:
+        """The default controller, then the others."""
+        first = Controller(
+            self.controller_host,
+            self.controller_port,
+            self.controller_name,
+            self.controller_ssl,
+            self.controller_server_hostname,
+        )
+        return [first, *self.controllers]
 
 
 class _SwitchProtocol(asyncio.Protocol):
@@ -248,11 +277,11 @@ class Proxy:
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
         log.info(
-            "OpenFlow proxy listening on %s:%d, controller %s:%d",
+            "OpenFlow proxy listening on %s:%d, %s %s",
             self.config.listen_host,
             self.port,
-            self.config.controller_host,
-            self.config.controller_port,
+            "controllers" if self.config.controllers else "controller",
+            ", ".join(f"{c.name} ({c.host}:{c.port})" for c in self.config.upstreams()),
         )
 
     @property
@@ -361,7 +390,7 @@ class Proxy:
             await asyncio.sleep(0.02)
         if new.closed:
             return
-        if not old.closed and (old.last_rx > t0 or "controller" in old.paused):
+        if not old.closed and (old.last_rx > t0 or old.up_paused()):
             self.takeovers_refused += 1
             self._log_limited(
                 "takeover",
@@ -534,7 +563,7 @@ class Proxy:
     @property
     def controller_connected(self) -> bool:
         """True when at least one switch session has its upstream controller connection up."""
-        return any(s.up is not None for s in self._sessions)
+        return any(u.transport is not None for s in self._sessions for u in s.ups)
 
     def drops(self) -> dict[str, int]:
         """Connections dropped or refused to stay bounded, by reason."""

@@ -1,4 +1,4 @@
-"""One switch connection and its upstream controller connection (a `Session`), and the
+"""One switch connection and its upstream controller connections (a `Session`), and the
 narrow `Services` of the proxy that a session uses."""
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pazzd import openflow as of
-from pazzd.proxy import monitor, wire
+from pazzd.proxy import monitor, roles, wire
 from pazzd.proxy.feed import ModelFeed
 from pazzd.proxy.store import Store
 from pazzd.proxy.table import EntryChange, IntendedTable
 
 log = logging.getLogger("pazzd.proxy")
+
+
+def orig_xid(msg: bytes) -> int:
+    return int.from_bytes(msg[4:8], "big")
 
 
 @dataclass
@@ -78,6 +82,8 @@ class _Pending:
     sent: bytes
     rule_id: int = 0
     rejected: bool = False
+    conn: str = ""  # the controller connection that sent it
+    cxid: int = 0  # its xid as that controller sent it
 
 
 @dataclass
@@ -88,36 +94,56 @@ class _OwnRequest:
     seq: int = 0
     snapshot: dict | None = None
     sent: float = 0.0  # time.monotonic() when sent
+    xseq: int = 0  # a barrier: the translated requests sent before it (roles.XidMap.seq)
+
+
+class Upstream:
+    """One controller connection of a session: its role and asynchronous configuration
+    (pazzd.proxy.roles) and what is queued for it."""
+
+    def __init__(self, addr, first: bool) -> None:
+        self.addr = addr  # proxy.Controller
+        self.name = addr.name
+        self.key = "controller" if first else f"controller {addr.name}"  # in Session.paused
+        self.transport = None
+        self.ready = False  # its HELLO arrived
+        self.buf = bytearray()
+        self.out: list[bytes] = []
+        self.role = roles.EQUAL
+        self.async_cfg = roles.DEFAULT_ASYNC
+        self.gone: asyncio.Event | None = None
 
 
 class _UpstreamProtocol(asyncio.Protocol):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, u: Upstream) -> None:
         self.session = session
+        self.u = u
         self.transport = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         transport.set_write_buffer_limits(high=self.session.svc.config.write_buffer_high)
-        self.session.upstream_made(transport)
+        self.session.upstream_made(transport, self.u)
 
     def data_received(self, data: bytes) -> None:
-        if self.transport is self.session.up:
-            self.session.from_controller(data)
+        if self.transport is self.u.transport:
+            self.session.from_controller(data, self.u)
 
     def connection_lost(self, exc) -> None:
-        self.session.upstream_lost(self.transport, exc)
+        self.session.upstream_lost(self.transport, exc, self.u)
 
     def pause_writing(self) -> None:
-        if self.transport is self.session.up:
-            self.session.peer_paused("controller", True)
+        if self.transport is self.u.transport:
+            self.session.peer_paused(self.u.key, True)
 
     def resume_writing(self) -> None:
-        if self.transport is self.session.up:
-            self.session.peer_paused("controller", False)
+        if self.transport is self.u.transport:
+            self.session.peer_paused(self.u.key, False)
 
 
 class Session:
-    """One switch connection and its upstream controller connection."""
+    """One switch connection and its upstream controller connections (`ups`, the default
+    controller first; `up` and `up_ready` are the default one's)."""
 
     def __init__(self, services: Services, transport, listener: str = "tcp") -> None:
         self.svc = services
@@ -127,10 +153,14 @@ class Session:
         self.last_rx = self.started
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.up = None
-        self.up_ready = False
+        ups = services.config.upstreams()
+        self.ups = [Upstream(a, i == 0) for i, a in enumerate(ups)]
+        # Several controllers: their xids are translated (roles.XidMap); with one, the
+        # proxy relays its xids unchanged.
+        self.xmap = roles.XidMap() if len(ups) > 1 else None
+        self.generation = roles.Generation()
+        self.switch_async = roles.DEFAULT_ASYNC
         self.buf_sw = bytearray()
-        self.buf_up = bytearray()
         self.version: int | None = None
         self.hello_for_controller = b""
         self.dpid: int | None = None
@@ -160,6 +190,26 @@ class Session:
     def __repr__(self) -> str:
         d = f"dpid {self.dpid:#x}" if self.dpid is not None else "dpid ?"
         return f"switch {self.peer} ({d})"
+
+    @property
+    def up(self):
+        return self.ups[0].transport
+
+    @property
+    def up_ready(self) -> bool:
+        return self.ups[0].ready
+
+    def up_paused(self) -> bool:
+        """Is some controller's transport over its high-water mark (the proxy is then not
+        reading from the switch)?"""
+        return any(k != "switch" for k in self.paused)
+
+    def _ctl(self, u: Upstream) -> str:
+        """' NAME' of a controller in log lines, when there are several."""
+        return f" {u.name}" if len(self.ups) > 1 else ""
+
+    def _upstream(self, key: str) -> Upstream | None:
+        return next((u for u in self.ups if u.key == key), None)
 
     @property
     def ids_on(self) -> bool:
@@ -210,7 +260,7 @@ class Session:
         if self.closed:
             return
         now, t = time.monotonic(), self.svc.config.idle_timeout
-        if "controller" in self.paused:  # not reading from the switch: its silence is ours
+        if self.up_paused():  # not reading from the switch: its silence is ours
             self.last_rx = now
         silent = now - self.last_rx
         if silent >= t:
@@ -260,12 +310,15 @@ class Session:
         n, limit = len(self.pending), self.svc.config.max_pending
         if not self._full and n >= limit:
             self._full = True
-            if self.up is not None:
-                self.up.pause_reading()
+            for u in self.ups:
+                if u.transport is not None:
+                    u.transport.pause_reading()
         elif self._full and n <= limit // 2:
             self._full = False
-            if self.up is not None and "switch" not in self.paused and not self.closed:
-                self.up.resume_reading()
+            if "switch" not in self.paused and not self.closed:
+                for u in self.ups:
+                    if u.transport is not None:
+                        u.transport.resume_reading()
 
     # --- flow control ------------------------------------------------------------------------
     def _write_sw(self, data: bytes) -> None:
@@ -273,7 +326,11 @@ class Session:
         self._check_buffer("switch")
 
     def _check_buffer(self, who: str) -> None:
-        t = self.sw if who == "switch" else self.up
+        if who == "switch":
+            t = self.sw
+        else:
+            u = self._upstream(who)
+            t = u.transport if u is not None else None
         if t is None:
             return
         limit = self.svc.config.max_write_buffer
@@ -286,11 +343,12 @@ class Session:
         """who's transport went over (paused) or back under its high-water mark: stop or
         resume reading from the other side, so that the proxy buffers at most about one
         high-water mark per direction."""
-        other = self.up if who == "switch" else self.sw
+        others = [u.transport for u in self.ups] if who == "switch" else [self.sw]
         if paused:
             self.paused.setdefault(who, time.monotonic())
-            if other is not None:
-                other.pause_reading()
+            for other in others:
+                if other is not None:
+                    other.pause_reading()
             if self._stall_handle is None:
                 loop = asyncio.get_running_loop()
                 self._stall_handle = loop.call_later(
@@ -298,8 +356,11 @@ class Session:
                 )
         else:
             self.paused.pop(who, None)
-            if other is not None and not self.closed and not (who == "switch" and self._full):
-                other.resume_reading()
+            go = not (self._full if who == "switch" else self.up_paused())
+            if go and not self.closed:
+                for other in others:
+                    if other is not None:
+                        other.resume_reading()
             if not self.paused and self._stall_handle is not None:
                 self._stall_handle.cancel()
                 self._stall_handle = None
@@ -321,11 +382,13 @@ class Session:
             log.warning("disconnecting %r: it stopped reading: %s", self, why)
             wire.abort(self.sw)
             self.switch_lost(None)
-        elif self.up is not None:
-            log.warning("disconnecting controller of %r: it stopped reading: %s", self, why)
-            up = self.up
+        elif (u := self._upstream(who)) is not None and u.transport is not None:
+            log.warning(
+                "disconnecting controller%s of %r: it stopped reading: %s", self._ctl(u), self, why
+            )
+            up = u.transport
             wire.abort(up)
-            self.upstream_lost(up, None)
+            self.upstream_lost(up, None, u)
 
     def forget(self, xid: int) -> None:
         """Stop waiting for the reply to own request xid; a late one is still swallowed."""
@@ -358,6 +421,8 @@ class Session:
         elif req.kind == "barrier" and t == wire.BARRIER_REQ[self.version] + 1:
             del self.own[xid]
             self._commit_upto = req.seq  # after the relayed replies are written
+            if self.xmap is not None:
+                self.xmap.done_upto(req.xseq)
         elif req.kind == "flows" and t == of.OFPT_MULTIPART_REPLY:
             stats, _ = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
             req.parts.extend(stats)
@@ -380,20 +445,19 @@ class Session:
         self.last_rx = time.monotonic()
         buf = self.buf_sw
         buf += data
-        out: list[bytes] = []
         try:
-            off = wire.split_messages(buf, lambda msg: self._switch_msg(msg, out))
+            off = wire.split_messages(buf, self._switch_msg)
         except of.ProtocolError as e:
-            self._flush_up(out)
+            self._flush_up()
             self.fail_switch(str(e))
             return
         except Exception:
             log.exception("%r: internal error on a switch message", self)
-            self._flush_up(out)
+            self._flush_up()
             self.fail_switch("internal error (see the traceback above)")
             return
         del buf[:off]
-        self._flush_up(out)
+        self._flush_up()
         if self._commit_upto:
             upto, self._commit_upto = self._commit_upto, 0
             try:
@@ -401,12 +465,39 @@ class Session:
             except Exception:  # a bug of ours must not take the switch session down
                 log.exception("%r: committing accepted changes failed", self)
 
-    def _flush_up(self, out: list[bytes]) -> None:
-        if out and self.up_ready:
-            self.up.write(b"".join(out))
-            self._check_buffer("controller")
+    def _flush_up(self) -> None:
+        for u in self.ups:
+            if u.out:
+                data = b"".join(u.out)
+                u.out.clear()
+                if u.ready:
+                    u.transport.write(data)
+                    self._check_buffer(u.key)
 
-    def _switch_msg(self, msg: bytes, out: list[bytes]) -> None:
+    def _route(self, t: int, xid: int, msg: bytes) -> None:
+        """Queue a switch message for the controllers it is for: an asynchronous one for
+        those whose role and configuration ask for it, a reply for the one that asked
+        (several controllers), anything else for the default controller."""
+        if t in roles.ASYNC_TYPES:
+            v13 = self.version == of.OFP13
+            for u in self.ups:
+                if u.ready and (not v13 or roles.wants(u.role, u.async_cfg, t, msg)):
+                    u.out.append(msg)
+            return
+        if self.xmap is not None:
+            more = t == of.OFPT_MULTIPART_REPLY and msg[11] & of.OFPMPF_REPLY_MORE
+            barrier = t == wire.BARRIER_REQ[self.version] + 1
+            hit = self.xmap.back(xid, not more, barrier)
+            if hit is not None:
+                u, cxid = hit
+                if u.ready:
+                    u.out.append(roles.with_xid(msg, cxid))
+                return
+        u = self.ups[0]
+        if u.ready:
+            u.out.append(msg)
+
+    def _switch_msg(self, msg: bytes) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
         if self.version is None:
             if t != of.OFPT_HELLO:
@@ -429,7 +520,7 @@ class Session:
         v13 = self.version == of.OFP13
         if t == of.OFPT_ERROR:
             msg = self._error(msg, xid)
-        elif t == of.OFPT_ECHO_REQUEST and not self.up_ready:
+        elif t == of.OFPT_ECHO_REQUEST and (not self.up_ready or self.xmap is not None):
             self._write_sw(of.HDR.pack(ver, of.OFPT_ECHO_REPLY, ln, xid) + msg[8:])
             return
         elif t == of.OFPT_HELLO:
@@ -455,8 +546,7 @@ class Session:
             self.svc.feed.call(self.dpid, "port_status", self.dpid, port, up)
         elif t == of.OFPT_FLOW_REMOVED:
             self._flow_removed(of.parse_flow_removed(msg))
-        if self.up_ready:
-            out.append(msg)
+        self._route(t, xid, msg)
 
     def _error(self, msg: bytes, xid: int) -> bytes:
         """Mark the FlowMod/GroupMod it answers as rejected; give the controller its bytes."""
@@ -545,12 +635,13 @@ class Session:
         if self._stall_handle is not None:
             self._stall_handle.cancel()
             self._stall_handle = None
-        up_stuck = "controller" in self.paused
+        stuck = set(self.paused)
         self.paused.clear()
         if self.upstream_task is not None:
             self.upstream_task.cancel()
-        if self.up is not None:
-            wire.abort(self.up) if up_stuck else self.up.close()
+        for u in self.ups:
+            if u.transport is not None:
+                wire.abort(u.transport) if u.key in stuck else u.transport.close()
         for req in self.own.values():
             if req.future is not None and not req.future.done():
                 req.future.set_exception(ConnectionError(f"{self!r} disconnected"))
@@ -559,84 +650,95 @@ class Session:
 
     # --- upstream ------------------------------------------------------------------------------
     async def _upstream_loop(self) -> None:
-        cfg = self.svc.config
+        await asyncio.gather(*(self._connect_loop(u) for u in self.ups))
+
+    async def _connect_loop(self, u: Upstream) -> None:
+        cfg, a = self.svc.config, u.addr
         delay = cfg.reconnect_min
         loop = asyncio.get_running_loop()
         while not self.closed:
-            if self.up is None:
+            if u.transport is None:
                 try:
                     await loop.create_connection(
-                        lambda: _UpstreamProtocol(self),
-                        cfg.controller_host,
-                        cfg.controller_port,
-                        ssl=cfg.controller_ssl,
-                        server_hostname=cfg.controller_server_hostname
-                        if cfg.controller_ssl
-                        else None,
+                        lambda: _UpstreamProtocol(self, u),
+                        a.host,
+                        a.port,
+                        ssl=a.ssl,
+                        server_hostname=(a.server_hostname or a.host) if a.ssl else None,
                     )
                     delay = cfg.reconnect_min
                 except (OSError, ssl.SSLError) as e:
                     log.info(
-                        "%r: controller %s:%s unreachable (%s); retry in %.1fs",
+                        "%r: controller%s %s:%s unreachable (%s); retry in %.1fs",
                         self,
-                        cfg.controller_host,
-                        cfg.controller_port,
+                        self._ctl(u),
+                        a.host,
+                        a.port,
                         e,
                         delay,
                     )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, cfg.reconnect_max)
                     continue
-            self._up_gone = asyncio.Event()
-            await self._up_gone.wait()
+            u.gone = asyncio.Event()
+            await u.gone.wait()
             await asyncio.sleep(delay)
             delay = min(delay * 2, cfg.reconnect_max)
 
-    def upstream_made(self, transport) -> None:
+    def upstream_made(self, transport, u: Upstream | None = None) -> None:
+        u = u or self.ups[0]
         if self.closed:
             transport.close()
             return
-        self.up = transport
-        self.up_ready = False
-        self.buf_up = bytearray()
+        u.transport = transport
+        u.ready = False
+        u.buf = bytearray()
+        u.out.clear()
+        u.role, u.async_cfg = roles.EQUAL, roles.DEFAULT_ASYNC  # a new connection starts so
         if "switch" in self.paused or self._full:  # the switch is still behind
             transport.pause_reading()
         transport.write(self.hello_for_controller)
 
-    def upstream_lost(self, transport, exc) -> None:
-        if transport is not self.up:
+    def upstream_lost(self, transport, exc, u: Upstream | None = None) -> None:
+        u = u or self.ups[0]
+        if transport is not u.transport:
             return
-        self.up = None
-        self.up_ready = False
-        if "controller" in self.paused:
-            self.peer_paused("controller", False)  # reading from the switch resumes
+        u.transport = None
+        u.ready = False
+        if u.key in self.paused:
+            self.peer_paused(u.key, False)  # reading from the switch resumes
         if not self.closed:
-            log.info("%r: controller connection lost%s", self, f": {exc}" if exc else "")
-        ev = getattr(self, "_up_gone", None)
-        if ev is not None:
-            ev.set()
+            log.info(
+                "%r: controller%s connection lost%s", self, self._ctl(u), f": {exc}" if exc else ""
+            )
+        if u.gone is not None:
+            u.gone.set()
 
-    def fail_controller(self, reason: str) -> None:
-        log.warning("disconnecting controller of %r: protocol error: %s", self, reason)
-        if self.up is not None:
-            self.up.close()
-            self.upstream_lost(self.up, None)
+    def fail_controller(self, reason: str, u: Upstream | None = None) -> None:
+        u = u or self.ups[0]
+        log.warning(
+            "disconnecting controller%s of %r: protocol error: %s", self._ctl(u), self, reason
+        )
+        if u.transport is not None:
+            u.transport.close()
+            self.upstream_lost(u.transport, None, u)
 
     # --- from the controller ---------------------------------------------------------------------
-    def from_controller(self, data: bytes) -> None:
-        buf = self.buf_up
+    def from_controller(self, data: bytes, u: Upstream | None = None) -> None:
+        u = u or self.ups[0]
+        buf = u.buf
         buf += data
         out: list[bytes] = []
         try:
-            off = wire.split_messages(buf, lambda msg: self._controller_msg(msg, out))
+            off = wire.split_messages(buf, lambda msg: self._controller_msg(msg, out, u))
         except of.ProtocolError as e:
             self._flush_down(out)
-            self.fail_controller(str(e))
+            self.fail_controller(str(e), u)
             return
         except Exception:
-            log.exception("%r: internal error on a controller message", self)
+            log.exception("%r: internal error on a message of controller %s", self, u.name)
             self._flush_down(out)
-            self.fail_controller("internal error (see the traceback above)")
+            self.fail_controller("internal error (see the traceback above)", u)
             return
         del buf[:off]
         self._flush_down(out)
@@ -646,16 +748,17 @@ class Session:
         if self.unbarriered:
             self.unbarriered = False
             xid = self.own_xid()
-            self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic())
+            xseq = self.xmap.seq if self.xmap is not None else 0
+            self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic(), xseq=xseq)
             self._barrier_sent()
             out.append(of.message(self.version, wire.BARRIER_REQ[self.version], xid))
         if out and not self.closed:
             self.svc.store.flush()  # rule IDs are on disk before the switch sees them
             self._write_sw(b"".join(out))
 
-    def _controller_msg(self, msg: bytes, out: list[bytes]) -> None:
+    def _controller_msg(self, msg: bytes, out: list[bytes], u: Upstream) -> None:
         ver, t, ln, xid = of.HDR.unpack_from(msg)
-        if not self.up_ready:
+        if not u.ready:
             if t != of.OFPT_HELLO:
                 raise of.ProtocolError(f"first message is type {t}, not HELLO")
             if self.version not in of.hello_versions(msg):
@@ -663,15 +766,26 @@ class Session:
                     f"controller does not offer OpenFlow 0x{self.version:02x}, which the "
                     "switch connection uses"
                 )
-            self.up_ready = True
-            log.info("%r: controller session up", self)
+            u.ready = True
+            log.info("%r: controller%s session up", self, self._ctl(u))
             return
         wire.check(self.version, ver, t, ln)
         if t == of.OFPT_HELLO:
             raise of.ProtocolError("second HELLO")
+        orig = msg
+        if ver == of.OFP13:
+            if t in roles.ANSWERED:  # the switch only sees the proxy: answered here
+                self._answer(t, msg, u)
+                return
+            if u.role == roles.SLAVE and t in roles.SLAVE_REFUSED:
+                self._refuse(msg, of.OFPET_BAD_REQUEST, roles.OFPBRC_IS_SLAVE, "slave role", u)
+                return
+        if self.xmap is not None:
+            xid = self.xmap.out(u, xid)
+            msg = roles.with_xid(msg, xid)
         if ver == of.OFP13:
             if t == of.OFPT_FLOW_MOD:
-                msg = self._flow_mod(msg, xid)
+                msg = self._flow_mod(msg, xid, orig, u)
                 if msg is None:  # refused with an OFPT_ERROR
                     return
             elif t == of.OFPT_PACKET_OUT and self.svc.hooks.on_release is not None:
@@ -681,14 +795,43 @@ class Session:
                 if gm.command in (of.GC_ADD, of.GC_MODIFY) and of.buckets_have_verify_action(
                     gm.buckets
                 ):
-                    self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+                    self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action", u)
                     return
                 self.seq += 1
-                self.pending.append(_Pending(self.seq, xid, "group", gm, msg, msg))
+                p = _Pending(
+                    self.seq, xid, "group", gm, orig, msg, conn=u.name, cxid=orig_xid(orig)
+                )
+                self.pending.append(p)
                 self.unbarriered = True
         out.append(msg)
 
-    def _refuse(self, msg: bytes, etype: int, code: int, why: str) -> None:
+    def _answer(self, t: int, msg: bytes, u: Upstream) -> None:
+        """ROLE_REQUEST, GET_ASYNC_REQUEST and SET_ASYNC of a controller (pazzd.proxy.roles)."""
+        xid = of.header(msg)[3]
+        if t == roles.of13.OFPT_ROLE_REQUEST:
+            role, reply = roles.role_request(msg, u.role, self.generation)
+            if role == roles.MASTER and u.role != roles.MASTER:
+                for o in self.ups:  # at most one master: the others become slaves
+                    if o is not u and o.role == roles.MASTER:
+                        o.role = roles.SLAVE
+            if role != u.role:
+                log.info(
+                    "%r: controller %s is %s now", self, u.name, roles.ROLE_NAMES.get(role, role)
+                )
+            u.role = role
+        elif t == roles.of13.OFPT_GET_ASYNC_REQUEST:
+            reply = roles.async_reply(xid, u.async_cfg)
+        else:  # SET_ASYNC: no reply; the switch is asked for what any controller wants
+            u.async_cfg = roles.parse_async(msg)
+            want = roles.switch_async(o.async_cfg for o in self.ups)
+            if want != self.switch_async:
+                self.switch_async = want
+                self.send_own(roles.set_async(self.own_xid(), want), None)
+            return
+        if u.transport is not None:
+            u.transport.write(reply)
+
+    def _refuse(self, msg: bytes, etype: int, code: int, why: str, u: Upstream) -> None:
         """Answer a controller message with an OFPT_ERROR instead of forwarding it."""
         self.svc.counters.refused_mods += 1
         self.svc.log_limited(
@@ -699,11 +842,13 @@ class Session:
             msg[1],
             why,
         )
-        if self.up is not None:
+        if u.transport is not None:
             xid = of.header(msg)[3]
-            self.up.write(of.error_msg(self.version, xid, etype, code, msg))
+            u.transport.write(of.error_msg(self.version, xid, etype, code, msg))
 
-    def _flow_mod(self, msg: bytes, xid: int) -> bytes | None:
+    def _flow_mod(self, msg: bytes, xid: int, orig: bytes, u: Upstream) -> bytes | None:
+        """msg: the FlowMod as it goes to the switch (xid translated), orig: as the
+        controller sent it."""
         fm = of.parse_flow_mod(msg)
         if fm.buffer_id != of.OFP_NO_BUFFER and self.svc.hooks.on_release is not None:
             self.svc.hooks.on_release(self.dpid, fm.buffer_id)
@@ -713,12 +858,12 @@ class Session:
         if adds and of.has_verify_action(fm.instr):
             # The proxy's own set_verify_rule:ID (or the switch's implicit step) already
             # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
-            self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action")
+            self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action", u)
             return None
         if adds and (twice := of.groups_named_twice(fm.instr)):
             why = f"actions name group {twice[0]} twice (Open vSwitch aborts when it is deleted)"
             if self.svc.config.group_twice == "refuse":
-                self._refuse(msg, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, why)
+                self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, why, u)
                 return None
             self.svc.feed.agent_warnings += 1
             self.svc.log_limited("group-twice", logging.WARNING, "%r: %s", self, why)
@@ -726,11 +871,13 @@ class Session:
         if guard is not None:
             why = guard(self.dpid, fm)
             if why:
-                self._refuse(msg, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why)
+                self._refuse(orig, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why, u)
                 return None
         if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
             # No room for the rule-ID action within OpenFlow's 16-bit length.
-            self._refuse(msg, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID")
+            self._refuse(
+                orig, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID", u
+            )
             return None
         if self.ids_on and adds:
             store = self.svc.store
@@ -743,7 +890,8 @@ class Session:
                 rid = store.rule_id(self.dpid, fm.table, fm.priority, fm.mkey)
             sent = of.flow_mod_with_instructions(msg, fm, of.add_rule_id(fm.instr, rid))
         self.seq += 1
-        self.pending.append(_Pending(self.seq, xid, "flow", fm, msg, sent, rid))
+        p = _Pending(self.seq, xid, "flow", fm, orig, sent, rid, conn=u.name, cxid=orig_xid(orig))
+        self.pending.append(p)
         self.unbarriered = True
         return sent
 
@@ -793,9 +941,9 @@ class Session:
                     freeable.add((p.msg.table, p.msg.priority, p.msg.mkey))
                 continue
             self.mods_committed += 1
-            xids.append(p.xid)
+            xids.append(p.cxid)
             if p.kind == "flow":
-                ch = table.apply(p.msg, p.rule_id)
+                ch = table.apply(p.msg, p.rule_id, p.conn)
                 if p.rule_id and len(ch) > 1 and p.msg.command == of.FC_MODIFY:
                     self.reid.update(c.entry.key for c in ch)
             else:

@@ -26,6 +26,8 @@ CREATE TABLE IF NOT EXISTS groups (
     PRIMARY KEY (dpid, group_id));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER);
 """
+# Columns added since: (table, column, definition), added to an older database at open.
+ADDED = (("flows", "conn", "TEXT NOT NULL DEFAULT ''"),)
 
 
 def _s64(v: int) -> int:
@@ -50,6 +52,7 @@ class Entry:
     flags: int = 0
     idle: int = 0
     hard: int = 0
+    conn: str = ""  # the controller connection that added it (its name)
 
     @property
     def key(self) -> tuple[int, int, bytes]:
@@ -64,6 +67,10 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        for tbl, col, definition in ADDED:
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({tbl})")}
+            if col not in have:
+                self.db.execute(f"ALTER TABLE {tbl} ADD COLUMN {col} {definition}")
         self._ids: dict[tuple[int, int, int, bytes], int] = {}
         self._used: set[int] = set()
         for dpid, tbl, prio, mkey, rid in self.db.execute("SELECT * FROM ids"):
@@ -122,6 +129,7 @@ class Store:
             e.flags,
             e.idle,
             e.hard,
+            e.conn,
         )
 
     def delete(self, dpid: int, key: tuple[int, int, bytes]) -> None:
@@ -155,7 +163,9 @@ class Store:
                     "DELETE FROM flows WHERE dpid=? AND tbl=? AND priority=? AND mkey=?", dels
                 )
             if puts:
-                db.executemany("INSERT OR REPLACE INTO flows VALUES (?,?,?,?,?,?,?,?,?,?,?)", puts)
+                db.executemany(
+                    "INSERT OR REPLACE INTO flows VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", puts
+                )
             for (dpid, gid), r in self._pending_groups.items():
                 if r is None:
                     db.execute("DELETE FROM groups WHERE dpid=? AND group_id=?", (_s64(dpid), gid))
@@ -173,7 +183,7 @@ class Store:
         """({dpid: {key: Entry}}, {dpid: {group_id: (type, buckets)}}) as persisted."""
         flows: dict[int, dict] = {}
         for r in self.db.execute("SELECT * FROM flows"):
-            dpid, tbl, prio, mkey, oxm, cookie, instr, rid, flags, idle, hard = r
+            dpid, tbl, prio, mkey, oxm, cookie, instr, rid, flags, idle, hard, conn = r
             e = Entry(
                 tbl,
                 prio,
@@ -185,6 +195,7 @@ class Store:
                 flags,
                 idle,
                 hard,
+                conn,
             )
             flows.setdefault(_u64(dpid), {})[e.key] = e
         groups: dict[int, dict] = {}

@@ -84,8 +84,10 @@ class IntendedTable:
             out.append(e)
         return out
 
-    def apply(self, fm: of.RawFlowMod, rule_id: int) -> list[EntryChange]:
-        """Apply an accepted FlowMod; returns the changes (instructions without the ID)."""
+    def apply(self, fm: of.RawFlowMod, rule_id: int, conn: str = "") -> list[EntryChange]:
+        """Apply an accepted FlowMod that controller connection `conn` sent; returns the
+        changes (instructions without the ID). An entry keeps the connection that added
+        it, as it keeps its cookie."""
         changes: list[EntryChange] = []
         if fm.command == of.FC_ADD:
             e = Entry(
@@ -99,6 +101,7 @@ class IntendedTable:
                 fm.flags,
                 fm.idle,
                 fm.hard,
+                conn,
             )
             old = self.entries.get(e.key)
             self.entries[e.key] = e
@@ -116,6 +119,7 @@ class IntendedTable:
                     fm.flags,
                     fm.idle,
                     fm.hard,
+                    old.conn,
                 )
                 self.entries[old.key] = new
                 changes.append(EntryChange("modify", new, old))
