@@ -3,7 +3,7 @@ against a direct controller-switch connection, in the same run, and sustained Fl
 with the model updated.
 
     python bench/proxy.py [--json] [--rounds N] [--flowmods N] [--no-model] [--no-pin]
-                          [--profile FILE]
+                          [--profile FILE] [--controllers N]
 
 The proxy runs in its own process (as pazzd does); a minimal OpenFlow 1.3 switch and
 controller run in this process, over loopback TCP.
@@ -21,7 +21,9 @@ The round trips are measured with this process and the proxy's pinned to one CPU
 --no-pin): on a VM, a wake-up of the other, idle vCPU costs 100-200 us at random (the
 cpuidle driver halts it), which dwarfs the proxy's own work and swings between runs.
 The FlowMod rate is measured unpinned. --profile FILE writes a cProfile of the proxy
-process during the FlowMod-rate phase.
+process during the FlowMod-rate phase. --controllers N gives the proxy N - 1 more
+controllers (role equal, idle: they get every PACKET_IN too, and the measuring
+controller's xids are translated).
 """
 
 from __future__ import annotations
@@ -172,10 +174,13 @@ def _serve_until_sigterm(start, stop, profile: str | None) -> None:
     asyncio.run(main())
 
 
-def run_proxy(ctl_port: int, q, db: str, with_model: bool, profile: str | None = None) -> None:
+def run_proxy(
+    ctl_port: int, q, db: str, with_model: bool, profile: str | None = None, more=()
+) -> None:
     from cpc.model import Model
     from cpc.topology import Topology
     from pazzd.proxy import Proxy, ProxyConfig
+    from pazzd.proxy.proxy import Controller as Upstream
 
     model = None
     if with_model:
@@ -190,6 +195,7 @@ def run_proxy(ctl_port: int, q, db: str, with_model: bool, profile: str | None =
         db_path=db,
         audit_interval=0,
         audit_delay=-1,
+        controllers=[Upstream("127.0.0.1", p, f"idle{i}") for i, p in enumerate(more)],
     )
     px = Proxy(cfg, model=model)
 
@@ -200,7 +206,9 @@ def run_proxy(ctl_port: int, q, db: str, with_model: bool, profile: str | None =
     _serve_until_sigterm(start, px.stop, profile)
 
 
-def run_relay(ctl_port: int, q, db: str, with_model: bool, profile: str | None = None) -> None:
+def run_relay(
+    ctl_port: int, q, db: str, with_model: bool, profile: str | None = None, more=()
+) -> None:
     """A bare byte relay switch <-> controller: the floor for one more process hop."""
     servers = []
 
@@ -297,6 +305,11 @@ async def run(args) -> dict:
         ctl = Controller()
         server = await asyncio.start_server(ctl.handle, "127.0.0.1", 0)
         cport = server.sockets[0].getsockname()[1]
+        idle, more = [], []
+        for _ in range(args.controllers - 1 if mode == "proxy" else 0):
+            c = Controller()
+            idle.append((c, await asyncio.start_server(c.handle, "127.0.0.1", 0)))
+            more.append(idle[-1][1].sockets[0].getsockname()[1])
         proc = None
         pids = [0]
         if mode == "direct":
@@ -310,7 +323,9 @@ async def run(args) -> dict:
             target = run_proxy if mode == "proxy" else run_relay
             profile = args.profile if mode == "proxy" else None
             proc = ctx.Process(
-                target=target, args=(cport, q, db, not args.no_model, profile), daemon=True
+                target=target,
+                args=(cport, q, db, not args.no_model, profile, more),
+                daemon=True,
             )
             proc.start()
             pids.append(proc.pid)
@@ -334,9 +349,10 @@ async def run(args) -> dict:
                 await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
                 if proc.exitcode is None:
                     proc.kill()
-            server.close()
-            await ctl.close()
-            await server.wait_closed()
+            for c, srv in [(ctl, server), *idle]:
+                srv.close()
+                await c.close()
+                await srv.wait_closed()
         out[mode] = {"fm": fm, "pi": pi, "rate": rate}
     us = 1e6
     d, r, p = out["direct"], out["relay"], out["proxy"]
@@ -345,6 +361,7 @@ async def run(args) -> dict:
         "flowmods": args.flowmods,
         "model": not args.no_model,
         "pinned": pin,
+        "controllers": args.controllers,
         "flowmod_rtt_us_p50_direct": round(pct(d["fm"], 50) * us, 1),
         "flowmod_rtt_us_p50_proxy": round(pct(p["fm"], 50) * us, 1),
         "packet_in_rtt_us_p50_direct": round(pct(d["pi"], 50) * us, 1),
@@ -364,6 +381,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--flowmods", type=int, default=20000)
     ap.add_argument("--no-model", action="store_true", help="proxy without the cpc model")
+    ap.add_argument("--controllers", type=int, default=1, help="controllers of the proxy")
     ap.add_argument(
         "--no-pin",
         action="store_true",

@@ -67,7 +67,8 @@ def _s64(v: int) -> int:
 
 def role_request(msg: bytes, role: int, gen: Generation) -> tuple[int, bytes]:
     """(the controller's role now, the answer: ROLE_REPLY or OFPT_ERROR) for its
-    ROLE_REQUEST `msg`, given its role so far."""
+    ROLE_REQUEST `msg`, given its role so far. Before any generation_id, the reply says
+    2^64 - 1, as Open vSwitch does."""
     xid = of.header(msg)[3]
     want, gid = struct.unpack_from("!I4xQ", msg, 8)
     if want > SLAVE:
@@ -77,8 +78,15 @@ def role_request(msg: bytes, role: int, gen: Generation) -> tuple[int, bytes]:
         return role, err
     if want != of13.OFPCR_ROLE_NOCHANGE:
         role = want
-    body = struct.pack("!I4xQ", role, gen.value if gen.value is not None else 0)
+    body = struct.pack("!I4xQ", role, gen.value if gen.value is not None else (1 << 64) - 1)
     return role, of.message(of.OFP13, of13.OFPT_ROLE_REPLY, xid, body)
+
+
+def is_slave_error(msg: bytes) -> bytes:
+    """The OFPBRC_IS_SLAVE error a switch answers a slave's `msg` with (the request whole,
+    as Open vSwitch echoes it)."""
+    body = struct.pack("!HH", of13.OFPET_BAD_REQUEST, OFPBRC_IS_SLAVE) + msg[: 0xFFFF - 12]
+    return of.message(of.OFP13, of13.OFPT_ERROR, of.header(msg)[3], body)
 
 
 def parse_async(msg: bytes) -> tuple[int, ...]:

@@ -778,7 +778,8 @@ class Session:
                 self._answer(t, msg, u)
                 return
             if u.role == roles.SLAVE and t in roles.SLAVE_REFUSED:
-                self._refuse(msg, of.OFPET_BAD_REQUEST, roles.OFPBRC_IS_SLAVE, "slave role", u)
+                if u.transport is not None:  # what a switch answers a slave: no warning
+                    u.transport.write(roles.is_slave_error(msg))
                 return
         if self.xmap is not None:
             xid = self.xmap.out(u, xid)
