@@ -769,6 +769,7 @@ def bring_up(
     ui_listen: str | None = None,
     fuzz_inject: bool = True,
     extra: dict | None = None,
+    apps: list[dict] | None = None,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -787,6 +788,10 @@ def bring_up(
     `ui_listen`: HOST:PORT of pazzd's web view (off without it). `extra`: more top-level
     sections of pazzd's config (intents, apps).
     `fuzz_inject`: False gives the fuzzer no host interface (Lab.config).
+    `apps`: the example apps (examples/apps) instead of the example controller app, one
+    controller process per item {"name", "apps": "router,acl", "lb_cookie"} (the first is
+    the default controller; every switch connects to each through the proxy); `updates`
+    is then the file the lb app follows.
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
     sock = str(workdir / "pazzd.sock")
@@ -804,16 +809,42 @@ def bring_up(
     ctl = None
     if controller:
         ctl_port, proxy_port = free_tcp_port(), free_tcp_port()
-        ctl = start_controller(
-            lab.rules_file, ctl_port, workdir / "controller.log", updates=updates
-        )
-        procs.append(ctl)
-        say(
-            f"controller: examples/controller_app.py (os-ken) on 127.0.0.1:{ctl_port}, "
-            f"routes from {lab.rules_file.name}"
-        )
+        more: dict = {}
+        if apps:
+            ports = [ctl_port] + [free_tcp_port() for _ in apps[1:]]
+            for spec, port in zip(apps, ports, strict=True):
+                lb = "lb" in spec["apps"].split(",")
+                p = start_controller(
+                    lab.rules_file,
+                    port,
+                    workdir / f"controller-{spec['name']}.log",
+                    updates=updates if lb else None,
+                    apps=spec,
+                )
+                procs.append(p)
+                ctl = ctl or p
+                say(f"controller {spec['name']}: examples/apps {spec['apps']} on port {port}")
+            more = {
+                "name": apps[0]["name"],
+                "controllers": [
+                    {"address": f"127.0.0.1:{p}", "name": s["name"]}
+                    for s, p in zip(apps[1:], ports[1:], strict=True)
+                ],
+            }
+        else:
+            ctl = start_controller(
+                lab.rules_file, ctl_port, workdir / "controller.log", updates=updates
+            )
+            procs.append(ctl)
+            say(
+                f"controller: examples/controller_app.py (os-ken) on 127.0.0.1:{ctl_port}, "
+                f"routes from {lab.rules_file.name}"
+            )
         proxied = dict(
-            common, proxy_listen=f"127.0.0.1:{proxy_port}", controller=f"127.0.0.1:{ctl_port}"
+            common,
+            proxy_listen=f"127.0.0.1:{proxy_port}",
+            controller=f"127.0.0.1:{ctl_port}",
+            controllers=more,
         )
         lab.write_config(cfg_path, **proxied)
     else:

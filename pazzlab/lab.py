@@ -598,12 +598,14 @@ class Lab:
         ui_listen: str | None = None,
         fuzz_inject: bool = True,
         extra: dict | None = None,
+        controllers: dict | None = None,
     ) -> dict:
         """pazzd's config for this lab. With proxy_listen (HOST:PORT) the OpenFlow proxy is
         on, relays to `controller` (HOST:PORT) and its FlowMods feed the model; without it
         the model is loaded from the rule file. With ui_listen (HOST:PORT) the web view is on.
         fuzz_inject=False: no host interface for the fuzzer (with the proxy on, its probes go
-        in as PACKET_OUTs)."""
+        in as PACKET_OUTs). controllers: more keys of the controller section (name,
+        controllers)."""
         cfg = {
             "topology": str(self.topology_file),
             **({} if proxy_listen else {"rules": str(self.rules_file)}),
@@ -641,6 +643,8 @@ class Lab:
             "api": {"socket": api_socket},
             "database": database,
         }
+        if proxy_listen and controllers:
+            cfg["controller"].update(controllers)
         cfg.update(extra or {})  # more top-level sections (intents, apps, ...)
         return cfg
 

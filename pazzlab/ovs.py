@@ -65,15 +65,27 @@ CONTROLLER_APP = Path(__file__).resolve().parent.parent / "examples" / "controll
 
 
 def start_controller(
-    rules_file, port: int, log_path, *, updates=None, timeout: float = 60.0
+    rules_file, port: int, log_path, *, updates=None, timeout: float = 60.0, apps=None
 ) -> subprocess.Popen:
     """The example os-ken controller app (examples/controller_app.py) on 127.0.0.1:port,
     installing the routes, ACLs and groups of `rules_file` on every switch that connects
     (and, with `updates`, the FlowMods of each line appended to that file). Returns once
-    it accepts connections; the caller stops the process."""
+    it accepts connections; the caller stops the process.
+
+    apps: instead, the example apps (examples/apps: "router,acl,lb") in one process;
+    `updates` is then the file the lb app follows. A dict {"apps": ..., "lb_cookie": ...}
+    also sets the cookie of lb's FlowMods."""
     cmd = [sys.executable, str(CONTROLLER_APP), "--port", str(port), "--rules", str(rules_file)]
     if updates is not None:
         cmd += ["--updates", str(updates)]
+    if apps is not None:
+        spec = apps if isinstance(apps, dict) else {"apps": apps}
+        cmd = [sys.executable, "-m", "examples.apps.run", "--port", str(port)]
+        cmd += ["--apps", spec["apps"], "--rules", str(rules_file)]
+        if updates is not None:
+            cmd += ["--lb-rules", str(updates)]
+        if spec.get("lb_cookie") is not None:
+            cmd += ["--lb-cookie", str(spec["lb_cookie"])]
     with open(log_path, "w") as log:
         p = subprocess.Popen(
             cmd,
@@ -81,6 +93,7 @@ def start_controller(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            cwd=CONTROLLER_APP.parent.parent,
         )
     deadline = time.monotonic() + timeout
     while True:
