@@ -482,7 +482,8 @@ def _apps(r: _Reader, doc, cfg: Config) -> None:
 
 def _controllers(r: _Reader, c, cfg: Config, rel) -> None:
     """controller.name and controller.controllers: the default controller is
-    controller.address, or the first of the list when there is no address."""
+    controller.address (named controller.name), or the first of the list when neither is
+    given."""
     if c.get("name") is not None and not isinstance(c["name"], str):
         r.fail(c, "name", "controller.name", "must be a string")
     items = r.items(c, "controllers", "controller.controllers") if c.get("controllers") else []
@@ -502,7 +503,7 @@ def _controllers(r: _Reader, c, cfg: Config, rel) -> None:
             r.fail(e, "name", f"{d}.name", "must be a non-empty string")
         tls = _tls(r, e, "upstream_tls", d, ("ca",), rel) if e.get("upstream_tls") else None
         more.append((ControllerCfg(host, port, name or f"{host}:{port}", tls), e, d))
-    if more and c.get("address") is None:  # the first of the list is the default
+    if more and c.get("address") is None and c.get("name") is None:  # the first is the default
         first = more.pop(0)[0]
         cfg.controller_host, cfg.controller_port = first.host, first.port
         cfg.controller_name = first.name
