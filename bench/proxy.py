@@ -97,7 +97,8 @@ class Switch:
 
 
 class Controller:
-    def __init__(self) -> None:
+    def __init__(self, answer: bool = True) -> None:
+        self.answer = answer  # answer PACKET_INs with a PACKET_OUT (idle ones do not)
         self.ready = asyncio.Event()
         self.waiters: dict[int, asyncio.Future] = {}
         self.xid = 0
@@ -117,7 +118,7 @@ class Controller:
                 _, t, _, xid = of.header(m)
                 if t == of.OFPT_FEATURES_REPLY:
                     self.ready.set()
-                elif t == of.OFPT_PACKET_IN:
+                elif t == of.OFPT_PACKET_IN and self.answer:
                     writer.write(of.packet_out(7, 1, m[-60:], of.output_action(2, 0)))
                 elif t == of.OFPT_ECHO_REQUEST:
                     writer.write(of.message(4, of.OFPT_ECHO_REPLY, xid, m[8:]))
@@ -307,7 +308,7 @@ async def run(args) -> dict:
         cport = server.sockets[0].getsockname()[1]
         idle, more = [], []
         for _ in range(args.controllers - 1 if mode == "proxy" else 0):
-            c = Controller()
+            c = Controller(answer=False)
             idle.append((c, await asyncio.start_server(c.handle, "127.0.0.1", 0)))
             more.append(idle[-1][1].sockets[0].getsockname()[1])
         proc = None

@@ -3,19 +3,21 @@ the intended rule state (and the cpc model) in step, adds unique rule IDs and au
 switches' tables. See docs/proxy.md.
 
 Its parts: proxy (lifecycle, connections, own requests), session (one switch and its
-controller connection), wire (message checks), table (FlowMod semantics on the intended
+controller connections), roles (several controllers: roles, asynchronous configuration, xid
+translation), wire (message checks), table (FlowMod semantics on the intended
 entries), feed (the model), audit, store (SQLite), monitor (flow-monitor replies).
 """
 
 from pazzd.proxy.audit import AuditFinding
 from pazzd.proxy.feed import ModelFeed
-from pazzd.proxy.proxy import Proxy, ProxyConfig, tls_contexts
+from pazzd.proxy.proxy import Controller, Proxy, ProxyConfig, tls_contexts
 from pazzd.proxy.session import Services, Session
 from pazzd.proxy.store import Entry, Store
 from pazzd.proxy.table import EntryChange, GroupChange
 
 __all__ = [
     "AuditFinding",
+    "Controller",
     "Entry",
     "EntryChange",
     "GroupChange",
