@@ -485,7 +485,7 @@ class Session:
                     u.out.append(msg)
             return
         if self.xmap is not None:
-            more = t == of.OFPT_MULTIPART_REPLY and msg[11] & of.OFPMPF_REPLY_MORE
+            more = t == wire.STATS_REPLY[self.version] and msg[11] & of.OFPMPF_REPLY_MORE
             barrier = t == wire.BARRIER_REQ[self.version] + 1
             hit = self.xmap.back(xid, not more, barrier)
             if hit is not None:

@@ -37,6 +37,8 @@ REPLY_TYPES = {
 }
 MAX_TYPE = {of.OFP13: of13.OFPT_METER_MOD, of.OFP10: of10.OFPT_QUEUE_GET_CONFIG_REPLY}
 BARRIER_REQ = {of.OFP13: of13.OFPT_BARRIER_REQUEST, of.OFP10: of10.OFPT_BARRIER_REQUEST}
+# Replies in parts (the flags' low byte at offset 11 says more follow).
+STATS_REPLY = {of.OFP13: of13.OFPT_MULTIPART_REPLY, of.OFP10: of10.OFPT_STATS_REPLY}
 
 # The fixed part of each type: a shorter message is malformed (8: the header alone).
 MIN_LEN = {

@@ -165,3 +165,24 @@ def test_xid_map_gives_distinct_wire_xids_and_back(reqs):
     for w, (c, x) in zip(wires, reqs, strict=True):
         assert m.back(w, final=True) == (c, x)
     assert not m.map
+
+
+def test_openflow_10_replies_reach_the_controller_that_asked():
+    proxy = new_proxy()
+    sw, ups = FakeTransport(), [FakeTransport(), FakeTransport()]
+    s = Session(proxy.services, sw)
+    s.upstream_task = _Dummy()
+    s.from_switch(of.hello([1]))
+    feat = struct.pack("!QIB3xII", 7, 0, 254, 0, 0)
+    s.from_switch(of.message(1, of.OFPT_FEATURES_REPLY, next(iter(s.own)), feat))
+    for u, t in zip(s.ups, ups, strict=True):
+        s.upstream_made(t, u)
+        s.from_controller(of.hello([1]), u)
+        t.data.clear()
+    sw.data.clear()
+    barrier = 18  # OpenFlow 1.0's OFPT_BARRIER_REQUEST; its reply is 19
+    s.from_controller(of.message(1, barrier, 4), s.ups[1])
+    (m,) = frames(bytes(sw.data))
+    s.from_switch(of.message(1, barrier + 1, of.header(m)[3]))
+    assert not ups[0].data and not s.closed
+    assert [(r[1], of.header(r)[3]) for r in frames(bytes(ups[1].data))] == [(barrier + 1, 4)]
