@@ -185,6 +185,11 @@ def check_forwarded(data: bytes, sent_msgs: list[bytes], to_switch: bool) -> Non
             continue
         if to_switch and t == of.OFPT_BARRIER_REQUEST and xid >= 0xFFF00000:
             continue  # the proxy's own barrier
+        if to_switch and t == ofp.OFPT_SET_ASYNC and xid >= 0xFFF00000:
+            continue  # the proxy's own asynchronous configuration (several controllers)
+        if not to_switch and t in (ofp.OFPT_ROLE_REPLY, ofp.OFPT_GET_ASYNC_REPLY):
+            assert ln == (24 if t == ofp.OFPT_ROLE_REPLY else 32)  # the proxy's own answer
+            continue
         if to_switch and t == of.OFPT_FLOW_MOD:
             p = of.parse_flow_mod(f)
             stripped, rid = of.strip_rule_id(p.instr)
