@@ -121,7 +121,8 @@ class Config:
     intents_packet_ins: bool = True
     intents_forgotten_after: float = 5.0
     intents_resolve_after: float = 60.0
-    # Controller applications by cookie range (cpc.interference); [] leaves the check off.
+    # Controller applications by cookie range or controller connection (cpc.interference);
+    # [] leaves the check off.
     apps: list[App] = field(default_factory=list)
     # Switch agents (pazzd.entries): confirm each accepted entry in the data plane.
     agents_confirm: bool = True
