@@ -1208,6 +1208,7 @@ class Daemon:
             },
             "controller": "proxy" if self.proxy is not None else "off (rules from file)",
             "switches_connected": sorted(d for d, up in st["switches"].items() if up),
+            "controllers": self.proxy.controllers() if self.proxy is not None else None,
             "metrics": f"http://{self.cfg.metrics_host}:{self.metrics_port}/metrics",
             "ui": f"http://{_url_host(self.cfg.ui_host)}:{self.ui_port}/ui/"
             if self.ui is not None

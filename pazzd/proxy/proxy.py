@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cpc.rules import ModelError
 from pazzd import openflow as of
-from pazzd.proxy import wire
+from pazzd.proxy import roles, wire
 from pazzd.proxy.audit import AuditFinding, Auditor
 from pazzd.proxy.feed import ModelFeed
 from pazzd.proxy.session import Counters, Hooks, Services, Session, _OwnRequest
@@ -564,6 +564,19 @@ class Proxy:
     def controller_connected(self) -> bool:
         """True when at least one switch session has its upstream controller connection up."""
         return any(u.transport is not None for s in self._sessions for u in s.ups)
+
+    def controllers(self) -> dict[str, dict]:
+        """Per controller (by name): on how many switches its connection is up, and its
+        roles there."""
+        out = {c.name: {"switches": 0, "roles": {}} for c in self.config.upstreams()}
+        for s in self.switches.values():
+            for u in s.ups:
+                if u.ready and u.name in out:
+                    o = out[u.name]
+                    o["switches"] += 1
+                    r = roles.ROLE_NAMES[u.role]
+                    o["roles"][r] = o["roles"].get(r, 0) + 1
+        return out
 
     def drops(self) -> dict[str, int]:
         """Connections dropped or refused to stay bounded, by reason."""

@@ -160,6 +160,8 @@ def test_two_controllers_through_the_proxy_see_what_a_switch_shows(ovs, bridge):
             # the proxy's intended entries name the connection that added them
             owners = {(e.table, e.priority, e.conn) for e in px.intended(2)}
             assert owners == {(0, 3, "b"), (1, 3, "b"), (1, 4, "b")}
+            one = {"switches": 1, "roles": {"equal": 1}}
+            assert px.controllers() == {"a": one, "b": one}
             return ref
         finally:
             await px.stop()
