@@ -72,7 +72,8 @@ def role_request(msg: bytes, role: int, gen: Generation) -> tuple[int, bytes]:
     xid = of.header(msg)[3]
     want, gid = struct.unpack_from("!I4xQ", msg, 8)
     if want > SLAVE:
-        return role, of.error_msg(of.OFP13, xid, of13.OFPET_ROLE_REQUEST_FAILED, 2, msg)
+        bad = of13.OFPRRFC_BAD_ROLE
+        return role, of.error_msg(of.OFP13, xid, of13.OFPET_ROLE_REQUEST_FAILED, bad, msg)
     if want in (MASTER, SLAVE) and not gen.accept(gid):
         err = of.error_msg(of.OFP13, xid, of13.OFPET_ROLE_REQUEST_FAILED, of13.OFPRRFC_STALE, msg)
         return role, err
