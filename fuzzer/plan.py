@@ -44,7 +44,7 @@ from cpc.space import HeaderSpace
 
 from .hspace import CountCache, Sampler, canonicalize, valid_headers
 
-__all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
+__all__ = ["IngressPlan", "PairArea", "Probe", "RegionEdges", "boundary_regions", "field_intervals"]
 
 # Fields whose range edges are probed first (small, semantically meaningful values).
 _EDGE_FIRST = ("ip_proto", "tp_dst", "tp_src", "eth_type", "vlan_vid")
@@ -158,6 +158,99 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
     return canonicalize(h)
 
 
+def field_intervals(space: HeaderSpace, u, field_name: str, limit: int = 4096):
+    """The values of one field that some header of u has, as sorted, disjoint, maximal
+    intervals [(lo, hi)]; None when there are more than `limit` of them."""
+    others = [f for f in FIELD_NAMES if f != field_name]
+    names = [f"{f}_{i}" for f in others for i in range(WIDTH[f])] + list(space.id_names)
+    d = space.bdd.exist(names, u)
+    w = WIDTH[field_name]
+    full = _FULL[field_name]
+    blocks = []
+    for cube in space.cubes(d):
+        v, m = cube.get(field_name, (0, 0))
+        t = (m & -m).bit_length() - 1 if m else w  # free low bits: a block of 2^t values
+        free = ~m & full & ~((1 << t) - 1)  # free bits above the block: one block each
+        bits = [1 << b for b in range(w) if free >> b & 1]
+        if len(blocks) + (1 << len(bits)) > limit:
+            return None
+        for k in range(1 << len(bits)):
+            start = (v & m) | sum(b for j, b in enumerate(bits) if k >> j & 1)
+            blocks.append((start, start + (1 << t) - 1))
+    blocks.sort()
+    out: list[list[int]] = []
+    for lo, hi in blocks:
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+class RegionEdges:
+    """Probes just outside the covered REGION, field by field: the covered headers'
+    values of a field, merged into maximal intervals, have few edges where the covered
+    cubes have many (a block of 5,000 adjacent /24 routes is one interval of ipv4_dst).
+    Outside each edge, at every distance scale: stratum j is the values 2^j - 1 to
+    2^(j+1) - 2 away from the edge (j = 0: the value next to it), as far as the gap
+    reaches, so a hidden entry of any size next to the region is hit by its share of
+    the strata. The edges are grouped by field and by the size of the gap they face (a
+    power of two); every group gets the same share, so the few edges of a region's
+    outside are not drowned by the many small holes inside it. The other fields of a
+    probe come from a uniform covered header: the probe is what production traffic
+    sends, but for the one field moved out of the region."""
+
+    def __init__(self, space: HeaderSpace, covered, cache: CountCache, rng: random.Random):
+        self.space, self.covered, self.rng = space, covered, rng
+        groups: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        for f in FIELD_NAMES:
+            iv = field_intervals(space, covered, f)
+            if not iv:
+                continue
+            gaps, prev = [], -1
+            for lo, hi in iv:
+                if lo > prev + 1:
+                    gaps.append((prev + 1, lo - 1))
+                prev = hi
+            if prev < _FULL[f]:
+                gaps.append((prev + 1, _FULL[f]))
+            for a, b in gaps:
+                g = b - a + 1
+                c = g.bit_length() - 1  # the strata 0..c fit in the gap
+                if a > 0:  # an interval below: walk up from it
+                    groups.setdefault((f, c), []).append((a, 1, g))
+                if b < _FULL[f]:  # an interval above: walk down from it
+                    groups.setdefault((f, c), []).append((b, -1, g))
+        self.groups = [groups[k] for k in sorted(groups)]
+        self.keys = sorted(groups)
+        self._context = Sampler(space, cache=cache, u=covered) if groups else None
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    def value(self, group: int) -> int:
+        """A value of the group's field outside the region: a random edge of the group, a
+        random stratum, a random distance in it."""
+        rng = self.rng
+        _, c = self.keys[group]
+        start, step, g = rng.choice(self.groups[group])
+        j = rng.randint(0, c)
+        lo, hi = (1 << j) - 1, min((1 << (j + 1)) - 1, g)
+        return start + step * rng.randrange(lo, hi)
+
+    def draw(self, tries: int = 4) -> dict | None:
+        if self._context is None:
+            raise _Empty
+        for _ in range(tries):
+            k = self.rng.randrange(len(self.groups))
+            h = self._context.uniform(self.rng)
+            h[self.keys[k][0]] = self.value(k)
+            h = canonicalize(h)
+            if not self.space.contains(self.covered, h):
+                return h
+        return None
+
+
 class _Area:
     """One area of a plan: how to draw its next header, and when it was probed."""
 
@@ -177,14 +270,42 @@ class _Empty(Exception):
     """An area turned out to be empty (a class cell outside the uncovered space)."""
 
 
-GROUPS = ("sweep", "boundary", "class", "delivered", "random")
-DEFAULT_SHARES = {"sweep": 0.2, "boundary": 0.5, "class": 0.2, "delivered": 0.0, "random": 0.1}
+GROUPS = ("sweep", "boundary", "region", "class", "delivered", "random")
+DEFAULT_SHARES = {
+    "sweep": 0.2,
+    "boundary": 0.4,
+    "region": 0.1,
+    "class": 0.2,
+    "delivered": 0.0,
+    "random": 0.1,
+}
 
 
-def shares_with_delivered(share: float) -> dict[str, float]:
-    """The default shares with `share` of the probes (0 <= share < 1) going to the
-    delivered group and the rest split as by default."""
-    rest = {g: w * (1.0 - share) for g, w in DEFAULT_SHARES.items()}
+# With sFlow sampling 1/N a hidden entry is found after about N of its probes, so a target
+# that takes a share q of the probes waits N/q probes. The bit-flip sets spread over one
+# fat-finger per bit of every covered prefix (10^4 to 10^5 targets): at 1/1 one is found
+# within minutes, at 1/100 in hours. From SPARSE_SAMPLING on, half of the boundary
+# group's share goes to the groups whose targets are larger: random and region.
+SPARSE_SAMPLING = 100
+SPARSE_SHARES = {
+    "sweep": 0.2,
+    "boundary": 0.15,
+    "region": 0.15,
+    "class": 0.2,
+    "delivered": 0.0,
+    "random": 0.3,
+}
+
+
+def default_shares(sampling: int = 1) -> dict[str, float]:
+    """The groups' default shares at sFlow sampling 1/sampling."""
+    return dict(SPARSE_SHARES if sampling >= SPARSE_SAMPLING else DEFAULT_SHARES)
+
+
+def shares_with_delivered(share: float, sampling: int = 1) -> dict[str, float]:
+    """The default shares (at sampling 1/sampling) with `share` of the probes
+    (0 <= share < 1) going to the delivered group and the rest split as by default."""
+    rest = {g: w * (1.0 - share) for g, w in default_shares(sampling).items()}
     return {**rest, "delivered": share}
 
 
@@ -259,6 +380,9 @@ class IngressPlan:
         self._edge_regions: list[dict] = []  # regions that gave a probe, cycled once done
         self._edge_next = 0
         self._add("boundary", "edges", self._edge_draw)
+        self._region: RegionEdges | None = None
+        if self._residual != space.false and self.shares["region"] > 0:
+            self._add("region", "region", self._region_draw)
         self._flip_todo = [f for f in _EDGE_FIRST] + [
             f for f in FIELD_NAMES if f not in _EDGE_FIRST
         ]
@@ -308,6 +432,11 @@ class IngressPlan:
             return next(it)
 
         return draw
+
+    def _region_draw(self) -> dict | None:
+        if self._region is None:  # built on its first turn: the first batch stays quick
+            self._region = RegionEdges(self.space, self.covered, self.cache, self.rng)
+        return self._region.draw()
 
     def _edge_iter(self) -> Iterator[dict]:
         """±1 range edges of the covered cubes (small fields first, then addresses)."""
