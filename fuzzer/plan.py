@@ -201,29 +201,39 @@ class RegionEdges:
     sends, but for the one field moved out of the region."""
 
     def __init__(self, space: HeaderSpace, covered, cache: CountCache, rng: random.Random):
-        self.space, self.covered, self.rng = space, covered, rng
-        groups: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        for f in FIELD_NAMES:
-            iv = field_intervals(space, covered, f)
-            if not iv:
-                continue
-            gaps, prev = [], -1
-            for lo, hi in iv:
-                if lo > prev + 1:
-                    gaps.append((prev + 1, lo - 1))
-                prev = hi
-            if prev < _FULL[f]:
-                gaps.append((prev + 1, _FULL[f]))
-            for a, b in gaps:
-                g = b - a + 1
-                c = g.bit_length() - 1  # the strata 0..c fit in the gap
-                if a > 0:  # an interval below: walk up from it
-                    groups.setdefault((f, c), []).append((a, 1, g))
-                if b < _FULL[f]:  # an interval above: walk down from it
-                    groups.setdefault((f, c), []).append((b, -1, g))
-        self.groups = [groups[k] for k in sorted(groups)]
-        self.keys = sorted(groups)
-        self._context = Sampler(space, cache=cache, u=covered) if groups else None
+        self.space, self.covered, self.cache, self.rng = space, covered, cache, rng
+        self._todo = list(FIELD_NAMES)
+        self._by_key: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        self.keys: list[tuple[str, int]] = []
+        self.groups: list[list[tuple[int, int, int]]] = []
+        self._context: Sampler | None = None
+
+    def grow(self) -> bool:
+        """Find the edges of the next field (one per call, so that no probe waits for all
+        nine); False once every field is done."""
+        if not self._todo:
+            return False
+        f = self._todo.pop(0)
+        iv = field_intervals(self.space, self.covered, f)
+        gaps, prev = [], -1
+        for lo, hi in iv or ():
+            if lo > prev + 1:
+                gaps.append((prev + 1, lo - 1))
+            prev = hi
+        if iv and prev < _FULL[f]:
+            gaps.append((prev + 1, _FULL[f]))
+        for a, b in gaps:
+            g = b - a + 1
+            c = g.bit_length() - 1  # the strata 0..c fit in the gap
+            if a > 0:  # an interval below: walk up from it
+                self._by_key.setdefault((f, c), []).append((a, 1, g))
+            if b < _FULL[f]:  # an interval above: walk down from it
+                self._by_key.setdefault((f, c), []).append((b, -1, g))
+        self.keys = sorted(self._by_key)
+        self.groups = [self._by_key[k] for k in self.keys]
+        if self.groups and self._context is None:
+            self._context = Sampler(self.space, cache=self.cache, u=self.covered)
+        return True
 
     def __len__(self) -> int:
         return sum(len(g) for g in self.groups)
@@ -239,7 +249,12 @@ class RegionEdges:
         return start + step * rng.randrange(lo, hi)
 
     def draw(self, tries: int = 4) -> dict | None:
+        """A probe just outside the region; None when none was found this turn (or no
+        field is done yet). _Empty: every field is done and none has an edge."""
+        grew = self.grow()
         if self._context is None:
+            if grew:
+                return None
             raise _Empty
         for _ in range(tries):
             k = self.rng.randrange(len(self.groups))
@@ -434,7 +449,9 @@ class IngressPlan:
         return draw
 
     def _region_draw(self) -> dict | None:
-        if self._region is None:  # built on its first turn: the first batch stays quick
+        if self._btick <= self.warmup:  # the first batch after a new corpus stays quick
+            return None
+        if self._region is None:
             self._region = RegionEdges(self.space, self.covered, self.cache, self.rng)
         return self._region.draw()
 
