@@ -10,6 +10,9 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 (ports, protocol, EtherType, VLAN, then address ranges), and one set per field
                 of the headers one bit flip of that field away from covered(i) (fat-fingers,
                 the holes that ACLs cut and their neighbours).
+  region      = headers just outside the covered region in one field: a field's covered
+                values merged into maximal intervals, probed outside each edge at every
+                distance scale (RegionEdges), the other fields from a covered header.
   class       = V ∧ ¬covered(i) ∧ C for every model class C that meets it: one area per
                 behaviour of the uncovered space (an ACL's dropped headers towards one route,
                 the table-miss headers of one switch, ...), however small.
@@ -23,7 +26,8 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
 
 Every area is probed forever, not once: a hidden rule can be installed at any moment
 and can sit in any part of an area. The plan is a stride schedule over the area groups
-(sweep, boundary, class, delivered, random; `shares`), round-robin over the areas of a group, and
+(sweep, boundary, region, class, delivered, random; `shares`, by default from the
+network's sFlow sampling: `default_shares`), round-robin over the areas of a group, and
 within an area an evenly spread, endless sequence of headers (a golden-ratio walk over the
 area's index order, `Sampler`), so that successive visits of one area land in different
 parts of it: a sub-region that holds a fraction f of an area is reached after about 1/f
@@ -43,8 +47,9 @@ from cpc.results import Port
 from cpc.space import HeaderSpace
 
 from .hspace import CountCache, Sampler, canonicalize, valid_headers
+from .region import RegionEdges
 
-__all__ = ["IngressPlan", "PairArea", "Probe", "RegionEdges", "boundary_regions", "field_intervals"]
+__all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
 
 # Fields whose range edges are probed first (small, semantically meaningful values).
 _EDGE_FIRST = ("ip_proto", "tp_dst", "tp_src", "eth_type", "vlan_vid")
@@ -156,114 +161,6 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
     if "vlan_vid" not in region:
         h["vlan_vid"] = 0
     return canonicalize(h)
-
-
-def field_intervals(space: HeaderSpace, u, field_name: str, limit: int = 4096):
-    """The values of one field that some header of u has, as sorted, disjoint, maximal
-    intervals [(lo, hi)]; None when there are more than `limit` of them."""
-    others = [f for f in FIELD_NAMES if f != field_name]
-    names = [f"{f}_{i}" for f in others for i in range(WIDTH[f])] + list(space.id_names)
-    d = space.bdd.exist(names, u)
-    w = WIDTH[field_name]
-    full = _FULL[field_name]
-    blocks = []
-    for cube in space.cubes(d):
-        v, m = cube.get(field_name, (0, 0))
-        t = (m & -m).bit_length() - 1 if m else w  # free low bits: a block of 2^t values
-        free = ~m & full & ~((1 << t) - 1)  # free bits above the block: one block each
-        bits = [1 << b for b in range(w) if free >> b & 1]
-        if len(blocks) + (1 << len(bits)) > limit:
-            return None
-        for k in range(1 << len(bits)):
-            start = (v & m) | sum(b for j, b in enumerate(bits) if k >> j & 1)
-            blocks.append((start, start + (1 << t) - 1))
-    blocks.sort()
-    out: list[list[int]] = []
-    for lo, hi in blocks:
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
-
-
-class RegionEdges:
-    """Probes just outside the covered REGION, field by field: the covered headers'
-    values of a field, merged into maximal intervals, have few edges where the covered
-    cubes have many (a block of 5,000 adjacent /24 routes is one interval of ipv4_dst).
-    Outside each edge, at every distance scale: stratum j is the values 2^j - 1 to
-    2^(j+1) - 2 away from the edge (j = 0: the value next to it), as far as the gap
-    reaches, so a hidden entry of any size next to the region is hit by its share of
-    the strata. The edges are grouped by field and by the size of the gap they face (a
-    power of two); every group gets the same share, so the few edges of a region's
-    outside are not drowned by the many small holes inside it. The other fields of a
-    probe come from a uniform covered header: the probe is what production traffic
-    sends, but for the one field moved out of the region."""
-
-    def __init__(self, space: HeaderSpace, covered, cache: CountCache, rng: random.Random):
-        self.space, self.covered, self.cache, self.rng = space, covered, cache, rng
-        self._todo = list(FIELD_NAMES)
-        self._by_key: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        self.keys: list[tuple[str, int]] = []
-        self.groups: list[list[tuple[int, int, int]]] = []
-        self._context: Sampler | None = None
-
-    def grow(self) -> bool:
-        """Find the edges of the next field (one per call, so that no probe waits for all
-        nine); False once every field is done."""
-        if not self._todo:
-            return False
-        f = self._todo.pop(0)
-        iv = field_intervals(self.space, self.covered, f)
-        gaps, prev = [], -1
-        for lo, hi in iv or ():
-            if lo > prev + 1:
-                gaps.append((prev + 1, lo - 1))
-            prev = hi
-        if iv and prev < _FULL[f]:
-            gaps.append((prev + 1, _FULL[f]))
-        for a, b in gaps:
-            g = b - a + 1
-            c = g.bit_length() - 1  # the strata 0..c fit in the gap
-            if a > 0:  # an interval below: walk up from it
-                self._by_key.setdefault((f, c), []).append((a, 1, g))
-            if b < _FULL[f]:  # an interval above: walk down from it
-                self._by_key.setdefault((f, c), []).append((b, -1, g))
-        self.keys = sorted(self._by_key)
-        self.groups = [self._by_key[k] for k in self.keys]
-        if self.groups and self._context is None:
-            self._context = Sampler(self.space, cache=self.cache, u=self.covered)
-        return True
-
-    def __len__(self) -> int:
-        return sum(len(g) for g in self.groups)
-
-    def value(self, group: int) -> int:
-        """A value of the group's field outside the region: a random edge of the group, a
-        random stratum, a random distance in it."""
-        rng = self.rng
-        _, c = self.keys[group]
-        start, step, g = rng.choice(self.groups[group])
-        j = rng.randint(0, c)
-        lo, hi = (1 << j) - 1, min((1 << (j + 1)) - 1, g)
-        return start + step * rng.randrange(lo, hi)
-
-    def draw(self, tries: int = 4) -> dict | None:
-        """A probe just outside the region; None when none was found this turn (or no
-        field is done yet). _Empty: every field is done and none has an edge."""
-        grew = self.grow()
-        if self._context is None:
-            if grew:
-                return None
-            raise _Empty
-        for _ in range(tries):
-            k = self.rng.randrange(len(self.groups))
-            h = self._context.uniform(self.rng)
-            h[self.keys[k][0]] = self.value(k)
-            h = canonicalize(h)
-            if not self.space.contains(self.covered, h):
-                return h
-        return None
 
 
 class _Area:
@@ -457,7 +354,10 @@ class IngressPlan:
             return None
         if self._region is None:
             self._region = RegionEdges(self.space, self.covered, self.cache, self.rng)
-        return self._region.draw()
+        h = self._region.draw()
+        if h is None and self._region.empty:
+            raise _Empty
+        return h
 
     def _edge_iter(self) -> Iterator[dict]:
         """±1 range edges of the covered cubes (small fields first, then addresses)."""

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cpc.rules import Match
 from cpc.space import HeaderSpace
 from fuzzer.hspace import CountCache, valid_headers
-from fuzzer.plan import RegionEdges, field_intervals
+from fuzzer.region import RegionEdges, field_intervals
 
 IP = (0x0800, 0xFFFF)
 
