@@ -33,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from bench.common import median, pct, rss_mb  # noqa: E402
-from fuzzer.plan import IngressPlan  # noqa: E402
+from fuzzer.plan import DEFAULT_SHARES, IngressPlan  # noqa: E402
 from pazzlab.papersim import (  # noqa: E402
     FUZZ_PPS,
     POLL_S,
@@ -90,7 +90,7 @@ def variant(share: float) -> str:
 
 
 def run_network(
-    key: str, rules: int, runs: int, horizon: float, shares: tuple, say
+    key: str, rules: int, runs: int, horizon: float, shares: tuple, dense: bool, say
 ) -> tuple[dict, list]:
     kind, size, _, paper_cpc = TOPOLOGIES[key]
     t = time.perf_counter()
@@ -105,7 +105,10 @@ def run_network(
     for share in shares:
         streams[variant(share)] = fuzz_stream(net, faults, seconds, seed=1, random_share=share)
         say(f"{key}: {variant(share)} stream done at {time.perf_counter() - t:.0f} s")
-    systems = SYSTEMS + tuple(variant(s) for s in shares)
+    if dense:
+        streams["pazz_dense"] = fuzz_stream(net, faults, seconds, seed=1, shares=DEFAULT_SHARES)
+        say(f"{key}: pazz_dense stream done at {time.perf_counter() - t:.0f} s")
+    systems = SYSTEMS + tuple(variant(s) for s in shares) + (("pazz_dense",) if dense else ())
     ap = atpg_probes(net, seed=1)
     info = {
         "switches": len(net.wl.topo.switches),
@@ -198,7 +201,13 @@ def stats(values: list, horizon: float) -> dict:
 def summarize(rows: list, horizon: float) -> dict:
     out: dict = {}
     systems = list(dict.fromkeys(r["system"] for r in rows))
-    groups = {"all28": ("p", "a"), "type_p": ("p",), "type_a": ("a",), "fat_finger": ("hard",)}
+    groups = {
+        "all28": ("p", "a"),
+        "type_p": ("p",),
+        "type_a": ("a",),
+        "fat_finger": ("hard",),
+        "heldout": ("held",),
+    }
     for key in TOPOLOGIES:
         for n in SAMPLINGS:
             for system in systems:
@@ -239,6 +248,11 @@ def main(argv=None) -> int:
         help="PAZZ variants with these fuzzer random shares, comma-separated "
         "('' for none; default 0.5, none with --quick)",
     )
+    ap.add_argument(
+        "--dense",
+        action="store_true",
+        help="also PAZZ with the fuzzer's shares for dense sampling (pazz_dense)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="networks simulated in parallel")
     ap.add_argument("--quick", action="store_true", help="grid4, 1,000 rules, 2 runs, 30 s")
     ap.add_argument("--out", help="write the JSON here too")
@@ -261,7 +275,10 @@ def main(argv=None) -> int:
         if key not in TOPOLOGIES:
             ap.error(f"--networks: unknown network {key!r} (known: {', '.join(TOPOLOGIES)})")
     t0 = time.perf_counter()
-    jobs = [(k, args.rules or TOPOLOGIES[k][2], args.runs, args.horizon, shares) for k in keys]
+    jobs = [
+        (k, args.rules or TOPOLOGIES[k][2], args.runs, args.horizon, shares, args.dense)
+        for k in keys
+    ]
     if args.jobs > 1 and len(keys) > 1:
         # Biggest first, so that the last network to start is a small one.
         order = sorted(jobs, key=lambda j: -j[1])
@@ -285,6 +302,7 @@ def main(argv=None) -> int:
             "spacing_s": SPACING_S,
             "corroborate": 2,
             "random_shares": list(shares),
+            "dense": args.dense,
             "quick": args.quick,
         },
         "paper": {k: list(v) if isinstance(v, tuple) else v for k, v in PAPER.items()},

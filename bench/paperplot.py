@@ -81,7 +81,12 @@ def draw(report: dict, outdir: str) -> list[str]:
     style = dict(STYLE)
     variants = sorted({r["system"] for r in rows} - set(STYLE))
     for v, color in zip(variants, VARIANT_COLORS, strict=False):
-        style[v] = (color, f"PAZZ, random share {int(v.split('_r')[1]) / 100:g}")
+        label = (
+            "PAZZ, dense-sampling shares"
+            if v == "pazz_dense"
+            else f"PAZZ, random share {int(v.split('_r')[1]) / 100:g}"
+        )
+        style[v] = (color, label)
     for letter, key in zip("bcde", nets, strict=False):
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for system, (color, label) in style.items():

@@ -39,7 +39,7 @@ from cpc.results import Port
 from .craft import Crafter
 from .hspace import CountCache, canonicalize, valid_headers
 from .inject import Injector
-from .plan import IngressPlan, Probe
+from .plan import IngressPlan, Probe, default_shares
 from .rate import TokenBucket
 
 __all__ = ["DETECT_FRACTIONS", "CriticalFlow", "Fuzzer", "port_label"]
@@ -77,6 +77,23 @@ class _IngressState:
 
 
 CONFIRM_SHARE = 0.5  # of each batch, at most, for confirmation probes
+CORROBORATE_MAX = 3000  # copies of a suspicious sample's header (3N up to 1/1000)
+RECENT = 16384  # probes remembered for sender(): 16 s at 1000 probes/s
+# What a sampled probe is recognized by (the VLAN tag may be pushed or popped on the way).
+_SENDER_FIELDS = (
+    "ipv4_dst",
+    "ipv4_src",
+    "ip_proto",
+    "tp_dst",
+    "tp_src",
+    "eth_type",
+    "eth_dst",
+    "eth_src",
+)
+
+
+def _sender_key(h: Mapping[str, int]) -> tuple:
+    return tuple(h.get(f, 0) for f in _SENDER_FIELDS)
 
 
 class Fuzzer:
@@ -96,7 +113,10 @@ class Fuzzer:
         min_replan_s: float = 1.0,
         crafter: Crafter | None = None,
         subscribe: bool = True,
+        sampling: int = 1,
     ) -> None:
+        """sampling: the sFlow sampling 1/N of the network, for the default shares
+        (fuzzer.plan.default_shares) when `shares` is None."""
         self.model = model
         self.space = model.space
         self.clock = clock
@@ -104,7 +124,7 @@ class Fuzzer:
         self.rng = random.Random(seed)
         self.batch = batch
         self.random_share = random_share
-        self.shares = dict(shares) if shares is not None else None
+        self.shares = dict(shares) if shares is not None else default_shares(sampling)
         self.window_s = window_s
         self.min_replan_s = min_replan_s
         self.crafter = crafter or Crafter()
@@ -117,6 +137,9 @@ class Fuzzer:
         self._confirm: collections.deque[list] = collections.deque(maxlen=1024)
         self.confirm_sent = 0
         self.confirm_share = CONFIRM_SHARE
+        # The ingresses of the latest RECENT probes, by header (sender()).
+        self._recent: collections.deque[tuple] = collections.deque()
+        self._sender: dict[tuple, tuple[Port, int]] = {}  # key -> (ingress, seq)
         self.sent_total = 0
         self.sent_by_area: dict[str, int] = {}
         self.seq = 0
@@ -268,6 +291,18 @@ class Fuzzer:
         self._confirm.append([ingress, dict(header), copies])
         return True
 
+    def sender(self, header: Mapping[str, int]) -> Port | None:
+        """The ingress of a recent probe with this header (one of the latest RECENT), or
+        None: a sampled probe's sender, to probe it again from where it came."""
+        hit = self._sender.get(_sender_key(header))
+        return None if hit is None else hit[0]
+
+    def corroborate(self, ingress: Port, header: Mapping[str, int], sampling: int) -> bool:
+        """A suspicious sample's header, sent again 3N times at sampling 1/N (its copy is
+        then sampled within about N / (rate * confirm_share) s, with probability 95 %
+        within the 3N copies), as confirmation probes."""
+        return self.confirm(ingress, header, min(CORROBORATE_MAX, 3 * max(1, sampling)))
+
     def next_probes(self, n: int) -> list[Probe]:
         """Up to n probes: re-probes, confirmation copies (up to confirm_share of n), then
         due critical flows, then one per ingress in turn."""
@@ -303,9 +338,17 @@ class Fuzzer:
                 continue
             idle = 0
             out.append(pr)
+        recent, sender = self._recent, self._sender
         for pr in out:
             self.seq = (self.seq + 1) & 0xFFFFFFFF
             pr.seq = self.seq
+            key = _sender_key(pr.header)
+            sender[key] = (pr.ingress, pr.seq)
+            recent.append((key, pr.seq))
+        while len(recent) > RECENT:
+            key, seq = recent.popleft()
+            if sender[key][1] == seq:  # not sent again since
+                del sender[key]
         return out
 
     def record(self, probes: Iterable[Probe]) -> None:

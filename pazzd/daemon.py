@@ -883,7 +883,7 @@ class Daemon:
                 rate=cfg.fuzz_rate,
                 window_s=cfg.fuzz_window,
                 seed=1,
-                shares=shares_with_delivered(cfg.fuzz_delivered_share),
+                shares=shares_with_delivered(cfg.fuzz_delivered_share, cfg.sampling_rate),
             )
         except Exception as e:
             log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
@@ -950,13 +950,18 @@ class Daemon:
         )
 
     def _on_suspect(self, egress, header: dict, expected) -> None:
-        """A fault's first sample: have the fuzzer probe its header again from the
-        ingresses the model expects it from (corroboration, tester.corroborate)."""
+        """A fault's first sample: have the fuzzer send its header again, 3N times at
+        sampling 1/N (so that a copy is sampled within a second or two), from the probe's
+        own ingress when it was a probe, else from the ingresses the model expects it
+        from (corroboration, tester.corroborate)."""
         if self.fuzzer is None:
             return
         hdr = {k: v for k, v in header.items() if k != "text"}
-        for ing in list(dict.fromkeys(e.ingress for e in expected))[:4]:
-            self.fuzzer.reprobe(ing, hdr)
+        sender = self.fuzzer.sender(hdr)
+        ings = [sender] if sender is not None else [e.ingress for e in expected]
+        n = self.cfg.sampling_rate if self.cfg is not None else 1
+        for ing in list(dict.fromkeys(ings))[:4]:
+            self.fuzzer.corroborate(ing, hdr, n)
 
     def _on_localize(self, req: LocalizationRequest) -> None:
         self._spawn(self._auto_localize(req.fault_id))

@@ -22,7 +22,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
 | pazz_fuzz_areas, pazz_fuzz_areas_recent | gauge | ingress |
-| pazz_fuzz_revisit_seconds | gauge | ingress, group (sweep, boundary, class, random) |
+| pazz_fuzz_revisit_seconds | gauge | ingress, group (sweep, boundary, region, class, delivered, random) |
 | pazz_fuzz_expected_detect_seconds | gauge | ingress, fraction (1, 1/256, 1/65536) |
 | pazz_switch_connected | gauge | dpid (with the proxy only: every switch of the topology) |
 | pazz_controller_connected | gauge | (with the proxy only) |

@@ -6,8 +6,9 @@ within 60 s, the first asks for re-probes), fed sFlow v5 datagrams that tester.e
 packs from the reference's deliveries, exactly as patched OVS reports them. Probes come
 from the systems compared, at the paper's rates:
 
-  pazz     fuzzer.engine.Fuzzer (endless plans), 1000 probes/s; pazz_rNN the same with
-           random_share NN %;
+  pazz     fuzzer.engine.Fuzzer (endless plans), 1000 probes/s, its default shares for
+           sampling 1/100 and sparser; pazz_rNN the same with random_share NN %;
+           pazz_dense the same with the shares for dense sampling (fuzzer.plan);
   random   the paper's baseline: uniformly random valid headers from random edge ports,
            1000 probes/s;
   atpg     ATPG-style: one probe per intended rule (a header that rule matches, from an
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
-from fuzzer.engine import Fuzzer
+from fuzzer.engine import CONFIRM_SHARE, CORROBORATE_MAX, Fuzzer
 from fuzzer.hspace import Sampler, range_bdd, valid_headers
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
 from pazzlab.paperfaults import PaperFault, paper_faults
@@ -175,15 +176,24 @@ def fuzz_stream(
     seconds: float,
     seed: int,
     random_share: float | None = None,
+    shares: dict | None = None,
+    sampling: int = 100,
 ) -> dict:
-    """Run the real fuzzer for `seconds` of virtual time at FUZZ_PPS; for every fault,
-    the (time, ingress, header) of its probes inside the fault's match.
+    """Run the real fuzzer for `seconds` of virtual time at FUZZ_PPS (its default shares
+    for sFlow sampling 1/sampling, or `shares`); for every fault, the (time, ingress,
+    header) of its probes inside the fault's match.
 
     Fuzzer.record is left out: it keeps coverage metrics and nothing the schedule reads
     (tests/pazzlab/test_papersim.py checks that the probes are the same with it)."""
     now = [0.0]
     fz = Fuzzer(
-        net.model, seed=seed, subscribe=False, clock=lambda: now[0], random_share=random_share
+        net.model,
+        seed=seed,
+        subscribe=False,
+        clock=lambda: now[0],
+        random_share=random_share,
+        shares=shares,
+        sampling=sampling,
     )
     batch = 50
     hits: dict[str, list] = {f.name: [] for f in faults}
@@ -336,10 +346,20 @@ def simulate(
     emitter = ReferenceEmitter(sampling_rate=sampling)
     reprobes: list = []
     tick = itertools.count()
+    current: list = [None]  # the ingress of the sample being judged (None: production)
+    copies = min(CORROBORATE_MAX, 3 * sampling)
 
-    def on_suspect(egress, hdr, expected) -> None:  # pazzd: the fuzzer probes it again
-        for ing in list(dict.fromkeys(e.ingress for e in expected))[:4]:
-            heapq.heappush(reprobes, (now[0] + 0.001, next(tick), ing, dict(hdr)))
+    def on_suspect(egress, hdr, expected) -> None:
+        # pazzd: the fuzzer sends the header again in 3N copies (Fuzzer.corroborate) from
+        # the probe's ingress (Fuzzer.sender), or, for production traffic, from the
+        # ingresses the model expects; the copies take CONFIRM_SHARE of the probe rate
+        # and are sampled like any probe: only the sampled ones are events.
+        ings = [current[0]] if current[0] is not None else [e.ingress for e in expected]
+        ings = list(dict.fromkeys(ings))[:4]
+        pps = FUZZ_PPS * CONFIRM_SHARE / max(len(ings), 1)
+        for ing in ings:
+            for t in _geometric_times(1 / sampling, pps, now[0], now[0] + copies / pps, rng):
+                heapq.heappush(reprobes, (t, next(tick), ing, dict(hdr)))
 
     tester.on_suspect = on_suspect
     srcs = []
@@ -372,8 +392,7 @@ def simulate(
             ing, h = sc.prod_header(rng)
         elif kind == "uniform":
             ing, h = sc.uniform_header(rng)
-        elif kind == "reprobe" and rng.random() * sampling >= 1:
-            continue
+        current[0] = None if kind == "prod" else ing
         outs = sc.ref.send_with_headers(ing, h)
         if not outs:
             continue

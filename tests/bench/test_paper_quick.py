@@ -18,8 +18,8 @@ def test_paper_quick(tmp_path, capsys):
     doc = json.loads(out.read_text())
     horizon = doc["config"]["horizon_s"]
     net = doc["networks"]["grid4"]
-    assert len(net["faults"]) == 34
-    assert len(doc["runs"]) == 34 * 2 * 3 * 2
+    assert len(net["faults"]) == 40  # 28, 6 fat-fingers, 6 held out
+    assert len(doc["runs"]) == 40 * 2 * 3 * 2
     for r in doc["runs"]:
         assert r["system"] in paper.SYSTEMS and r["sampling"] in paper.SAMPLINGS
         assert r["detect_s"] is None or 0 < r["detect_s"] <= horizon + 1

@@ -72,3 +72,47 @@ def test_fuzz_probes_go_out_as_packet_outs_through_the_proxy(tmp_path):
         assert (buffer_id, in_port, acts) == (OFP_NO_BUFFER, 5, [(OFPAT_OUTPUT, 16, OFPP_TABLE, 0)])
         assert tags.unpack_header(data[12:20]) == (tags.VERIFY_PORT_INIT, tags.VERIFY_RULE_INIT)
         assert parse_frame(data).has_verify
+
+
+def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path):
+    """The tester's first sample of a fault (on_suspect) has the fuzzer send that header
+    again in 3N PACKET_OUTs at sampling 1/N, from the ingress the probe came from (the
+    model expects the header nowhere, so it names no ingress itself)."""
+    sampling = 8
+    cfg = base_config(
+        tmp_path,
+        controller={"enabled": True, "listen": "127.0.0.1:0", "audit_interval": 0},
+        fuzz={"enabled": True, "rate": 400, "pairs": [["s1:5", "s4:5"], ["s1:5", "s2:5"]]},
+    )
+    cfg["sflow"]["sampling_rate"] = sampling
+    path = write_config(tmp_path / "pazzd.yaml", cfg)
+
+    async def main():
+        d = Daemon(str(path))
+        await d.start()
+        sw = RawSwitch(d.proxy.port, dpid=1)
+        try:
+            await sw.connect()
+            outs = lambda: [  # noqa: E731
+                packet_out(m) for m in sw.received if m[1] == of.OFPT_PACKET_OUT
+            ]
+            assert await wait_for(lambda: len(outs()) >= 10, 15)
+            # A probe the model delivers nowhere, as its sample would show (no ingress
+            # expected: before, such a sample was probed again from nowhere).
+            _, in_port, _, data = next(
+                o for o in outs() if d.fuzzer.sender(parse_frame(o[3]).header) == (1, 5)
+            )
+            hdr = parse_frame(data).header
+            before = sum(parse_frame(o[3]).header == hdr for o in outs())
+            d.tester.on_suspect((4, 5), dict(hdr), ())
+            same = lambda: [o for o in outs() if parse_frame(o[3]).header == hdr]  # noqa: E731
+            assert await wait_for(lambda: len(same()) >= before + 3 * sampling, 15)
+            await asyncio.sleep(0.3)
+            return same(), before
+        finally:
+            await sw.close()
+            await d.stop()
+
+    copies, before = asyncio.run(main())
+    assert len(copies) - before == 3 * sampling  # exactly 3N, all from the probe's port
+    assert {o[1] for o in copies} == {5}

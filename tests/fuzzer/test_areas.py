@@ -97,7 +97,7 @@ def test_groups_get_their_shares_and_areas_keep_turning(net):
         pairs=[((1, 5), (4, 5))],
         seed=1,
         subscribe=False,
-        shares={"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1},
+        shares={"sweep": 0.3, "boundary": 0.3, "region": 0.1, "class": 0.2, "random": 0.1},
     )
     probes = []
     for _ in range(40):
@@ -106,8 +106,9 @@ def test_groups_get_their_shares_and_areas_keep_turning(net):
         probes += batch
     n = len(probes)
     assert n == 4000
-    by = {g: sum(p.area == g for p in probes) / n for g in ("sweep", "boundary", "class", "random")}
-    for g, want in {"sweep": 0.4, "boundary": 0.3, "class": 0.2, "random": 0.1}.items():
+    want_shares = {"sweep": 0.3, "boundary": 0.3, "region": 0.1, "class": 0.2, "random": 0.1}
+    by = {g: sum(p.area == g for p in probes) / n for g in want_shares}
+    for g, want in want_shares.items():
         assert abs(by[g] - want) < 0.03, by
     plan = fz.state[(1, 5)].plan
     areas = [a for g in plan.areas.values() for a in g]

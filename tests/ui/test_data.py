@@ -116,6 +116,12 @@ def test_coverage_of_one_ingress_lists_its_areas_longest_unprobed_first():
     assert ages[: len(never)] == never
     seen = ages[len(never) :]
     assert seen == sorted(seen, reverse=True) and set(seen) <= {3.0, 4.0}
-    assert {a["group"] for a in row["area_list"]} <= {"sweep", "boundary", "class", "random"}
+    assert {a["group"] for a in row["area_list"]} <= {
+        "sweep",
+        "boundary",
+        "region",
+        "class",
+        "random",
+    }
     with pytest.raises(ValueError, match="s9"):
         coverage_json(fz, topo, "s9:5")

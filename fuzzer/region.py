@@ -1,0 +1,131 @@
+"""The edges of the covered region, field by field, and probes just outside them.
+
+A contiguous block of covered prefixes has few edges as a region, where its cubes have
+many (docs/fuzzer.md, "Region edges"); `field_intervals` merges a field's covered values
+into maximal intervals and `RegionEdges` draws probes outside their edges at every
+distance scale.
+"""
+
+from __future__ import annotations
+
+import random
+
+from cpc.fields import FIELD_NAMES, WIDTH
+from cpc.space import HeaderSpace
+
+from .hspace import CountCache, Sampler, canonicalize
+
+__all__ = ["RegionEdges", "field_intervals"]
+
+_FULL = {f: (1 << w) - 1 for f, w in WIDTH.items()}
+
+
+def field_intervals(space: HeaderSpace, u, field_name: str, limit: int = 4096):
+    """The values of one field that some header of u has, as sorted, disjoint, maximal
+    intervals [(lo, hi)]; None when there are more than `limit` of them."""
+    others = [f for f in FIELD_NAMES if f != field_name]
+    names = [f"{f}_{i}" for f in others for i in range(WIDTH[f])] + list(space.id_names)
+    d = space.bdd.exist(names, u)
+    w = WIDTH[field_name]
+    full = _FULL[field_name]
+    blocks = []
+    for cube in space.cubes(d):
+        v, m = cube.get(field_name, (0, 0))
+        t = (m & -m).bit_length() - 1 if m else w  # free low bits: a block of 2^t values
+        free = ~m & full & ~((1 << t) - 1)  # free bits above the block: one block each
+        bits = [1 << b for b in range(w) if free >> b & 1]
+        if len(blocks) + (1 << len(bits)) > limit:
+            return None
+        for k in range(1 << len(bits)):
+            start = (v & m) | sum(b for j, b in enumerate(bits) if k >> j & 1)
+            blocks.append((start, start + (1 << t) - 1))
+    blocks.sort()
+    out: list[list[int]] = []
+    for lo, hi in blocks:
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+class RegionEdges:
+    """Probes just outside the covered REGION, field by field: the covered headers'
+    values of a field, merged into maximal intervals, have few edges where the covered
+    cubes have many (a block of 5,000 adjacent /24 routes is one interval of ipv4_dst).
+    Outside each edge, at every distance scale: stratum j is the values 2^j - 1 to
+    2^(j+1) - 2 away from the edge (j = 0: the value next to it), as far as the gap
+    reaches, so a hidden entry of any size next to the region is hit by its share of
+    the strata. The edges are grouped by field and by the size of the gap they face (a
+    power of two); every group gets the same share, so the few edges of a region's
+    outside are not drowned by the many small holes inside it. The other fields of a
+    probe come from a uniform covered header: the probe is what production traffic
+    sends, but for the one field moved out of the region."""
+
+    def __init__(self, space: HeaderSpace, covered, cache: CountCache, rng: random.Random):
+        self.space, self.covered, self.cache, self.rng = space, covered, cache, rng
+        self._todo = list(FIELD_NAMES)
+        self._by_key: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        self.keys: list[tuple[str, int]] = []
+        self.groups: list[list[tuple[int, int, int]]] = []
+        self._context: Sampler | None = None
+
+    def grow(self) -> bool:
+        """Find the edges of the next field (one per call, so that no probe waits for all
+        nine); False once every field is done."""
+        if not self._todo:
+            return False
+        f = self._todo.pop(0)
+        iv = field_intervals(self.space, self.covered, f)
+        gaps, prev = [], -1
+        for lo, hi in iv or ():
+            if lo > prev + 1:
+                gaps.append((prev + 1, lo - 1))
+            prev = hi
+        if iv and prev < _FULL[f]:
+            gaps.append((prev + 1, _FULL[f]))
+        for a, b in gaps:
+            g = b - a + 1
+            c = g.bit_length() - 1  # the strata 0..c fit in the gap
+            if a > 0:  # an interval below: walk up from it
+                self._by_key.setdefault((f, c), []).append((a, 1, g))
+            if b < _FULL[f]:  # an interval above: walk down from it
+                self._by_key.setdefault((f, c), []).append((b, -1, g))
+        self.keys = sorted(self._by_key)
+        self.groups = [self._by_key[k] for k in self.keys]
+        if self.groups and self._context is None:
+            self._context = Sampler(self.space, cache=self.cache, u=self.covered)
+        return True
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def empty(self) -> bool:
+        """Every field is done and none has an edge: the region group has nothing."""
+        return not self._todo and not self.groups
+
+    def value(self, group: int) -> int:
+        """A value of the group's field outside the region: a random edge of the group, a
+        random stratum, a random distance in it."""
+        rng = self.rng
+        _, c = self.keys[group]
+        start, step, g = rng.choice(self.groups[group])
+        j = rng.randint(0, c)
+        lo, hi = (1 << j) - 1, min((1 << (j + 1)) - 1, g)
+        return start + step * rng.randrange(lo, hi)
+
+    def draw(self, tries: int = 4) -> dict | None:
+        """A probe just outside the region; None when none was found this turn (or no
+        field with an edge is done yet)."""
+        self.grow()
+        if self._context is None:
+            return None
+        for _ in range(tries):
+            k = self.rng.randrange(len(self.groups))
+            h = self._context.uniform(self.rng)
+            h[self.keys[k][0]] = self.value(k)
+            h = canonicalize(h)
+            if not self.space.contains(self.covered, h):
+                return h
+        return None
