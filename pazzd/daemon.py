@@ -88,6 +88,7 @@ RESTART_ONLY = (
     "listen_port",
     "agents_confirm",
     "fuzz_delivered_share",
+    "sampling_rate",  # the fuzzer's shares and the probe copies are sized by it at start
     "controller_host",
     "controller_port",
     "controller_name",

@@ -1,6 +1,6 @@
 """A config reload applies a changed apps section: findings are re-attributed (same ids,
 new owners), resolve when no two owners are left, and come back with the apps; a change of
-the controllers only warns (it takes a restart)."""
+the controllers or of the sampling rate only warns (it takes a restart)."""
 
 from __future__ import annotations
 
@@ -61,5 +61,9 @@ def test_reload_reattributes_and_resolves(tmp_path):
         }
         reload(d, path, cfg)
         assert "controllers changed; it takes effect at the next restart" in d.log_text()
+
+        cfg["sflow"] = {**cfg["sflow"], "sampling_rate": 100}
+        reload(d, path, cfg)
+        assert "sampling_rate changed; it takes effect at the next restart" in d.log_text()
     finally:
         d.stop()
