@@ -43,8 +43,12 @@ class WalkIndex:
         self.groups_of.clear()
         self.expect.clear()
         self.rewriting.clear()
-        for c in classes:
-            self.walk(c)
+        self.walker.xmemo = {}
+        try:
+            for c in classes:
+                self.walk(c)
+        finally:
+            self.walker.xmemo = None
 
     def commit(self, part, moved: set, reshaped: set, gone: set, extra, built: bool):
         """Re-walk the classes an update moved, reshaped (and `extra`); forget those gone.
@@ -71,8 +75,12 @@ class WalkIndex:
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
             self.unwalk(c)
-        for c, plan in plans.items():
-            self.walk(c, plan)
+        self.walker.xmemo = {}
+        try:
+            for c, plan in plans.items():
+                self.walk(c, plan)
+        finally:
+            self.walker.xmemo = None
         # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
         # compares, when read, each class's walk with the one its headers had before (its
         # own, its origin's, or the class they joined).
