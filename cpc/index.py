@@ -99,8 +99,7 @@ class WalkIndex:
 
     def partial_plan(self, part, class_id: int):
         """(what of the walk stays valid, switches to walk again at all their edge ports,
-        other ingresses to walk again, the walk whose entry index the new one takes over)
-        for a class whose owners changed.
+        other ingresses to walk again) for a class whose owners changed.
 
         A walk depends only on the class's owners at the switches it visits, so the
         outcomes of an ingress whose paths avoid every switch where the class moved stay
@@ -118,23 +117,14 @@ class WalkIndex:
             for g in groups:
                 self.group_users[g].add(class_id)
             self.groups_of[class_id].update(groups)
-        # The class's own walk hands its entry index on to the new one (a split-off class
-        # indexes its walk when first planned).
-        return (
-            keep,
-            whole,
-            sorted(redo, key=self._ingress_pos.__getitem__),
-            old if base == class_id else None,
-        )
+        return keep, whole, sorted(redo, key=self._ingress_pos.__getitem__)
 
     def walk(self, class_id: int, plan=None) -> None:
         if plan is None:
             res = self.walker.walk(class_id, (), switches=self._edge_switches)
         else:
-            keep, whole, ingresses, old = plan
+            keep, whole, ingresses = plan
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
-            if old is not None:
-                res.adopt_index(old, whole, res.entries)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries

@@ -306,9 +306,6 @@ class WalkResult:
     groups: set[tuple[int, int]] = field(default_factory=set)
     _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
     _ends: frozenset | None = field(default=None, repr=False, compare=False)
-    # (switch -> entry switches whose shared entry nodes visit it, entry switch -> the
-    # switches its nodes visit, entries not indexed yet): see entry_index
-    _index: tuple | None = field(default=None, repr=False, compare=False)
 
     def pair_set(self) -> frozenset:
         """pairs(), kept once asked for (a walk is not changed after it is stored)."""
@@ -359,44 +356,6 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def entry_index(self) -> dict[int, set[int]]:
-        """Switch -> the switches whose shared entry nodes (WalkResult.entries) have a path
-        through it. Built once, then carried from walk to walk of a class (adopt_index)."""
-        if self._index is None:
-            self._index = ({}, {}, self.entries)
-        via, by_x, pending = self._index
-        if pending:
-            for node, ivs in pending:
-                x = ivs[0][0][0]
-                ds = node.dpids()
-                prev = by_x.get(x)
-                by_x[x] = ds if prev is None else prev | ds
-                for d in ds:
-                    s = via.get(d)
-                    if s is None:
-                        via[d] = {x}
-                    else:
-                        s.add(x)
-            self._index = (via, by_x, ())
-        return via
-
-    def adopt_index(self, old: WalkResult, whole, new_entries: list) -> None:
-        """Take over the entry index of old, which this walk replaces: the entries of the
-        switches in whole were walked again as new_entries, the others were kept."""
-        if old._index is None:
-            return
-        via, by_x, pending = old._index
-        old._index = None
-        if pending:  # never indexed: start from this walk's entries
-            return
-        for x in whole:
-            for d in by_x.pop(x, ()):
-                s = via[d]
-                s.discard(x)
-                if not s:
-                    del via[d]
-        self._index = (via, by_x, new_entries)
-
     def split_via(self, dpids) -> tuple[WalkResult, set, set]:
         """This walk minus the paths through one of these switches: (what is kept, the
         switches whose every edge ingress must be walked again, other ingresses to walk).
@@ -404,12 +363,10 @@ class WalkResult:
         The ingresses behind a shared entry node go with it, and then every ingress of that
         switch goes; a kept node keeps its ingress list as it is (never changed once stored).
         """
-        via = self.entry_index()
-        whole = set()
-        for d in dpids:
-            xs = via.get(d)
-            if xs:
-                whole |= xs
+        # Testing each shared entry node is cheaper than keeping an index from switches to
+        # them: a class has one per edge switch, and a node's switches are made once (nodes
+        # are shared by the walks of many classes, cpc.walk.Walker.xmemo).
+        whole = {ivs[0][0][0] for node, ivs in self.entries if not dpids.isdisjoint(node.dpids())}
         redo = {
             o.ingress
             for o in self.outcomes
