@@ -17,6 +17,8 @@ from collections import defaultdict
 from .results import Port
 from .walk import Walker, WalkResult
 
+XMEMO_MIN_CLASSES = 4
+
 
 class WalkIndex:
     """The walks of every class and the indexes built from them."""
@@ -75,7 +77,9 @@ class WalkIndex:
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
             self.unwalk(c)
-        self.walker.xmemo = {}
+        # Suffixes are kept for other classes only when there are a few to walk: keeping
+        # them costs a little on every suffix walked.
+        self.walker.xmemo = {} if len(plans) >= XMEMO_MIN_CLASSES else None
         try:
             for c, plan in plans.items():
                 self.walk(c, plan)

@@ -439,8 +439,9 @@ class Walker:
         self._edge_groups: dict[int, tuple] = {}  # dpid -> ((ingress, Verify_Port bit)...), ports
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         # Nodes walked for any class while the forwarding state stays put (cpc.index sets it
-        # for one build or commit): (switch, in_port) -> the elements a node's paths consult
-        # -> their actions -> node. A node holds for every class with those actions there.
+        # for one build or commit): (switch, in_port, action there) -> the elements a node's
+        # paths consult -> their actions -> node. A node holds for every class with those
+        # actions there.
         self.xmemo: dict | None = None
         self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
@@ -604,10 +605,13 @@ class Walker:
         xmemo = self.xmemo
         if xmemo is None or local or self._identity:
             return self._suffix_walk(res, st, local)
-        key = (st.dpid, st.in_port)
+        # Nodes are looked up by where they start and the action found there: those with
+        # the same first hops, of which only a few consult different elements further on.
+        get = self.part.owners[st.class_id].get
+        el = self.m.element_for(st.dpid, 0, st.in_port)
+        key = (st.dpid, st.in_port, get(el.idx) if el is not None else None)
         at = xmemo.get(key)
         if at:
-            get = self.part.owners[st.class_id].get
             for elems, by_actions in at.items():
                 node = by_actions.get(tuple(map(get, elems)))
                 if node is not None:
@@ -633,7 +637,11 @@ class Walker:
         if st.in_port is not None or not self._port_dependent:  # see _shared_entry
             if at is None:
                 at = xmemo[key] = {}
-            at.setdefault(elems, {})[node.deps] = node
+            by_actions = at.get(elems)
+            if by_actions is None and len(at) < XMEMO_ELEMENT_SETS:
+                by_actions = at[elems] = {}
+            if by_actions is not None:
+                by_actions[node.deps] = node
         return node
 
     def _linked(self, node: Node) -> None:
@@ -1002,6 +1010,7 @@ class Walker:
 
 
 _UNSET = object()
+XMEMO_ELEMENT_SETS = 8  # per start and first action: bounds the tests of one lookup
 
 
 def _outcome(
