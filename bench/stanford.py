@@ -8,6 +8,9 @@ update_us_*           one trace line, inserts then deletes in trace order, via M
                       ACL element), encoding the matches as BDDs, the class updates and the
                       re-walks of the touched classes; a line of several FlowMods is one update
 classes_after_insert  header classes when all inserts are in (APKeep: 515, 494 without ACLs)
+classes_fwd_acl_after_insert  the same classes counted as APKeep does, two predicate sets:
+                      [distinct actions at forwarding elements, at filter elements]
+                      (cpc.model.Model.split_class_counts; APKeep: 495 and 22)
 classes_after_delete  header classes after the whole trace (APKeep: 2 and 1)
 loops                 distinct forwarding cycles after the inserts (Model.loop_cycles);
                       loop_outcomes counts the (class, ingress) walks that end in one
@@ -109,6 +112,7 @@ def main(argv=None) -> dict:
     times = []
     insert_times = []
     classes_after_insert = None
+    split_after_insert = None
     loops = loop_outcomes = None
     spent = 0.0
     for upd in net.updates:
@@ -116,6 +120,7 @@ def main(argv=None) -> dict:
             break
         if upd.op == "-" and classes_after_insert is None:
             classes_after_insert = model.class_count()
+            split_after_insert = model.split_class_counts()
             loop_outcomes = len(model.loops())
             loops = len(model.loop_cycles())
             insert_times = list(times)
@@ -161,6 +166,7 @@ def main(argv=None) -> dict:
         "delete_us_avg": round(sum(delete_times) / max(1, len(delete_times)), 1),
         "total_s": round(sum(times) / 1e6, 2),
         "classes_after_insert": classes_after_insert,
+        "classes_fwd_acl_after_insert": split_after_insert,
         "classes_after_delete": classes_now if complete else None,
         "classes_at_stop": None if complete else classes_now,
         "classes_build": build_classes,

@@ -144,3 +144,28 @@ def test_acl_networks_equal_bruteforce_and_rebuilt_after_every_flowmod(sc):
         assert Counter(lp.delivery for lp in model.loops()) == Counter(
             lp.delivery for lp in rebuilt.loops()
         )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(filter_scenarios())
+def test_split_class_counts_are_the_classes_of_each_set_of_elements_alone(sc):
+    """Counted as APKeep does, the forwarding classes are those of a network holding only the
+    entries of the elements that forward, the filter classes those of the filters alone."""
+    topo, fms, _ = sc
+    model = Model(topo)
+    model.add_entries([])
+    for fm in fms:
+        if fm.command == "add" and not unique_priorities(model, fm):
+            continue
+        with contextlib.suppress(ModelError):
+            model.apply(fm)
+    filters = model.filter_elements()
+    for el in model._elem_list:
+        acts = {e.instructions for e in el.ident.entries() if not e.instructions.drops()}
+        assert (el.idx in filters) == (len(acts) <= 1)
+    alone = []
+    for keep in (lambda i: i not in filters, lambda i: i in filters):
+        m = Model(topo)
+        m.add_entries([e for el in model._elem_list if keep(el.idx) for e in el.ident.entries()])
+        alone.append(m.class_count())
+    assert model.split_class_counts() == tuple(alone)
