@@ -15,6 +15,8 @@ classes_after_delete  header classes after the whole trace (APKeep: 2 and 1)
 loops                 distinct forwarding cycles after the inserts (Model.loop_cycles);
                       loop_outcomes counts the (class, ingress) walks that end in one
 build_s               Model.add_entries of every inserted rule at once, from nothing
+rss_mb_replay         peak resident set size at the end of the replay, before that build
+                      (rss_mb: the process's peak, the build included)
 --throughput          instead: FlowMods per second through Model.apply_many, the trace's
                       FlowMods in batches of 1, 10 and 100 (the proxy commits a barrier's
                       batch at once), each on a fresh model
@@ -84,6 +86,11 @@ def main(argv=None) -> dict:
         action="store_true",
         help="FlowMods/s through apply_many in batches of 1, 10 and 100",
     )
+    ap.add_argument(
+        "--no-loops",
+        action="store_true",
+        help="skip the loop count after the inserts (it spells out every looping path)",
+    )
     ap.add_argument("--profile", metavar="N", type=int, help="print the top N cProfile entries")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
@@ -121,8 +128,9 @@ def main(argv=None) -> dict:
         if upd.op == "-" and classes_after_insert is None:
             classes_after_insert = model.class_count()
             split_after_insert = model.split_class_counts()
-            loop_outcomes = len(model.loops())
-            loops = len(model.loop_cycles())
+            if not args.no_loops:
+                loop_outcomes = len(model.loops())
+                loops = len(model.loop_cycles())
             insert_times = list(times)
         if prof:
             prof.enable()
@@ -135,6 +143,7 @@ def main(argv=None) -> dict:
         times.append(dt)
         spent += dt / 1e6
     complete = len(times) == len(net.updates)
+    rss_replay = rss_mb()  # the peak so far: the replay's (the build below comes after)
     classes_now = model.class_count()
     del model
     gc.collect()
@@ -173,6 +182,7 @@ def main(argv=None) -> dict:
         "loops": loops,
         "loop_outcomes": loop_outcomes,
         "build_s": build_s,
+        "rss_mb_replay": rss_replay,
         "rss_mb": rss_mb(),
     }
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
