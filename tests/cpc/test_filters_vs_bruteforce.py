@@ -124,14 +124,34 @@ def check_against_bruteforce(model, topo, hs) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(filter_scenarios())
 def test_acl_networks_equal_bruteforce_and_rebuilt_after_every_flowmod(sc):
+    """expected() and reach() as the brute force has them, the same as a model rebuilt from
+    the entries, and every pair whose S_i or S_e changed named by the update."""
     topo, fms, hs = sc
     model = Model(topo)
     model.add_entries([])
+    edges = topo.edge_ports()
+
+    def corpora():
+        return {
+            (i, e): tuple(list(model.space.cubes(x)) for x in model.corpus(i, e))
+            for i in edges
+            for e in edges
+            if i != e
+        }
+
+    before = corpora()
     for fm in fms:
         if fm.command == "add" and not unique_priorities(model, fm):
             continue
-        with contextlib.suppress(ModelError):
-            model.apply(fm)
+        try:
+            upd = model.apply(fm)
+        except ModelError:
+            continue
+        after = corpora()
+        for pair, (s_i, s_e) in after.items():
+            assert s_i == before[pair][0] or pair in upd.pairs, (fm, pair)
+            assert s_e == before[pair][1] or pair[1] in upd.exits, (fm, pair)
+        before = after
         check_against_bruteforce(model, topo, hs)
         rebuilt = Model(topo)
         rebuilt.add_entries(model.entries())
