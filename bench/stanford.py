@@ -8,10 +8,15 @@ update_us_*           one trace line, inserts then deletes in trace order, via M
                       ACL element), encoding the matches as BDDs, the class updates and the
                       re-walks of the touched classes; a line of several FlowMods is one update
 classes_after_insert  header classes when all inserts are in (APKeep: 515, 494 without ACLs)
+classes_fwd_acl_after_insert  the same classes counted as APKeep does, two predicate sets:
+                      [distinct actions at forwarding elements, at filter elements]
+                      (cpc.model.Model.split_class_counts; APKeep: 495 and 22)
 classes_after_delete  header classes after the whole trace (APKeep: 2 and 1)
 loops                 distinct forwarding cycles after the inserts (Model.loop_cycles);
                       loop_outcomes counts the (class, ingress) walks that end in one
 build_s               Model.add_entries of every inserted rule at once, from nothing
+rss_mb_replay         peak resident set size at the end of the replay, before that build
+                      (rss_mb: the process's peak, the build included)
 --throughput          instead: FlowMods per second through Model.apply_many, the trace's
                       FlowMods in batches of 1, 10 and 100 (the proxy commits a barrier's
                       batch at once), each on a fresh model
@@ -81,6 +86,11 @@ def main(argv=None) -> dict:
         action="store_true",
         help="FlowMods/s through apply_many in batches of 1, 10 and 100",
     )
+    ap.add_argument(
+        "--no-loops",
+        action="store_true",
+        help="skip the loop count after the inserts (it spells out every looping path)",
+    )
     ap.add_argument("--profile", metavar="N", type=int, help="print the top N cProfile entries")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
@@ -109,6 +119,7 @@ def main(argv=None) -> dict:
     times = []
     insert_times = []
     classes_after_insert = None
+    split_after_insert = None
     loops = loop_outcomes = None
     spent = 0.0
     for upd in net.updates:
@@ -116,8 +127,10 @@ def main(argv=None) -> dict:
             break
         if upd.op == "-" and classes_after_insert is None:
             classes_after_insert = model.class_count()
-            loop_outcomes = len(model.loops())
-            loops = len(model.loop_cycles())
+            split_after_insert = model.split_class_counts()
+            if not args.no_loops:
+                loop_outcomes = len(model.loops())
+                loops = len(model.loop_cycles())
             insert_times = list(times)
         if prof:
             prof.enable()
@@ -130,6 +143,7 @@ def main(argv=None) -> dict:
         times.append(dt)
         spent += dt / 1e6
     complete = len(times) == len(net.updates)
+    rss_replay = rss_mb()  # the peak so far: the replay's (the build below comes after)
     classes_now = model.class_count()
     del model
     gc.collect()
@@ -161,12 +175,14 @@ def main(argv=None) -> dict:
         "delete_us_avg": round(sum(delete_times) / max(1, len(delete_times)), 1),
         "total_s": round(sum(times) / 1e6, 2),
         "classes_after_insert": classes_after_insert,
+        "classes_fwd_acl_after_insert": split_after_insert,
         "classes_after_delete": classes_now if complete else None,
         "classes_at_stop": None if complete else classes_now,
         "classes_build": build_classes,
         "loops": loops,
         "loop_outcomes": loop_outcomes,
         "build_s": build_s,
+        "rss_mb_replay": rss_replay,
         "rss_mb": rss_mb(),
     }
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))

@@ -17,6 +17,8 @@ from collections import defaultdict
 from .results import Port
 from .walk import Walker, WalkResult
 
+XMEMO_MIN_CLASSES = 4
+
 
 class WalkIndex:
     """The walks of every class and the indexes built from them."""
@@ -43,8 +45,12 @@ class WalkIndex:
         self.groups_of.clear()
         self.expect.clear()
         self.rewriting.clear()
-        for c in classes:
-            self.walk(c)
+        self.walker.xmemo = {}
+        try:
+            for c in classes:
+                self.walk(c)
+        finally:
+            self.walker.xmemo = None
 
     def commit(self, part, moved: set, reshaped: set, gone: set, extra, built: bool):
         """Re-walk the classes an update moved, reshaped (and `extra`); forget those gone.
@@ -71,8 +77,14 @@ class WalkIndex:
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
             self.unwalk(c)
-        for c, plan in plans.items():
-            self.walk(c, plan)
+        # Suffixes are kept for other classes only when there are a few to walk: keeping
+        # them costs a little on every suffix walked.
+        self.walker.xmemo = {} if len(plans) >= XMEMO_MIN_CLASSES else None
+        try:
+            for c, plan in plans.items():
+                self.walk(c, plan)
+        finally:
+            self.walker.xmemo = None
         # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
         # compares, when read, each class's walk with the one its headers had before (its
         # own, its origin's, or the class they joined).
@@ -91,8 +103,7 @@ class WalkIndex:
 
     def partial_plan(self, part, class_id: int):
         """(what of the walk stays valid, switches to walk again at all their edge ports,
-        other ingresses to walk again, the walk whose entry index the new one takes over)
-        for a class whose owners changed.
+        other ingresses to walk again) for a class whose owners changed.
 
         A walk depends only on the class's owners at the switches it visits, so the
         outcomes of an ingress whose paths avoid every switch where the class moved stay
@@ -110,23 +121,14 @@ class WalkIndex:
             for g in groups:
                 self.group_users[g].add(class_id)
             self.groups_of[class_id].update(groups)
-        # The class's own walk hands its entry index on to the new one (a split-off class
-        # indexes its walk when first planned).
-        return (
-            keep,
-            whole,
-            sorted(redo, key=self._ingress_pos.__getitem__),
-            old if base == class_id else None,
-        )
+        return keep, whole, sorted(redo, key=self._ingress_pos.__getitem__)
 
     def walk(self, class_id: int, plan=None) -> None:
         if plan is None:
             res = self.walker.walk(class_id, (), switches=self._edge_switches)
         else:
-            keep, whole, ingresses, old = plan
+            keep, whole, ingresses = plan
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
-            if old is not None:
-                res.adopt_index(old, whole, res.entries)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries

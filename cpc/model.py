@@ -881,6 +881,29 @@ class Model:
     def class_count(self) -> int:
         return len(self.part)
 
+    def filter_elements(self) -> set[int]:
+        """The elements that only filter: every entry either drops (a table-0 entry without
+        actions, which forwards like the table-miss) or applies the one forwarding action of
+        the element's other entries (an ACL: deny, or permit on to the same place)."""
+        out = set()
+        for el in self._elem_list:
+            acts = {self._behaviour(e).action for e in el.ident.entries()}
+            acts.discard(None)
+            if len(acts) <= 1:
+                out.add(el.idx)
+        return out
+
+    def split_class_counts(self) -> tuple[int, int]:
+        """(forwarding, filter): the classes counted as two predicate sets, as APKeep counts
+        them: the distinct actions of the classes at the elements that do not only filter,
+        and at those that do (filter_elements). Each set has its default predicate."""
+        filters = self.filter_elements()
+        fwd, flt = set(), set()
+        for owners in self.part.owners.values():
+            fwd.add(frozenset((e, a) for e, a in owners.items() if e not in filters))
+            flt.add(frozenset((e, a) for e, a in owners.items() if e in filters))
+        return len(fwd), len(flt)
+
     def identity_collisions(self) -> list[list[FlowEntry]]:
         """Entries on one switch and table that share a Verify identity but differ in match.
 

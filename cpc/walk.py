@@ -155,12 +155,28 @@ class Node:
         "_egresses",
         "_dpids",
         "_ends",
+        "elems",
+        "deps",
+        "groups",
     )
 
-    def __init__(self, outcomes: list[Outcome], links: list, own: frozenset = frozenset()):
+    def __init__(
+        self,
+        outcomes: list[Outcome],
+        links: list,
+        own: frozenset = frozenset(),
+        elems: tuple = (),
+        deps: tuple = (),
+        groups: frozenset = frozenset(),
+    ):
         self.outcomes = outcomes
         self.links = links  # [Link] to deeper nodes
         self._own = own  # the states its paths pass before they reach a linked node
+        # The elements every lookup of its paths (linked nodes' included) consulted, the
+        # actions found there, and the groups used (Walker.xmemo)
+        self.elems = elems
+        self.deps = deps
+        self.groups = groups
         self._states = None
         self._expanded = None
         self._egresses = None
@@ -290,9 +306,6 @@ class WalkResult:
     groups: set[tuple[int, int]] = field(default_factory=set)
     _pair_set: frozenset | None = field(default=None, repr=False, compare=False)
     _ends: frozenset | None = field(default=None, repr=False, compare=False)
-    # (switch -> entry switches whose shared entry nodes visit it, entry switch -> the
-    # switches its nodes visit, entries not indexed yet): see entry_index
-    _index: tuple | None = field(default=None, repr=False, compare=False)
 
     def pair_set(self) -> frozenset:
         """pairs(), kept once asked for (a walk is not changed after it is stored)."""
@@ -343,44 +356,6 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def entry_index(self) -> dict[int, set[int]]:
-        """Switch -> the switches whose shared entry nodes (WalkResult.entries) have a path
-        through it. Built once, then carried from walk to walk of a class (adopt_index)."""
-        if self._index is None:
-            self._index = ({}, {}, self.entries)
-        via, by_x, pending = self._index
-        if pending:
-            for node, ivs in pending:
-                x = ivs[0][0][0]
-                ds = node.dpids()
-                prev = by_x.get(x)
-                by_x[x] = ds if prev is None else prev | ds
-                for d in ds:
-                    s = via.get(d)
-                    if s is None:
-                        via[d] = {x}
-                    else:
-                        s.add(x)
-            self._index = (via, by_x, ())
-        return via
-
-    def adopt_index(self, old: WalkResult, whole, new_entries: list) -> None:
-        """Take over the entry index of old, which this walk replaces: the entries of the
-        switches in whole were walked again as new_entries, the others were kept."""
-        if old._index is None:
-            return
-        via, by_x, pending = old._index
-        old._index = None
-        if pending:  # never indexed: start from this walk's entries
-            return
-        for x in whole:
-            for d in by_x.pop(x, ()):
-                s = via[d]
-                s.discard(x)
-                if not s:
-                    del via[d]
-        self._index = (via, by_x, new_entries)
-
     def split_via(self, dpids) -> tuple[WalkResult, set, set]:
         """This walk minus the paths through one of these switches: (what is kept, the
         switches whose every edge ingress must be walked again, other ingresses to walk).
@@ -388,12 +363,10 @@ class WalkResult:
         The ingresses behind a shared entry node go with it, and then every ingress of that
         switch goes; a kept node keeps its ingress list as it is (never changed once stored).
         """
-        via = self.entry_index()
-        whole = set()
-        for d in dpids:
-            xs = via.get(d)
-            if xs:
-                whole |= xs
+        # Testing each shared entry node is cheaper than keeping an index from switches to
+        # them: a class has one per edge switch, and a node's switches are made once (nodes
+        # are shared by the walks of many classes, cpc.walk.Walker.xmemo).
+        whole = {ivs[0][0][0] for node, ivs in self.entries if not dpids.isdisjoint(node.dpids())}
         redo = {
             o.ingress
             for o in self.outcomes
@@ -465,6 +438,12 @@ class Walker:
         self._port_dependent = False
         self._edge_groups: dict[int, tuple] = {}  # dpid -> ((ingress, Verify_Port bit)...), ports
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
+        # Nodes walked for any class while the forwarding state stays put (cpc.index sets it
+        # for one build or commit): (switch, in_port, action there) -> the elements a node's
+        # paths consult -> their actions -> node. A node holds for every class with those
+        # actions there.
+        self.xmemo: dict | None = None
+        self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
 
     def forget_groups(self) -> None:
@@ -609,18 +588,71 @@ class Walker:
         memo = self._memo
         if memo is not None and st.hdr is None:
             key = (st.dpid, st.in_port, st.class_id)
-            if (*key, None) not in st.visited:
+            if (st.dpid, st.in_port, None, None) not in st.visited:
                 suffix = memo.get(key, _UNSET)
                 if suffix is _UNSET:
                     memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
                     res.links.append(Link(st.ingress, st.hops, st.vport, st.alternative, suffix))
+                    self._linked(suffix)
                     return
         self._switch_direct(res, st, local)
 
     def _suffix(self, res: WalkResult, st: State, local: bool) -> Node | None:
         """The Node from this switch on (zero tags, no history); None if not shareable.
+        Taken from xmemo when a node walked for another class is valid for this one."""
+        xmemo = self.xmemo
+        if xmemo is None or local or self._identity:
+            return self._suffix_walk(res, st, local)
+        # Nodes are looked up by where they start and the action found there: those with
+        # the same first hops, of which only a few consult different elements further on.
+        get = self.part.owners[st.class_id].get
+        el = self.m.element_for(st.dpid, 0, st.in_port)
+        key = (st.dpid, st.in_port, get(el.idx) if el is not None else None)
+        at = xmemo.get(key)
+        if at:
+            for elems, by_actions in at.items():
+                node = by_actions.get(tuple(map(get, elems)))
+                if node is not None:
+                    if node.groups:
+                        res.groups |= node.groups
+                    self._linked(node)
+                    return node
+        frame: tuple[dict, set] = ({}, set())
+        self._deps.append(frame)
+        try:
+            node = self._suffix_walk(res, st, local)
+        finally:
+            self._deps.pop()
+        deps, groups = frame
+        if self._deps:  # the caller's node depends on all this one does
+            self._deps[-1][0].update(deps)
+            self._deps[-1][1].update(groups)
+        if node is None:
+            return None
+        node.elems = elems = tuple(deps)
+        node.deps = tuple(deps.values())
+        node.groups = frozenset(groups)
+        if st.in_port is not None or not self._port_dependent:  # see _shared_entry
+            if at is None:
+                at = xmemo[key] = {}
+            by_actions = at.get(elems)
+            if by_actions is None and len(at) < XMEMO_ELEMENT_SETS:
+                by_actions = at[elems] = {}
+            if by_actions is not None:
+                by_actions[node.deps] = node
+        return node
+
+    def _linked(self, node: Node) -> None:
+        """The node being computed links to node: it depends on what node depends on."""
+        if self._deps:
+            frame = self._deps[-1]
+            frame[0].update(zip(node.elems, node.deps, strict=True))
+            frame[1].update(node.groups)
+
+    def _suffix_walk(self, res: WalkResult, st: State, local: bool) -> Node | None:
+        """_suffix without the cross-class memo.
 
         The common case, a table-0 action that only outputs to physical ports, is
         spelled out here: it is what class walks spend their time on. It does what
@@ -628,12 +660,14 @@ class Walker:
         copies; everything else goes the general way (_suffix_general).
         """
         dpid, in_port, class_id = st.dpid, st.in_port, st.class_id
-        el, act = self.m.lookup(dpid, 0, in_port, class_id)
+        el, act = self._lookup(dpid, 0, in_port, class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None or local or self._identity or any(p >= OFPP_MAX for p, _ in plan[0]):
             return self._suffix_general(res, st, local)
         ports, groups = plan
-        key = (dpid, in_port, class_id, None)
+        if groups and self._deps:
+            self._deps[-1][1].update(groups)
+        key = (dpid, in_port, None, None)  # hdr None: the walk's start class (see _switch_direct)
         states = {key}
         visited = frozenset(states)
         sub = WalkResult()
@@ -674,7 +708,7 @@ class Walker:
                 elif loc in topo.links:
                     nd, np = topo.links[loc]
                     child = None
-                    if (nd, np, class_id, None) not in visited:
+                    if (nd, np, None, None) not in visited:
                         ckey = (nd, np, class_id)
                         child = memo.get(ckey, _UNSET)
                         if child is _UNSET:
@@ -685,6 +719,7 @@ class Walker:
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
                         links.append(Link(ingress, (hop,), vport, alt, child))
+                        self._linked(child)
                     else:
                         nxt = State(
                             ingress,
@@ -751,7 +786,10 @@ class Walker:
     def _switch_direct(self, res: WalkResult, st: State, local: bool) -> None:
         # A loop is the same headers back at the same port: a rewritten header set (and a
         # traced header) counts, not only its class, which other headers share.
-        key = (st.dpid, st.in_port, st.class_id, st.hdr)
+        # Without a header set the state is in the walk's start class (only a rewrite, which
+        # sets hdr, changes class): the class is left out, so a node's states hold for any
+        # class that reuses it (xmemo).
+        key = (st.dpid, st.in_port, None if st.hdr is None else st.class_id, st.hdr)
         if self._states:
             self._states[-1].add(key)
         st.rules = ()
@@ -773,12 +811,18 @@ class Walker:
             for end in silent or [st]:
                 self._end(res, end, "drop", None, "dropped by the entry's actions")
 
+    def _lookup(self, dpid: int, table: int, in_port: int, class_id: int) -> tuple:
+        el, act = self.m.lookup(dpid, table, in_port, class_id)
+        if el is not None and self._deps:
+            self._deps[-1][0][el.idx] = act
+        return el, act
+
     def _pipeline(self, res: WalkResult, st: State, local: bool) -> None:
         st.action_set = ()
         if self._identity:
             self._table(res, st, 0, local)
             return
-        el, act = self.m.lookup(st.dpid, 0, st.in_port, st.class_id)
+        el, act = self._lookup(st.dpid, 0, st.in_port, st.class_id)
         plan = self._plan(act) if act is not None else None
         if plan is None:
             self._table(res, st, 0, local)
@@ -789,6 +833,8 @@ class Walker:
         ports, groups = plan
         if groups:
             res.groups.update(groups)
+            if self._deps:
+                self._deps[-1][1].update(groups)
         for port, alt in ports:
             self._output(
                 res, st.copy(alternative=True) if alt and not st.alternative else st, port, local
@@ -796,7 +842,7 @@ class Walker:
 
     def _table(self, res: WalkResult, st: State, table: int, local: bool) -> None:
         if not self._identity:
-            el, act = self.m.lookup(st.dpid, table, st.in_port, st.class_id)
+            el, act = self._lookup(st.dpid, table, st.in_port, st.class_id)
             self._entry(res, st, table, local, act, el.idx if el is not None else None)
             return
         el = self.m.element_for(st.dpid, table, st.in_port)
@@ -862,6 +908,8 @@ class Walker:
 
     def _group(self, res: WalkResult, st: State, gid: int, local: bool) -> None:
         res.groups.add((st.dpid, gid))
+        if self._deps:
+            self._deps[-1][1].add((st.dpid, gid))
         group = self.m.group(st.dpid, gid)
         if group is None:
             self._end(res, st, "drop", None, f"group {gid} does not exist")
@@ -962,6 +1010,7 @@ class Walker:
 
 
 _UNSET = object()
+XMEMO_ELEMENT_SETS = 8  # per start and first action: bounds the tests of one lookup
 
 
 def _outcome(
