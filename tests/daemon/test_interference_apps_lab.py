@@ -12,6 +12,7 @@ re-attributed without a restart."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
@@ -19,9 +20,30 @@ import yaml
 
 from pazzd.api import call
 from tests.daemon.helpers import grid_lab, wait_for
-from tests.daemon.test_interference_lab import ACL, confirmation, found, in_net
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
+
+# The generator's ACL line on s4: h1's TCP 3389 to h4's prefix is dropped (cookie 0x20,
+# priority 1000), over the route to h4 (cookie 0x10, priority 24, output:5).
+ACL = "tcp,nw_src=10.0.0.0/24,nw_dst=10.0.3.0/24,tcp_dst=3389"
+
+
+def found(sock: str, apps: str, relation: str, dpid: int = 4) -> list[dict]:
+    return [
+        f
+        for f in call(sock, "findings", kind="interference", state="open")
+        if f["name"] == apps and f["detail"]["relation"] == relation and f["detail"]["dpid"] == dpid
+    ]
+
+
+def in_net(addr: int, net: str) -> bool:
+    return ipaddress.IPv4Address(addr) in ipaddress.IPv4Network(net)
+
+
+def confirmation(sock: str, fid: int) -> dict | None:
+    conf = call(sock, "finding", id=fid)["confirmation"]
+    return conf if conf and conf.get("verdict") != "probing" else None
+
 
 ROUTER = {"name": "router", "cookie": 0x10, "mask": 0xFF}
 FILTER = {"name": "acl", "cookie": 0x20, "mask": 0xFF}
