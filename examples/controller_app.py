@@ -309,13 +309,16 @@ def main(argv=None) -> None:
         i = args.index("--port")
         args[i : i + 2] = ["--ofp-tcp-listen-port", args[i + 1], "--ofp-listen-host", "127.0.0.1"]
     CONF(args=args, project="os_ken")
+    serve([__name__ if __name__ != "__main__" else "examples.controller_app"])
+
+
+def serve(modules: list[str]) -> None:
+    """Run these os-ken app modules in this process, with the OpenFlow handler, until they
+    stop (os-ken's CONF must be set up first)."""
+    from os_ken.lib import hub
+
     mgr = app_manager.AppManager.get_instance()
-    mgr.load_apps(
-        [
-            __name__ if __name__ != "__main__" else "examples.controller_app",
-            "os_ken.controller.ofp_handler",
-        ]
-    )
+    mgr.load_apps([*modules, "os_ken.controller.ofp_handler"])
     services = mgr.instantiate_apps(**mgr.create_contexts())
     try:
         hub.joinall(services)

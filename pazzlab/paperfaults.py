@@ -149,11 +149,7 @@ def _witness(wl: Workload, f: PaperFault) -> bool:
             "tp_dst": 80,
             "tp_src": 40000,
         }
-        ok = {(d.egress, d.verify_port, d.verify_rule) for d in good.send(ingress, h)}
-        if any(
-            d.kind == "egress" and (d.egress, d.verify_port, d.verify_rule) not in ok
-            for d in bad.send(ingress, h)
-        ):
+        if _differs(good, bad, ingress, h):
             return True
     return False
 
@@ -254,11 +250,7 @@ def _brute_witness(wl: Workload, f: PaperFault, ingresses, rng: random.Random) -
             h["ip_proto"] = fixed["ip_proto"][0]
         h["eth_dst"], h["eth_src"] = 0x020000000001, 0x020000000002
         ingress = rng.choice(ingresses)
-        ok = {(d.egress, d.verify_port, d.verify_rule) for d in good.send(ingress, h)}
-        if any(
-            d.kind == "egress" and (d.egress, d.verify_port, d.verify_rule) not in ok
-            for d in bad.send(ingress, h)
-        ):
+        if _differs(good, bad, ingress, h):
             return True
     return False
 
@@ -292,3 +284,13 @@ def paper_faults(
         hrng = random.Random(f"heldout {seed}")
         out += [_heldout(wl, hrng, i) for i in range(HELD_OUT["heldout"])]
     return out
+
+
+def _differs(good, bad, ingress, h) -> bool:
+    """h, sent from ingress, leaves the faulty network somewhere or with tags the intended
+    one does not give it."""
+    ok = {(d.egress, d.verify_port, d.verify_rule) for d in good.send(ingress, h)}
+    return any(
+        d.kind == "egress" and (d.egress, d.verify_port, d.verify_rule) not in ok
+        for d in bad.send(ingress, h)
+    )

@@ -41,7 +41,6 @@ def main(argv=None) -> None:
     if args.lb_cookie is not None:
         os.environ[lb.COOKIE_ENV] = args.lb_cookie
 
-    import os_ken.base.app_manager as app_manager
     from os_ken import cfg
     from os_ken.lib import hub
 
@@ -50,13 +49,9 @@ def main(argv=None) -> None:
         args=["--ofp-tcp-listen-port", str(args.port), "--ofp-listen-host", "127.0.0.1"],
         project="os_ken",
     )
-    mgr = app_manager.AppManager.get_instance()
-    mgr.load_apps([*(APPS[a] for a in names), "os_ken.controller.ofp_handler"])
-    services = mgr.instantiate_apps(**mgr.create_contexts())
-    try:
-        hub.joinall(services)
-    finally:
-        mgr.close()
+    from examples.controller_app import serve
+
+    serve([APPS[a] for a in names])
 
 
 if __name__ == "__main__":
