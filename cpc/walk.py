@@ -203,6 +203,17 @@ class Node:
             self._expanded = self.outcomes + _expand_links(self.links)
         return self._expanded
 
+    def expanded_kind(self, kind: str) -> list[Outcome]:
+        """expanded(), only the outcomes of this kind; not kept, and nodes without one are
+        never spelled out (a loop count would otherwise keep every path of every node)."""
+        if self._expanded is not None:
+            return [o for o in self._expanded if o.kind == kind]
+        out = [o for o in self.outcomes if o.kind == kind]
+        return out + _expand_links([k for k in self.links if k.node.has_kind(kind)], kind)
+
+    def has_kind(self, kind: str) -> bool:
+        return any(k == kind for k, _ in self.ends())
+
     def ends(self) -> frozenset:
         """(kind, reason) of every outcome from here on, made once: a check that looks for
         loops or drops can skip a walk that has none without spelling its paths out."""
@@ -249,11 +260,12 @@ class SharedEntry(NamedTuple):
     ingresses: Sequence[tuple[tuple[int, int], int]]
 
 
-def _expand_links(links) -> list[Outcome]:
+def _expand_links(links, only: str | None = None) -> list[Outcome]:
     out = []
     append = out.append
     for ing, hops, vport, alt, node in links:
-        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
+        exp = node.expanded() if only is None else node.expanded_kind(only)
+        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
             append(
                 Outcome(
                     ing,
@@ -274,13 +286,13 @@ def _expand_links(links) -> list[Outcome]:
     return out
 
 
-def _expand_entries(entries) -> list[Outcome]:
+def _expand_entries(entries, only: str | None = None) -> list[Outcome]:
     """Paths of ingresses that share their switch's entry node: each ingress adds its port's
     Verify_Port bit and names its port as the first hop's in_port."""
     out = []
     append = out.append
     for node, ings in entries:
-        exp = node.expanded()
+        exp = node.expanded() if only is None else node.expanded_kind(only)
         for ing, vport in ings:
             for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
                 h0 = h[0]
@@ -322,6 +334,19 @@ class WalkResult:
                 for o in out
             ]
         return out
+
+    def expanded_kind(self, kind: str, class_id: int) -> list[Outcome]:
+        """expanded(class_id), only the outcomes of this kind, spelling out (and keeping)
+        no path of another kind."""
+        if not any(k == kind for k, _ in self.ends()):
+            return []
+        out = [o for o in self.outcomes if o.kind == kind]
+        out += _expand_links([k for k in self.links if k.node.has_kind(kind)], kind)
+        out += _expand_entries([e for e in self.entries if e.node.has_kind(kind)], kind)
+        return [
+            o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+            for o in out
+        ]
 
     def expanded_from(self, ingresses, class_id: int) -> list[Outcome]:
         """expanded(class_id), only the paths that start at one of `ingresses`."""
