@@ -71,8 +71,11 @@ class WalkIndex:
             return dirty, diffs
         # Plan every re-walk before touching the old walks: split-off classes read theirs.
         sources = {part.origin.get(f, f) for f, _ in part.transfers}
+        crosses: dict = {}  # switches changed -> entry node -> whether it visits one
         plans = {
-            c: None if c in full else self.partial_plan(part, c) for c in dirty if c in part.bdd_of
+            c: None if c in full else self.partial_plan(part, c, crosses)
+            for c in dirty
+            if c in part.bdd_of
         }
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
@@ -101,7 +104,7 @@ class WalkIndex:
             diffs.append((before[part.origin.get(f, f)], walks.get(keep)))
         return dirty, diffs
 
-    def partial_plan(self, part, class_id: int):
+    def partial_plan(self, part, class_id: int, crosses: dict | None = None):
         """(what of the walk stays valid, switches to walk again at all their edge ports,
         other ingresses to walk again) for a class whose owners changed.
 
@@ -113,8 +116,9 @@ class WalkIndex:
         old = self.walks.get(base)
         if old is None or base in self.rewriting:
             return None
-        changed = {self._elems[e].dpid for e in part.changed_at.get(class_id, ())}
-        keep, whole, redo = old.split_via(changed)
+        changed = frozenset([self._elems[e].dpid for e in part.changed_at.get(class_id, ())])
+        memo = crosses.setdefault(changed, {}) if crosses is not None else None
+        keep, whole, redo = old.split_via(changed, memo)
         if base != class_id:
             keep.outcomes = [o._replace(final_class=class_id) for o in keep.outcomes]
             groups = self.groups_of.get(base, ())

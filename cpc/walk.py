@@ -381,17 +381,27 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def split_via(self, dpids) -> tuple[WalkResult, set, set]:
+    def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
         """This walk minus the paths through one of these switches: (what is kept, the
         switches whose every edge ingress must be walked again, other ingresses to walk).
 
         The ingresses behind a shared entry node go with it, and then every ingress of that
         switch goes; a kept node keeps its ingress list as it is (never changed once stored).
+        `crosses` (entry node -> whether it visits one of dpids) is kept by the caller for
+        the walks it splits via the same switches.
         """
         # Testing each shared entry node is cheaper than keeping an index from switches to
-        # them: a class has one per edge switch, and a node's switches are made once (nodes
-        # are shared by the walks of many classes, cpc.walk.Walker.xmemo).
-        whole = {ivs[0][0][0] for node, ivs in self.entries if not dpids.isdisjoint(node.dpids())}
+        # them: a class has one per edge switch, and nodes are shared by the walks of many
+        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches.
+        if crosses is None:
+            crosses = {}
+        whole = set()
+        for node, ivs in self.entries:
+            hit = crosses.get(node)
+            if hit is None:
+                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
+            if hit:
+                whole.add(ivs[0][0][0])
         redo = {
             o.ingress
             for o in self.outcomes
