@@ -18,6 +18,7 @@ from .results import Port
 from .walk import Walker, WalkResult
 
 XMEMO_MIN_CLASSES = 4
+HOPS_MAX = 1_000_000
 
 
 class WalkIndex:
@@ -83,6 +84,8 @@ class WalkIndex:
         # Suffixes are kept for other classes only when there are a few to walk: keeping
         # them costs a little on every suffix walked.
         self.walker.xmemo = {} if len(plans) >= XMEMO_MIN_CLASSES else None
+        if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up
+            self.walker.hops.clear()
         try:
             for c, plan in plans.items():
                 self.walk(c, plan)

@@ -138,6 +138,9 @@ class Outcome(NamedTuple):
         )
 
 
+_NO_GROUPS: frozenset = frozenset()
+
+
 class Node:
     """The outcomes of a class from one (switch, in_port) on, shared by every path that
     reaches it: its own outcomes (zero tags, no history) and links to deeper nodes.
@@ -480,6 +483,9 @@ class Walker:
         self.xmemo: dict | None = None
         self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
+        # (dpid, in_port, rules, out_port) -> (Hop,): the hops of one-rule switches, shared by
+        # every path through them (class walks hold a million hops on the Stanford backbone)
+        self.hops: dict = {}
 
     def forget_groups(self) -> None:
         """Drop what was derived from group contents (after a GroupMod)."""
@@ -668,7 +674,7 @@ class Walker:
             return None
         node.elems = elems = tuple(deps)
         node.deps = tuple(deps.values())
-        node.groups = frozenset(groups)
+        node.groups = frozenset(groups) if groups else _NO_GROUPS  # one shared empty set
         if st.in_port is not None or not self._port_dependent:  # see _shared_entry
             if at is None:
                 at = xmemo[key] = {}
@@ -711,7 +717,7 @@ class Walker:
         outcomes, links = sub.outcomes, sub.links
         rules = (el.idx,)
         vport = self.m.port_bits(dpid, in_port)
-        topo, memo, ingress = self.topo, self._memo, st.ingress
+        topo, memo, ingress, hops = self.topo, self._memo, st.ingress, self.hops
         self._states.append(states)  # general walks below add the states they pass
         try:
             for port, alt in ports:
@@ -729,16 +735,18 @@ class Walker:
                         )
                     )
                     continue
-                hop = Hop(dpid, in_port, rules, port)
+                one = hops.get((dpid, in_port, rules, port))
+                if one is None:
+                    one = hops[dpid, in_port, rules, port] = (Hop(dpid, in_port, rules, port),)
                 loc = (dpid, port)
                 if loc in topo.down:
                     reason = f"port {topo.port_name(loc)} is down"
                     outcomes.append(
-                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                        _outcome(ingress, "drop", port, one, vport, alt, reason, class_id)
                     )
                 elif loc in topo.edges:
                     outcomes.append(
-                        _outcome(ingress, "egress", port, (hop,), vport, alt, "", class_id)
+                        _outcome(ingress, "egress", port, one, vport, alt, "", class_id)
                     )
                 elif loc in topo.links:
                     nd, np = topo.links[loc]
@@ -749,11 +757,11 @@ class Walker:
                         if child is _UNSET:
                             memo[ckey] = None  # re-entered while computing it: walk directly
                             nxt = State(
-                                ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited
+                                ingress, nd, np, class_id, None, None, vport, 0, one, visited
                             )
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
-                        links.append(Link(ingress, (hop,), vport, alt, child))
+                        links.append(Link(ingress, one, vport, alt, child))
                         self._linked(child)
                     else:
                         nxt = State(
@@ -765,7 +773,7 @@ class Walker:
                             None,
                             vport,
                             0,
-                            (hop,),
+                            one,
                             visited,
                             rules,
                             (),
@@ -775,7 +783,7 @@ class Walker:
                 else:
                     reason = f"port {topo.port_name(loc)} leads nowhere"
                     outcomes.append(
-                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                        _outcome(ingress, "drop", port, one, vport, alt, reason, class_id)
                     )
         finally:
             self._states.pop()
