@@ -142,7 +142,7 @@ def main(argv=None) -> dict:
         "expected_us_p50": round(pct(full, 50), 2),
         "lookups_answered": answered / len(look),
         "corpus_ms": round(median(corp), 3),
-        "loops": len(model.loops()),
+        "loops": model.loop_count(),
         **traced,
         "rss_mb": rss_mb(),
     }

@@ -129,7 +129,7 @@ def main(argv=None) -> dict:
             classes_after_insert = model.class_count()
             split_after_insert = model.split_class_counts()
             if not args.no_loops:
-                loop_outcomes = len(model.loops())
+                loop_outcomes = model.loop_count()
                 loops = len(model.loop_cycles())
             insert_times = list(times)
         if prof:

@@ -18,6 +18,7 @@ from .results import Port
 from .walk import Walker, WalkResult
 
 XMEMO_MIN_CLASSES = 4
+HOPS_MAX = 1_000_000
 
 
 class WalkIndex:
@@ -71,8 +72,11 @@ class WalkIndex:
             return dirty, diffs
         # Plan every re-walk before touching the old walks: split-off classes read theirs.
         sources = {part.origin.get(f, f) for f, _ in part.transfers}
+        crosses: dict = {}  # switches changed -> entry node -> whether it visits one
         plans = {
-            c: None if c in full else self.partial_plan(part, c) for c in dirty if c in part.bdd_of
+            c: None if c in full else self.partial_plan(part, c, crosses)
+            for c in dirty
+            if c in part.bdd_of
         }
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
@@ -80,6 +84,8 @@ class WalkIndex:
         # Suffixes are kept for other classes only when there are a few to walk: keeping
         # them costs a little on every suffix walked.
         self.walker.xmemo = {} if len(plans) >= XMEMO_MIN_CLASSES else None
+        if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up
+            self.walker.hops.clear()
         try:
             for c, plan in plans.items():
                 self.walk(c, plan)
@@ -101,7 +107,7 @@ class WalkIndex:
             diffs.append((before[part.origin.get(f, f)], walks.get(keep)))
         return dirty, diffs
 
-    def partial_plan(self, part, class_id: int):
+    def partial_plan(self, part, class_id: int, crosses: dict | None = None):
         """(what of the walk stays valid, switches to walk again at all their edge ports,
         other ingresses to walk again) for a class whose owners changed.
 
@@ -113,8 +119,9 @@ class WalkIndex:
         old = self.walks.get(base)
         if old is None or base in self.rewriting:
             return None
-        changed = {self._elems[e].dpid for e in part.changed_at.get(class_id, ())}
-        keep, whole, redo = old.split_via(changed)
+        changed = frozenset([self._elems[e].dpid for e in part.changed_at.get(class_id, ())])
+        memo = crosses.setdefault(changed, {}) if crosses is not None else None
+        keep, whole, redo = old.split_via(changed, memo)
         if base != class_id:
             keep.outcomes = [o._replace(final_class=class_id) for o in keep.outcomes]
             groups = self.groups_of.get(base, ())

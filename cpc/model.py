@@ -811,12 +811,16 @@ class Model:
 
     def loops(self) -> list[Loop]:
         """Every (class, ingress) walk that ends in a forwarding loop."""
-        return [
-            Loop(o.ingress, class_id, o.delivery())
-            for class_id, walk in self.index.walks.items()
-            for o in walk.expanded(class_id)
-            if o.kind == "loop"
-        ]
+        return list(self._iter_loops())
+
+    def loop_count(self) -> int:
+        """len(loops()), without holding every looping path at once."""
+        return sum(len(w.expanded_kind("loop", c)) for c, w in self.index.walks.items())
+
+    def _iter_loops(self):
+        for class_id, walk in self.index.walks.items():
+            for o in walk.expanded_kind("loop", class_id):
+                yield Loop(o.ingress, class_id, o.delivery())
 
     def loop_cycles(self) -> set[tuple[tuple[int, int], ...]]:
         """The distinct forwarding loops, each as its cycle of (dpid, in_port).
@@ -827,7 +831,7 @@ class Model:
         cycle count once.
         """
         cycles = set()
-        for lp in self.loops():
+        for lp in self._iter_loops():
             hops = lp.delivery.hops
             last = (hops[-1].dpid, hops[-1].in_port)
             start = next(i for i, h in enumerate(hops) if (h.dpid, h.in_port) == last)

@@ -138,6 +138,9 @@ class Outcome(NamedTuple):
         )
 
 
+_NO_GROUPS: frozenset = frozenset()
+
+
 class Node:
     """The outcomes of a class from one (switch, in_port) on, shared by every path that
     reaches it: its own outcomes (zero tags, no history) and links to deeper nodes.
@@ -203,6 +206,17 @@ class Node:
             self._expanded = self.outcomes + _expand_links(self.links)
         return self._expanded
 
+    def expanded_kind(self, kind: str) -> list[Outcome]:
+        """expanded(), only the outcomes of this kind; not kept, and nodes without one are
+        never spelled out (a loop count would otherwise keep every path of every node)."""
+        if self._expanded is not None:
+            return [o for o in self._expanded if o.kind == kind]
+        out = [o for o in self.outcomes if o.kind == kind]
+        return out + _expand_links([k for k in self.links if k.node.has_kind(kind)], kind)
+
+    def has_kind(self, kind: str) -> bool:
+        return any(k == kind for k, _ in self.ends())
+
     def ends(self) -> frozenset:
         """(kind, reason) of every outcome from here on, made once: a check that looks for
         loops or drops can skip a walk that has none without spelling its paths out."""
@@ -249,11 +263,12 @@ class SharedEntry(NamedTuple):
     ingresses: Sequence[tuple[tuple[int, int], int]]
 
 
-def _expand_links(links) -> list[Outcome]:
+def _expand_links(links, only: str | None = None) -> list[Outcome]:
     out = []
     append = out.append
     for ing, hops, vport, alt, node in links:
-        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in node.expanded():
+        exp = node.expanded() if only is None else node.expanded_kind(only)
+        for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
             append(
                 Outcome(
                     ing,
@@ -274,13 +289,13 @@ def _expand_links(links) -> list[Outcome]:
     return out
 
 
-def _expand_entries(entries) -> list[Outcome]:
+def _expand_entries(entries, only: str | None = None) -> list[Outcome]:
     """Paths of ingresses that share their switch's entry node: each ingress adds its port's
     Verify_Port bit and names its port as the first hop's in_port."""
     out = []
     append = out.append
     for node, ings in entries:
-        exp = node.expanded()
+        exp = node.expanded() if only is None else node.expanded_kind(only)
         for ing, vport in ings:
             for _i, kind, port, h, vp, _vr, a, reason, fap, _fh, _src, _rw, _f in exp:
                 h0 = h[0]
@@ -323,6 +338,19 @@ class WalkResult:
             ]
         return out
 
+    def expanded_kind(self, kind: str, class_id: int) -> list[Outcome]:
+        """expanded(class_id), only the outcomes of this kind, spelling out (and keeping)
+        no path of another kind."""
+        if not any(k == kind for k, _ in self.ends()):
+            return []
+        out = [o for o in self.outcomes if o.kind == kind]
+        out += _expand_links([k for k in self.links if k.node.has_kind(kind)], kind)
+        out += _expand_entries([e for e in self.entries if e.node.has_kind(kind)], kind)
+        return [
+            o if o.rewritten or o.final_class == class_id else o._replace(final_class=class_id)
+            for o in out
+        ]
+
     def expanded_from(self, ingresses, class_id: int) -> list[Outcome]:
         """expanded(class_id), only the paths that start at one of `ingresses`."""
         out = [o for o in self.outcomes if o.ingress in ingresses]
@@ -356,17 +384,27 @@ class WalkResult:
             p.update(product([i for i, _ in ings], node.egresses()))
         return p
 
-    def split_via(self, dpids) -> tuple[WalkResult, set, set]:
+    def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
         """This walk minus the paths through one of these switches: (what is kept, the
         switches whose every edge ingress must be walked again, other ingresses to walk).
 
         The ingresses behind a shared entry node go with it, and then every ingress of that
         switch goes; a kept node keeps its ingress list as it is (never changed once stored).
+        `crosses` (entry node -> whether it visits one of dpids) is kept by the caller for
+        the walks it splits via the same switches.
         """
         # Testing each shared entry node is cheaper than keeping an index from switches to
-        # them: a class has one per edge switch, and a node's switches are made once (nodes
-        # are shared by the walks of many classes, cpc.walk.Walker.xmemo).
-        whole = {ivs[0][0][0] for node, ivs in self.entries if not dpids.isdisjoint(node.dpids())}
+        # them: a class has one per edge switch, and nodes are shared by the walks of many
+        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches.
+        if crosses is None:
+            crosses = {}
+        whole = set()
+        for node, ivs in self.entries:
+            hit = crosses.get(node)
+            if hit is None:
+                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
+            if hit:
+                whole.add(ivs[0][0][0])
         redo = {
             o.ingress
             for o in self.outcomes
@@ -445,6 +483,9 @@ class Walker:
         self.xmemo: dict | None = None
         self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
+        # (dpid, in_port, rules, out_port) -> (Hop,): the hops of one-rule switches, shared by
+        # every path through them (class walks hold a million hops on the Stanford backbone)
+        self.hops: dict = {}
 
     def forget_groups(self) -> None:
         """Drop what was derived from group contents (after a GroupMod)."""
@@ -633,7 +674,7 @@ class Walker:
             return None
         node.elems = elems = tuple(deps)
         node.deps = tuple(deps.values())
-        node.groups = frozenset(groups)
+        node.groups = frozenset(groups) if groups else _NO_GROUPS  # one shared empty set
         if st.in_port is not None or not self._port_dependent:  # see _shared_entry
             if at is None:
                 at = xmemo[key] = {}
@@ -676,7 +717,7 @@ class Walker:
         outcomes, links = sub.outcomes, sub.links
         rules = (el.idx,)
         vport = self.m.port_bits(dpid, in_port)
-        topo, memo, ingress = self.topo, self._memo, st.ingress
+        topo, memo, ingress, hops = self.topo, self._memo, st.ingress, self.hops
         self._states.append(states)  # general walks below add the states they pass
         try:
             for port, alt in ports:
@@ -694,16 +735,18 @@ class Walker:
                         )
                     )
                     continue
-                hop = Hop(dpid, in_port, rules, port)
+                one = hops.get((dpid, in_port, rules, port))
+                if one is None:
+                    one = hops[dpid, in_port, rules, port] = (Hop(dpid, in_port, rules, port),)
                 loc = (dpid, port)
                 if loc in topo.down:
                     reason = f"port {topo.port_name(loc)} is down"
                     outcomes.append(
-                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                        _outcome(ingress, "drop", port, one, vport, alt, reason, class_id)
                     )
                 elif loc in topo.edges:
                     outcomes.append(
-                        _outcome(ingress, "egress", port, (hop,), vport, alt, "", class_id)
+                        _outcome(ingress, "egress", port, one, vport, alt, "", class_id)
                     )
                 elif loc in topo.links:
                     nd, np = topo.links[loc]
@@ -714,11 +757,11 @@ class Walker:
                         if child is _UNSET:
                             memo[ckey] = None  # re-entered while computing it: walk directly
                             nxt = State(
-                                ingress, nd, np, class_id, None, None, vport, 0, (hop,), visited
+                                ingress, nd, np, class_id, None, None, vport, 0, one, visited
                             )
                             child = memo[ckey] = self._suffix(sub, nxt, False)
                     if child is not None and child.states.isdisjoint(visited):
-                        links.append(Link(ingress, (hop,), vport, alt, child))
+                        links.append(Link(ingress, one, vport, alt, child))
                         self._linked(child)
                     else:
                         nxt = State(
@@ -730,7 +773,7 @@ class Walker:
                             None,
                             vport,
                             0,
-                            (hop,),
+                            one,
                             visited,
                             rules,
                             (),
@@ -740,7 +783,7 @@ class Walker:
                 else:
                     reason = f"port {topo.port_name(loc)} leads nowhere"
                     outcomes.append(
-                        _outcome(ingress, "drop", port, (hop,), vport, alt, reason, class_id)
+                        _outcome(ingress, "drop", port, one, vport, alt, reason, class_id)
                     )
         finally:
             self._states.pop()
