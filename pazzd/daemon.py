@@ -951,15 +951,19 @@ class Daemon:
         )
 
     def _on_suspect(self, egress, header: dict, expected) -> None:
-        """A fault's first sample: have the fuzzer send its header again, 3N times at
-        sampling 1/N (so that a copy is sampled within a second or two), from the probe's
-        own ingress when it was a probe, else from the ingresses the model expects it
-        from (corroboration, tester.corroborate)."""
+        """A fault's first sample (the in-process tester's on_suspect)."""
+        self.corroborate(header, [e.ingress for e in expected])
+
+    def corroborate(self, header: dict, expected_from) -> None:
+        """Have the fuzzer send a fault's first sample again, 3N times at sampling 1/N (so
+        that a copy is sampled within a second or two), from the probe's own ingress when
+        it was a probe, else from the ingresses the model expects it from (corroboration,
+        tester.corroborate; tester workers send theirs with their reports)."""
         if self.fuzzer is None:
             return
         hdr = {k: v for k, v in header.items() if k != "text"}
         sender = self.fuzzer.sender(hdr)
-        ings = [sender] if sender is not None else [e.ingress for e in expected]
+        ings = [sender] if sender is not None else list(expected_from)
         n = self.cfg.sampling_rate if self.cfg is not None else 1
         for ing in list(dict.fromkeys(ings))[:4]:
             self.fuzzer.corroborate(ing, hdr, n)

@@ -101,6 +101,9 @@ class _Handler:
                 t.note_report(port, f.header, f.now, f.sampling_rate)
             else:
                 t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
+        for s in r.suspects or ():
+            ings = [(i.dpid, i.port) for i in s.ingresses]
+            self.d.corroborate(dict(s.header), ings)
         self.d.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
 
 
@@ -309,6 +312,7 @@ def run_worker(
     )
     t.agents = cfg.sflow_agents
     t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
+    t.on_suspect = outbox.suspect
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)
     sock.settimeout(0.1)
     stopping = []
@@ -317,8 +321,8 @@ def run_worker(
     received = 0.0  # wall time of the latest datagram: pazzd's detection latency starts there
 
     def report() -> None:
-        faults, seen = outbox.take()
-        client.report(THRIFT.WorkerReport(index, _stats_map(t), faults, seen, received))
+        faults, seen, suspects = outbox.take()
+        client.report(THRIFT.WorkerReport(index, _stats_map(t), faults, seen, received, suspects))
 
     report()  # hello: the socket is bound
     log.info("tester worker %d: sFlow %s:%d, model %s", index, sflow_host, sflow_port, model_socket)
@@ -332,7 +336,12 @@ def run_worker(
             received = time.time()
             t.process_datagram(data, source=addr[0] if isinstance(addr, tuple) else None)
         now = time.monotonic()
-        if outbox.faults or (outbox.flows and now - last >= 0.1) or now - last >= REPORT_EVERY:
+        if (
+            outbox.faults
+            or outbox.suspects
+            or (outbox.flows and now - last >= 0.1)
+            or now - last >= REPORT_EVERY
+        ):
             t.tick()
             report()
             last = now

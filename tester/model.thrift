@@ -81,12 +81,27 @@ struct FlowSeen {
   6: i32 sampling_rate,
 }
 
+// A fault's first sample: pazzd has the fuzzer send its header again (corroboration),
+// from the ingresses the model expects it from.
+struct PortRef {
+  1: i64 dpid,
+  2: i32 port,
+}
+
+struct Suspect {
+  1: i64 egress_dpid,
+  2: i32 egress_port,
+  3: map<string, i64> header,
+  4: list<PortRef> ingresses,
+}
+
 struct WorkerReport {
   1: i32 worker,
   2: map<string, i64> stats,  // the worker's cumulative TesterStats
   3: list<FaultNote> faults,
   4: list<FlowSeen> flows,
   5: double last_datagram = 0.0,  // wall time the worker last received a datagram
+  6: list<Suspect> suspects = [],
 }
 
 service ModelService {

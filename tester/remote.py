@@ -190,11 +190,13 @@ class RemoteModel:
 
 
 class Outbox:
-    """What a worker owes pazzd: fault notes and critical-flow samples, sent with `report`."""
+    """What a worker owes pazzd: fault notes, critical-flow samples and the first samples of
+    faults not open yet (suspects), sent with `report`."""
 
     def __init__(self) -> None:
         self.faults: list = []
         self.flows: list = []
+        self.suspects: list = []
 
     def fault(self, ev: FaultEvent) -> None:
         self.faults.append(
@@ -225,9 +227,15 @@ class Outbox:
             )
         )
 
-    def take(self) -> tuple[list, list]:
-        out = (self.faults, self.flows)
-        self.faults, self.flows = [], []
+    def suspect(self, egress: Port, header: dict, expected) -> None:
+        """Tester.on_suspect in a worker: pazzd asks the fuzzer for the copies."""
+        h = {k: int(v) for k, v in header.items() if isinstance(v, int)}
+        ings = [THRIFT.PortRef(e.ingress[0], e.ingress[1]) for e in expected]
+        self.suspects.append(THRIFT.Suspect(egress[0], egress[1], h, ings))
+
+    def take(self) -> tuple[list, list, list]:
+        out = (self.faults, self.flows, self.suspects)
+        self.faults, self.flows, self.suspects = [], [], []
         return out
 
 

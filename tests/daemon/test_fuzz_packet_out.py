@@ -15,6 +15,7 @@ import struct
 from cpc import tags
 from pazzd import openflow as of
 from pazzd.daemon import Daemon
+from tester.emit import ReferenceEmitter, agent_of
 from tester.packet import parse_frame
 from tests.reliability.peers import RawSwitch, wait_for
 
@@ -115,4 +116,56 @@ def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path):
 
     copies, before = asyncio.run(main())
     assert len(copies) - before == 3 * sampling  # exactly 3N, all from the probe's port
+    assert {o[1] for o in copies} == {5}
+
+
+def test_a_worker_judged_suspect_is_sent_again_from_its_ingress(tmp_path):
+    """With tester workers, the worker that judges a fault's first sample hands it to pazzd
+    with its report, and pazzd has the fuzzer send the header again from the probe's port,
+    as the in-process tester does. The sample is a real sFlow datagram (the probe's header
+    at s4:5 with tags no path gives it) judged by a worker process."""
+    sampling, base = 8, 100
+    cfg = base_config(
+        tmp_path,
+        controller={"enabled": True, "listen": "127.0.0.1:0", "audit_interval": 0},
+        fuzz={"enabled": True, "rate": 400, "pairs": [["s1:5", "s4:5"], ["s1:5", "s2:5"]]},
+        tester={"workers": 2},
+    )
+    cfg["sflow"]["sampling_rate"] = sampling
+    cfg["sflow"]["interfaces"] = [
+        {"agent": agent_of(d), "ifindex": base + p, "port": f"{d}:{p}"}
+        for d in (1, 2, 3, 4)
+        for p in range(1, 6)
+    ]
+    path = write_config(tmp_path / "pazzd.yaml", cfg)
+    host, port = cfg["sflow"]["listen"].rsplit(":", 1)
+
+    async def main():
+        d = Daemon(str(path))
+        await d.start()
+        sw = RawSwitch(d.proxy.port, dpid=1)
+        try:
+            await sw.connect()
+            outs = lambda: [  # noqa: E731
+                packet_out(m) for m in sw.received if m[1] == of.OFPT_PACKET_OUT
+            ]
+            assert await wait_for(lambda: len(outs()) >= 10, 15)
+            assert d.workers is not None and d.workers.alive() == 2
+            _, _, _, data = next(
+                o for o in outs() if d.fuzzer.sender(parse_frame(o[3]).header) == (1, 5)
+            )
+            hdr = parse_frame(data).header
+            same = lambda: [o for o in outs() if parse_frame(o[3]).header == hdr]  # noqa: E731
+            before = len(same())
+            em = ReferenceEmitter(base=base)
+            em.add((4, 5), hdr, tags.VERIFY_PORT_INIT, 0x5A5A)
+            em.send((host, int(port)), em.flush())
+            assert await wait_for(lambda: len(same()) >= before + 3 * sampling, 20)
+            return same(), before
+        finally:
+            await sw.close()
+            await d.stop()
+
+    copies, before = asyncio.run(main())
+    assert len(copies) - before >= 3 * sampling
     assert {o[1] for o in copies} == {5}
