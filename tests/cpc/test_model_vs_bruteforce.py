@@ -30,6 +30,40 @@ def unique_priorities(model, fm):
     )
 
 
+def apply_checking_updates(model: Model, fms, after_each=None) -> None:
+    """Apply each FlowMod the model accepts (with unique priorities); after each, every pair
+    whose S_i changed must be in Update.pairs and every egress whose S_e changed in
+    Update.exits (corpora compared before and after); then call after_each()."""
+    edges = model.topo.edge_ports()
+
+    def corpora():
+        return {
+            (i, e): tuple(list(model.space.cubes(x)) for x in model.corpus(i, e))
+            for i in edges
+            for e in edges
+            if i != e
+        }
+
+    before = corpora()
+    for fm in fms:
+        if fm.command == "add" and not unique_priorities(model, fm):
+            continue
+        try:
+            upd = model.apply(fm)
+        except ModelError:
+            continue
+        after = corpora()
+        for pair, (s_i, s_e) in after.items():
+            old_i, old_e = before[pair]
+            if s_i != old_i:
+                assert pair in upd.pairs, (fm, pair)
+            if s_e != old_e:
+                assert pair[1] in upd.exits, (fm, pair)
+        before = after
+        if after_each is not None:
+            after_each()
+
+
 def run_flowmods(topo, groups, fms):
     model = Model(topo)
     model.add_entries([], groups)
@@ -143,32 +177,7 @@ def test_update_names_every_changed_pair_and_exit_switch(sc):
     topo, groups, fms, _ = sc
     model = Model(topo)
     model.add_entries([], groups)
-    edges = topo.edge_ports()
-
-    def corpora():
-        return {
-            (i, e): tuple(list(model.space.cubes(x)) for x in model.corpus(i, e))
-            for i in edges
-            for e in edges
-            if i != e
-        }
-
-    before = corpora()
-    for fm in fms:
-        if fm.command == "add" and not unique_priorities(model, fm):
-            continue
-        try:
-            upd = model.apply(fm)
-        except ModelError:
-            continue
-        after = corpora()
-        for pair, (s_i, s_e) in after.items():
-            old_i, old_e = before[pair]
-            if s_i != old_i:
-                assert pair in upd.pairs, (fm, pair)
-            if s_e != old_e:
-                assert pair[1] in upd.exits, (fm, pair)
-        before = after
+    apply_checking_updates(model, fms)
 
 
 def test_drop_after_a_rewrite_names_the_dropping_entry(tmp_path):
