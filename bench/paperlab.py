@@ -143,7 +143,8 @@ def sim_runs(a, say) -> list[dict]:
     faults = chosen(net.wl)
     horizon = a.horizon * FUZZ_PPS / max(a.fuzz_rate, 1.0)  # the same probe budget
     n = a.sim_runs
-    stream = fuzz_stream(net, faults, 5 + 7 * (n - 1) + horizon, seed=1)
+    # The fuzzer's shares follow the sampling, as pazzd's on the lab do.
+    stream = fuzz_stream(net, faults, 5 + 7 * (n - 1) + horizon, seed=1, sampling=a.sampling)
     rows = []
     for f in faults:
         sc = Scenario(net, f)
@@ -194,9 +195,16 @@ def main(argv=None) -> int:
     ap.add_argument("--settle", type=float, default=6.0)
     ap.add_argument("--warm", type=float, default=10.0)
     ap.add_argument("--out")
+    ap.add_argument(
+        "--lab-from", help="take the lab runs from this earlier output (simulate only; no root)"
+    )
     a = ap.parse_args(argv)
     say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    lab = lab_runs(a, say)
+    if a.lab_from:
+        old = json.loads(Path(a.lab_from).read_text())
+        lab = {"fuzz_pps": old["lab_fuzz_pps"], "runs": old["lab"]}
+    else:
+        lab = lab_runs(a, say)
     sim = sim_runs(a, say)
     fams = {f: [r for r in lab["runs"] if r["fault"].startswith(f)] for f in FAMILIES}
     sfam = {f: [r for r in sim if r["fault"].startswith(f)] for f in FAMILIES}
