@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
+import pytest
+
 from cpc import tags
 from pazzd import openflow as of
 from pazzd.daemon import Daemon
@@ -75,61 +77,21 @@ def test_fuzz_probes_go_out_as_packet_outs_through_the_proxy(tmp_path):
         assert parse_frame(data).has_verify
 
 
-def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path):
-    """The tester's first sample of a fault (on_suspect) has the fuzzer send that header
-    again in 3N PACKET_OUTs at sampling 1/N, from the ingress the probe came from (the
-    model expects the header nowhere, so it names no ingress itself)."""
-    sampling = 8
-    cfg = base_config(
-        tmp_path,
-        controller={"enabled": True, "listen": "127.0.0.1:0", "audit_interval": 0},
-        fuzz={"enabled": True, "rate": 400, "pairs": [["s1:5", "s4:5"], ["s1:5", "s2:5"]]},
-    )
-    cfg["sflow"]["sampling_rate"] = sampling
-    path = write_config(tmp_path / "pazzd.yaml", cfg)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, workers):
+    """A fault's first sample has the fuzzer send that header again in 3N PACKET_OUTs at
+    sampling 1/N, from the ingress the probe came from (the model expects the header
+    nowhere, so it names no ingress itself).
 
-    async def main():
-        d = Daemon(str(path))
-        await d.start()
-        sw = RawSwitch(d.proxy.port, dpid=1)
-        try:
-            await sw.connect()
-            outs = lambda: [  # noqa: E731
-                packet_out(m) for m in sw.received if m[1] == of.OFPT_PACKET_OUT
-            ]
-            assert await wait_for(lambda: len(outs()) >= 10, 15)
-            # A probe the model delivers nowhere, as its sample would show (no ingress
-            # expected: before, such a sample was probed again from nowhere).
-            _, in_port, _, data = next(
-                o for o in outs() if d.fuzzer.sender(parse_frame(o[3]).header) == (1, 5)
-            )
-            hdr = parse_frame(data).header
-            before = sum(parse_frame(o[3]).header == hdr for o in outs())
-            d.tester.on_suspect((4, 5), dict(hdr), ())
-            same = lambda: [o for o in outs() if parse_frame(o[3]).header == hdr]  # noqa: E731
-            assert await wait_for(lambda: len(same()) >= before + 3 * sampling, 15)
-            await asyncio.sleep(0.3)
-            return same(), before
-        finally:
-            await sw.close()
-            await d.stop()
-
-    copies, before = asyncio.run(main())
-    assert len(copies) - before == 3 * sampling  # exactly 3N, all from the probe's port
-    assert {o[1] for o in copies} == {5}
-
-
-def test_a_worker_judged_suspect_is_sent_again_from_its_ingress(tmp_path):
-    """With tester workers, the worker that judges a fault's first sample hands it to pazzd
-    with its report, and pazzd has the fuzzer send the header again from the probe's port,
-    as the in-process tester does. The sample is a real sFlow datagram (the probe's header
-    at s4:5 with tags no path gives it) judged by a worker process."""
+    workers 1: the in-process tester's on_suspect, called as it calls it. workers 2: a real
+    sFlow datagram (the probe's header at s4:5 with tags no path gives it) judged by a
+    tester worker process, which hands the suspect to pazzd with its report."""
     sampling, base = 8, 100
     cfg = base_config(
         tmp_path,
         controller={"enabled": True, "listen": "127.0.0.1:0", "audit_interval": 0},
         fuzz={"enabled": True, "rate": 400, "pairs": [["s1:5", "s4:5"], ["s1:5", "s2:5"]]},
-        tester={"workers": 2},
+        tester={"workers": workers},
     )
     cfg["sflow"]["sampling_rate"] = sampling
     cfg["sflow"]["interfaces"] = [
@@ -150,22 +112,27 @@ def test_a_worker_judged_suspect_is_sent_again_from_its_ingress(tmp_path):
                 packet_out(m) for m in sw.received if m[1] == of.OFPT_PACKET_OUT
             ]
             assert await wait_for(lambda: len(outs()) >= 10, 15)
-            assert d.workers is not None and d.workers.alive() == 2
             _, _, _, data = next(
                 o for o in outs() if d.fuzzer.sender(parse_frame(o[3]).header) == (1, 5)
             )
             hdr = parse_frame(data).header
             same = lambda: [o for o in outs() if parse_frame(o[3]).header == hdr]  # noqa: E731
             before = len(same())
-            em = ReferenceEmitter(base=base)
-            em.add((4, 5), hdr, tags.VERIFY_PORT_INIT, 0x5A5A)
-            em.send((host, int(port)), em.flush())
+            if workers == 1:
+                d.tester.on_suspect((4, 5), dict(hdr), ())
+            else:
+                assert d.workers is not None and d.workers.alive() == workers
+                em = ReferenceEmitter(base=base)
+                em.add((4, 5), hdr, tags.VERIFY_PORT_INIT, 0x5A5A)
+                em.send((host, int(port)), em.flush())
             assert await wait_for(lambda: len(same()) >= before + 3 * sampling, 20)
+            await asyncio.sleep(0.3)
             return same(), before
         finally:
             await sw.close()
             await d.stop()
 
     copies, before = asyncio.run(main())
-    assert len(copies) - before >= 3 * sampling
+    # exactly 3N, all from the probe's port (the worker's sample is the only suspect)
+    assert len(copies) - before == 3 * sampling
     assert {o[1] for o in copies} == {5}
