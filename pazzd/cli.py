@@ -337,9 +337,21 @@ def cmd_intents(args) -> int:
             print_outcomes_json(d["reply_paths"])
         return 0
     found = _findings_to_list(args, "intent")
-    if found is None:
-        return 0
-    rows = [("id", "state", "policy", "first seen", "data plane", "finding")]
+    if found is not None:
+        _findings_table(
+            found,
+            ("policy", "data plane"),
+            lambda f: (f.get("confirmation") or {}).get("verdict", "-"),
+            70,
+            "no intent findings",
+        )
+    return 0
+
+
+def _findings_table(found, heads: tuple[str, str], extra, width: int, empty: str) -> None:
+    """One row per finding: id, state, its name (heads[0]), first seen, extra(f) (heads[1])
+    and the summary cut to width."""
+    rows = [("id", "state", heads[0], "first seen", heads[1], "finding")]
     for f in found:
         rows.append(
             (
@@ -347,12 +359,11 @@ def cmd_intents(args) -> int:
                 f["state"],
                 f["name"],
                 answers.when(f["first_seen"]),
-                (f.get("confirmation") or {}).get("verdict", "-"),
-                f["summary"][:70],
+                extra(f),
+                f["summary"][:width],
             )
         )
-    _table(rows, empty="no intent findings")
-    return 0
+    _table(rows, empty=empty)
 
 
 def cmd_agents(args) -> int:
@@ -381,21 +392,14 @@ def cmd_agents(args) -> int:
             print(f"  reported  {', '.join(seen) or 'nothing'}")
         return 0
     found = _findings_to_list(args, "agent")
-    if found is None:
-        return 0
-    rows = [("id", "state", "switch", "first seen", "reason", "finding")]
-    for f in found:
-        rows.append(
-            (
-                str(f["id"]),
-                f["state"],
-                f["name"],
-                answers.when(f["first_seen"]),
-                f["detail"].get("reason", "-"),
-                f["summary"][:80],
-            )
+    if found is not None:
+        _findings_table(
+            found,
+            ("switch", "reason"),
+            lambda f: f["detail"].get("reason", "-"),
+            80,
+            "no agent findings",
         )
-    _table(rows, empty="no agent findings")
     return 0
 
 
