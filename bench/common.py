@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import resource
 import statistics
+from pathlib import Path
 
 
 def rss_mb() -> float:
@@ -49,3 +51,11 @@ def readd_flowmods(e):
             rule_id=e.rule_id,
         ),
     )
+
+
+def emit_json(report: dict, out: str | None = None) -> None:
+    """Print a bench's JSON report, and write it to `out` too when given."""
+    text = json.dumps(report, indent=1)
+    if out:
+        Path(out).write_text(text + "\n")
+    print(text)

@@ -54,6 +54,19 @@ from pazzlab.ovs import free_tcp_port, start_controller, stop_processes  # noqa:
 AUDIT = "audit"
 
 
+def spawn_pazzd(cfg: dict, workdir: Path) -> subprocess.Popen:
+    """pazzd on this config (written to workdir/pazzd.yaml), logging to workdir/pazzd.log."""
+    path = workdir / "pazzd.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with open(workdir / "pazzd.log", "w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pazzd", "--config", str(path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def _key(e) -> tuple:
     return (e.table, e.priority, e.match)
 
@@ -223,15 +236,7 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         # blackhole threshold (5 expected report gaps, not 10), which at 1/64 sampling
         # raised false blackholes of a critical flow with a few packets per second.
         del cfg["tester"]["blackhole_k"]
-        cfg_path = workdir / "pazzd.yaml"
-        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        with open(workdir / "pazzd.log", "w") as log:
-            pz = subprocess.Popen(
-                [sys.executable, "-m", "pazzd", "--config", str(cfg_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        pz = spawn_pazzd(cfg, workdir)
         procs.append(pz)
         t_start = time.time()
         wait_for_pazzd(pz, sock)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import json
 import multiprocessing as mp
 import os
 import socket
@@ -32,6 +31,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from bench.common import emit_json  # noqa: E402
 from bench.tester import reports  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.topology import load_topology  # noqa: E402
@@ -201,10 +201,7 @@ def main(argv=None) -> int:
         "thrift": thrift(args.thrift_rules, args.flows, args.seconds),
         "snapshot": [snapshot(n) for n in sizes],
     }
-    text = json.dumps(report, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    emit_json(report, args.out)
     return 0
 
 

@@ -28,12 +28,10 @@ import time
 import zlib
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench.common import median, pct  # noqa: E402
-from bench.detect import Faults, _head  # noqa: E402
+from bench.common import emit_json, median, pct  # noqa: E402
+from bench.detect import Faults, _head, spawn_pazzd  # noqa: E402
 from cpc.ofctl import format_flow  # noqa: E402
 from pazzd.api import call  # noqa: E402
 from pazzlab.demo import wait_for_pazzd  # noqa: E402
@@ -85,15 +83,7 @@ def lab_runs(a, say) -> dict:
             resolve_after=a.resolve_after,
         )
         del cfg["tester"]["blackhole_k"]
-        path = workdir / "pazzd.yaml"
-        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        with open(workdir / "pazzd.log", "w") as log:
-            pz = subprocess.Popen(
-                [sys.executable, "-m", "pazzd", "--config", str(path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        pz = spawn_pazzd(cfg, workdir)
         procs.append(pz)
         wait_for_pazzd(pz, sock)
         polled = Faults(sock)
@@ -219,10 +209,7 @@ def main(argv=None) -> int:
         "lab": lab["runs"],
         "sim": sim,
     }
-    text = json.dumps(report, indent=1)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    print(text)
+    emit_json(report, a.out)
     return 0
 
 
