@@ -8,6 +8,8 @@ are written again here, as plainly as possible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .fields import OFPVID_PRESENT
 from .results import Delivery, Hop, RuleRef
 from .rules import (
@@ -22,10 +24,22 @@ from .rules import (
 from .tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT, set_verify_port, set_verify_rule
 from .topology import Topology
 
+# Picks the bucket a SELECT group sends a packet down: (dpid, group, header) -> bucket index.
+SelectFn = Callable[[int, Group, dict[str, int]], int]
+
 
 class RefDataPlane:
-    def __init__(self, topo: Topology, entries: list[FlowEntry], groups: list[Group] = ()) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        entries: list[FlowEntry],
+        groups: list[Group] = (),
+        select: SelectFn | None = None,
+    ) -> None:
+        """Without `select`, a SELECT group sends a packet down every bucket, each outcome
+        marked as an alternative; with it, down the one bucket it picks, as a switch does."""
         self.topo = topo
+        self.select = select
         self.tables: dict[tuple[int, int], list[FlowEntry]] = {}
         for e in entries:
             self.tables.setdefault((e.dpid, e.table), []).append(e)
@@ -115,9 +129,12 @@ class RefDataPlane:
                     hop = Hop(dpid, in_port, rules, None)
                     self._end(out, ingress, "drop", None, pkt, hops, hop, why)
                     continue
-                for bucket in g.buckets:
+                buckets, alt = g.buckets, g.type == "select" and len(g.buckets) > 1
+                if alt and self.select is not None:
+                    buckets, alt = (g.buckets[self.select(dpid, g, pkt["h"])],), False
+                for bucket in buckets:
                     clone = dict(pkt)
-                    clone["alt"] = pkt["alt"] or (g.type == "select" and len(g.buckets) > 1)
+                    clone["alt"] = pkt["alt"] or alt
                     self._actions(out, ingress, dpid, in_port, bucket, clone, hops, visited, rules)
             else:
                 pkt = dict(pkt)
