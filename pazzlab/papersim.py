@@ -17,7 +17,9 @@ from the systems compared, at the paper's rates:
 
 All three share production traffic: 10^6 packets/s, spread evenly over the edge ports,
 each uniform over the TCP/UDP port 80/443 flows from the host's own prefixes to every
-other host's prefixes. sFlow samples each packet at its exit with probability 1/N, and the
+other host's prefixes. A SELECT group sends a packet down one bucket, picked by a hash of
+its flow as Open vSwitch does (pazzlab.flowhash): every copy of a header from one ingress
+takes the same path. sFlow samples each packet at its exit with probability 1/N, and the
 collector sees a sample at the next whole second (the agent's 1 s polling).
 
 10^6 packets/s are not generated one by one: only packets inside the fault's match can
@@ -43,6 +45,7 @@ from cpc.refdp import RefDataPlane
 from fuzzer.engine import CONFIRM_SHARE, CORROBORATE_MAX, Fuzzer
 from fuzzer.hspace import Sampler, range_bdd, valid_headers
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
+from pazzlab.flowhash import select_bucket
 from pazzlab.paperfaults import PaperFault, paper_faults
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester
@@ -131,7 +134,8 @@ class Scenario:
 
     net: Net
     fault: PaperFault
-    ref: RefDataPlane = field(init=False)
+    ref: RefDataPlane = field(init=False)  # every outcome, each SELECT bucket an alternative
+    ovs: RefDataPlane = field(init=False)  # the outcomes OVS gives: one bucket per flow
     prod_rate: float = field(init=False)  # in-match production packets per second
     uniform_p: float = field(init=False)  # in-match share of uniform valid headers
 
@@ -141,6 +145,7 @@ class Scenario:
         # entry of these workloads rewrites a header), so the reference keeps the rest.
         keep = [e for e in self.fault.entries + wl.entries if e.match.overlaps(m)]
         self.ref = RefDataPlane(wl.topo, keep, wl.groups)
+        self.ovs = RefDataPlane(wl.topo, keep, wl.groups, select=select_bucket)
         sp = self.net.space
         mb = sp.match_bdd(m.fields)
         per = PROD_PPS / len(self.net.prod)
@@ -393,13 +398,14 @@ def simulate(
         elif kind == "uniform":
             ing, h = sc.uniform_header(rng)
         current[0] = None if kind == "prod" else ing
-        outs = sc.ref.send_with_headers(ing, h)
+        # Every copy the packet leaves by (a SELECT group picks one bucket per flow, as
+        # OVS does). The event is a sampled packet and its copies are sampled with it:
+        # each at 1/N, though not independently (no network here makes copies).
+        outs = [(d, hf) for d, hf in sc.ovs.send_with_headers(ing, h) if d.kind == "egress"]
         if not outs:
             continue
-        d, final = rng.choice(outs)  # a SELECT group sends a packet down one bucket
-        if d.kind != "egress":
-            continue
-        emitter.add(d.egress, final, d.verify_port, d.verify_rule)
+        for d, final in outs:
+            emitter.add(d.egress, final, d.verify_port, d.verify_rule)
         now[0] = math.ceil(t / POLL_S) * POLL_S  # the sample arrives at the next poll
         for dg in emitter.flush():
             tester.process_datagram(dg, now=now[0])

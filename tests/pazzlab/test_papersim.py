@@ -9,9 +9,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpc.refdp import RefDataPlane
+from cpc.rules import FlowEntry, Match
 from fuzzer.engine import Fuzzer
-from pazzlab.paperfaults import FAMILIES, paper_faults
-from pazzlab.papersim import FUZZ_PPS, Net, Scenario, _geometric_times, fuzz_stream, simulate
+from pazzdata.workloads import next_hops
+from pazzlab.paperfaults import FAMILIES, PaperFault, paper_faults
+from pazzlab.papersim import (
+    FUZZ_PPS,
+    MAC_DST,
+    MAC_SRC,
+    Net,
+    Scenario,
+    _geometric_times,
+    fuzz_stream,
+    simulate,
+)
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +158,71 @@ def test_a_suspicious_sample_is_corroborated_by_copies(scenarios):
                 found += 1
                 by_copies += r["samples"].get("reprobe", 0) > 0
     assert sampled >= 12 and found >= sampled - 2 and by_copies >= 3, (sampled, found, by_copies)
+
+
+def test_copies_of_a_header_follow_its_path_through_ecmp(net):
+    """A hidden entry on one of two equal-cost branches (the route's own actions, another
+    rule tag), on SSH only, so that no production traffic meets it. At sampling 1/1 each
+    probe is sampled: a header whose path (one SELECT bucket per flow) crosses the entry
+    is found on its first copy, every time; one whose path does not is never suspected.
+    Both kinds occur, and the full reference (every bucket) is the oracle of which is
+    which: a header crosses the entry iff its outcome is one the intended network never
+    gives it."""
+    wl, topo = net.wl, net.wl.topo
+    pick = None
+    for prefix, owner in sorted(wl.prefixes.items()):
+        d = wl.hosts[owner][0]
+        hops = next_hops(topo, d)
+        a = next((a for a in sorted(hops) if len(hops[a]) == 2 and a != d), None)
+        if a is not None:
+            pick = prefix, d, a
+            break
+    prefix, d, a = pick
+    s = topo.links[(a, hops[a][0])][0]
+    if s == d:
+        s = topo.links[(a, hops[a][1])][0]
+    route = next(
+        e
+        for e in wl.entries
+        if e.dpid == s and e.match.get("ipv4_dst") == (prefix, 0xFFFFFF00) and e.priority < 1000
+    )
+    m = Match.build(
+        {
+            "eth_type": (0x0800, 0xFFFF),
+            "ipv4_dst": (prefix, 0xFFFFFF00),
+            "ip_proto": (6, 0xFF),
+            "tp_dst": (22, 0xFFFF),
+        }
+    )
+    hidden = FlowEntry(s, 0, route.priority + 1, m, route.instructions, cookie=0x99)
+    sc = Scenario(net, PaperFault("ecmp-0", "subprefix", "a", m, [hidden]))
+    assert sc.prod_rate == 0
+    intended = RefDataPlane(topo, wl.entries, wl.groups)
+    ingress = wl.hosts[next(h for h, p in wl.hosts.items() if p[0] == a)]
+    rng = random.Random(4)
+    kinds = {True: 0, False: 0}
+    for i in range(24):
+        h = {
+            "eth_type": 0x0800,
+            "ipv4_dst": prefix | rng.randrange(1, 255),
+            "ipv4_src": rng.getrandbits(32),
+            "ip_proto": 6,
+            "tp_dst": 22,
+            "tp_src": rng.randrange(1024, 65536),
+            "vlan_vid": 0,
+            "eth_dst": MAC_DST,
+            "eth_src": MAC_SRC,
+        }
+        ok = {(x.egress, x.verify_port, x.verify_rule) for x in intended.send(ingress, h)}
+        every = [(x.egress, x.verify_port, x.verify_rule) for x in sc.ref.send(ingress, h)]
+        assert any(o not in ok for o in every) and any(o in ok for o in every)  # 2 branches
+        (mine,) = sc.ovs.send(ingress, h)
+        crosses = (mine.egress, mine.verify_port, mine.verify_rule) not in ok
+        kinds[crosses] += 1
+        r = simulate(sc, "pazz", 1, 5.0, 30.0, seed=i, fuzz_hits=[(5.0, ingress, h)])
+        if crosses:
+            assert r["detect_s"] is not None, (i, r)
+            assert r["samples"] == {"fuzz": 1, "reprobe": 1}, (i, r)
+        else:
+            assert r["detect_s"] is None and r["samples"] == {"fuzz": 1}, (i, r)
+    assert min(kinds.values()) >= 4, kinds
