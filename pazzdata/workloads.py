@@ -143,9 +143,9 @@ def generate(
         if key not in gids:
             gid = sum(1 for k in gids if k[0] == dpid) + 1
             gids[key] = gid
-            # Buckets rotated by dpid: OVS picks a SELECT bucket by rendezvous hashing over
-            # bucket ids, the same on every switch, so one bucket order everywhere would send
-            # a flow through bucket i at every tier (ECMP polarization).
+            # Buckets rotated by dpid: OVS picks a SELECT bucket by a hash of the flow with
+            # the same basis on every switch (pazzlab.flowhash), so one bucket order
+            # everywhere would send a flow through bucket i at every tier (ECMP polarization).
             r = dpid % len(ports)
             order = ports[r:] + ports[:r]
             wl.groups.append(Group(dpid, gid, "select", tuple((("output", p),) for p in order)))
