@@ -7,15 +7,17 @@ is kept per element, cpc.tables.Identities). Updates split and move only the
 classes whose action changes at an element, in the style of APKeep, and merge
 classes that become alike again.
 
-The classes are labelled inside one BDD, `label`, whose header variables are
+Header regions are labelled inside a BDD (Labels), whose header variables are
 followed by CLASS_ID_BITS label variables: for every header h, label(h, id) is
-true for exactly the id of h's class. Two operations fall out of it:
+true for exactly the id of h's region. Two operations fall out of it:
   * classify(h): a single walk from the root, guided by h's bits, that stops at
     the first label variable (typically after the destination prefix length);
-  * candidates(p): the classes that intersect a predicate p, by quantifying the
-    header variables out of `label & p` in one CUDD pass that never builds the
+  * candidates(p): the ids whose regions intersect a predicate p, by quantifying
+    the header variables out of `label & p` in one CUDD pass that never builds the
     conjunction, at a cost that grows with the header space p touches, not with
-    the number of classes.
+    the number of regions.
+The classes are labelled directly, or, when filters (ACLs) hold headers, by their
+owners at the filters and at the other elements in two labels (Partition).
 """
 
 from __future__ import annotations
