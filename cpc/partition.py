@@ -292,6 +292,7 @@ class Partition:
 
     def drop_caches(self) -> None:
         """Forget the candidate lists kept only to answer faster."""
+        self._fresh()  # and the second label once no filter holds headers
         self.direct.drop_caches()
         for p in self.proj:
             p.drop_caches()
@@ -335,6 +336,7 @@ class Partition:
         factored = any(e not in group and any(keys.values()) for e, keys in members.items())
         if factored and not (self.factored and self._proj_ok):
             self._rebuild()
+            self.direct.label = self.space.false  # not kept up to date while factored
         elif not factored and not (not self.factored and self._direct_ok):
             self.direct.label = self.space.false
             for c, u in self.bdd_of.items():
