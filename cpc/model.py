@@ -507,12 +507,19 @@ class Model:
         candidates().
         """
         part = self.part
-        false = self.space.false
         few = part.members.get(el.idx, {}).get(old) if old is not None else None
-        for class_id in list(few) if few and len(few) <= 4 else part.candidates(region):
-            p = part.bdd_of[class_id] & region
-            if p != false:
+        if few and len(few) <= 4:
+            false, bdd_of = self.space.false, part.bdd_of
+            parts = [(c, bdd_of[c] & region) for c in list(few)]
+            parts = [(c, p) for c, p in parts if p != false]
+        else:
+            parts = part.parts(region)
+        part.begin(el.idx, region, act)
+        try:
+            for class_id, p in parts:
                 part.move(class_id, p, el.idx, act)
+        finally:
+            part.end()
 
     def _replace(self, old: FlowEntry, new) -> None:
         """Same match and priority, new instructions (ADD over an entry, or MODIFY)."""

@@ -7,15 +7,17 @@ is kept per element, cpc.tables.Identities). Updates split and move only the
 classes whose action changes at an element, in the style of APKeep, and merge
 classes that become alike again.
 
-The classes are labelled inside one BDD, `label`, whose header variables are
+Header regions are labelled inside a BDD (Labels), whose header variables are
 followed by CLASS_ID_BITS label variables: for every header h, label(h, id) is
-true for exactly the id of h's class. Two operations fall out of it:
+true for exactly the id of h's region. Two operations fall out of it:
   * classify(h): a single walk from the root, guided by h's bits, that stops at
     the first label variable (typically after the destination prefix length);
-  * candidates(p): the classes that intersect a predicate p, by quantifying the
-    header variables out of `label & p` in one CUDD pass that never builds the
+  * candidates(p): the ids whose regions intersect a predicate p, by quantifying
+    the header variables out of `label & p` in one CUDD pass that never builds the
     conjunction, at a cost that grows with the header space p touches, not with
-    the number of classes.
+    the number of regions.
+The classes are labelled directly, or, when filters (ACLs) hold headers, by their
+owners at the filters and at the other elements in two labels (Partition).
 """
 
 from __future__ import annotations
@@ -141,22 +143,138 @@ class Labels:
         return [i for i in out if i in self._cube]
 
 
-class Partition(Labels):
-    """The network's header classes: regions that every element treats alike."""
+class Projection(Labels):
+    """The classes' owners at one group of elements, kept as a partition of its own: each
+    distinct owner set (a *projection*) is one id, labelled in its own BDD.
+
+    A class is the pair of its projections at the two groups (Partition): each group's
+    label has only that group's structure, so moving a forwarding region relabels a label
+    without the filters' cuts, and the other way round. As for classes, a projection whose
+    headers all change owner keeps its id and label; only a part moving does not.
+    """
 
     def __init__(self, space: HeaderSpace) -> None:
         super().__init__(space)
+        self.owners: dict[int, dict] = {}  # id -> {element: action}
+        self.region: dict[int, object] = {}  # id -> its headers
+        self._sig: dict[int, int] = {}
+        self._by_sig: dict[int, set[int]] = defaultdict(set)
+
+    def add(self, owners: dict, region) -> int:
+        pid = self._new_id()
+        self._index(pid, owners, _sig_of(owners))
+        self.region[pid] = region
+        self._relabel(region, pid)
+        return pid
+
+    def _index(self, pid: int, owners: dict, sig: int) -> None:
+        self.owners[pid] = owners
+        self._sig[pid] = sig
+        self._by_sig[sig].add(pid)
+
+    def _unindex(self, pid: int) -> None:
+        sig = self._sig.pop(pid)
+        bucket = self._by_sig[sig]
+        bucket.discard(pid)
+        if not bucket:
+            del self._by_sig[sig]
+        del self.owners[pid]
+
+    def assign(self, elem: int, region, key) -> dict[int, int]:
+        """Every header of region now gets action key at elem. Returns, for every projection
+        that meets region, the one its headers there have now."""
+        out: dict[int, int] = {}
+        false = self.space.false
+        for pid in self.candidates(region):
+            owners = self.owners[pid]
+            old = owners.get(elem)
+            if old is key:
+                out[pid] = pid
+                continue
+            had = self.region[pid]
+            part = had & region
+            if part == false:
+                continue
+            sig = self._sig[pid]
+            if old is not None:
+                sig -= hash((elem, old))
+            if key is not None:
+                sig += hash((elem, key))
+            sig &= _MASK64
+            want = dict(owners)
+            if key is None:
+                del want[elem]
+            else:
+                want[elem] = key
+            other = next((q for q in self._by_sig.get(sig, ()) if self.owners[q] == want), None)
+            if part == had and other is None:  # all of it: it keeps its id and label
+                self._unindex(pid)
+                self._index(pid, want, sig)
+                out[pid] = pid
+                continue
+            if other is None:
+                other = self._new_id()
+                self._index(other, want, sig)
+                self.region[other] = part
+            else:
+                self.region[other] = self.region[other] | part
+            if part == had:
+                self._unindex(pid)
+                del self.region[pid]
+                self._drop_id(pid)
+            else:
+                self.region[pid] = had & ~part
+            self._relabel(part, other)
+            out[pid] = other
+        return out
+
+    def release(self) -> None:
+        """Let the ids of projections merged away be used again (after an update)."""
+        self._free.extend(self._pending_free)
+        self._pending_free.clear()
+
+
+def _sig_of(owners: dict) -> int:
+    return sum(hash(item) for item in owners.items()) & _MASK64
+
+
+FORWARDING, FILTER = 0, 1
+
+
+class Partition:
+    """The network's header classes: regions that every element treats alike.
+
+    The elements fall into two groups, as APKeep keeps two predicate sets: filters (every
+    action of the element but the table-miss is one and the same: an ACL's permit) and
+    the others. An element starts as a filter and becomes forwarding, for good, when it
+    applies a second action. While some filter has headers of its own, each group labels
+    the headers with the classes' owners at its elements (Projection) and a class is named
+    by its pair of projections: a forwarding update then relabels a label without the
+    filters' cuts. Otherwise the classes are labelled directly, in one label.
+    """
+
+    def __init__(self, space: HeaderSpace) -> None:
+        self.space = space
         self.bdd_of: dict[int, object] = {}
         self.owners: dict[int, dict[int, object]] = {}  # class -> {element index: action}
         self.members: dict[int, dict[object, set[int]]] = defaultdict(lambda: defaultdict(set))
         self._sig: dict[int, int] = {}
         self._by_sig: dict[int, set[int]] = defaultdict(set)
-        first = self._new_id()
+        self.group: dict[int, int] = {}  # element -> FORWARDING (absent: FILTER)
+        self.direct = Labels(space)  # class ids, and the label while not factored
+        self.factored = False
+        self._direct_ok, self._proj_ok, self._recheck = True, False, False
+        self.proj: tuple[Projection, Projection] = (Projection(space), Projection(space))
+        self.pids: dict[int, list[int]] = {}  # class -> [forwarding, filter] projection
+        self._pair: dict[tuple[int, int], set[int]] = {}  # projections -> classes
+        self._map: dict[int, int] | None = None  # within a move: projection -> the new one
+        self._g = FORWARDING  # within a move: the element's group
+        first = self.direct._new_id()
         self.bdd_of[first] = space.true
         self.owners[first] = {}
         self._sig[first] = 0
         self._by_sig[0].add(first)
-        self.label = self._cube_of(first)
+        self.direct.label = self.direct._cube_of(first)
         # Bookkeeping of one update, drained by the model: classes whose owners changed or
         # that were created, classes whose extent changed, and classes that disappeared.
         self.moved: set[int] = set()
@@ -172,10 +290,154 @@ class Partition(Labels):
     def __len__(self) -> int:
         return len(self.bdd_of)
 
+    def drop_caches(self) -> None:
+        """Forget the candidate lists kept only to answer faster."""
+        self._fresh()  # and the second label once no filter holds headers
+        self.direct.drop_caches()
+        for p in self.proj:
+            p.drop_caches()
+
+    def _relabel(self, region, class_id: int) -> None:
+        if not self.factored:
+            self.direct._relabel(region, class_id)
+
+    # --- the two groups ---------------------------------------------------------------------
+    def _set_pids(self, class_id: int, pids: list[int]) -> None:
+        if class_id in self.pids:
+            self._unset_pids(class_id)
+        self.pids[class_id] = pids
+        key = (pids[0], pids[1])
+        bucket = self._pair.get(key)
+        if bucket is None:
+            self._pair[key] = {class_id}
+        else:
+            bucket.add(class_id)
+
+    def _unset_pids(self, class_id: int) -> None:
+        pids = self.pids.pop(class_id)
+        key = (pids[0], pids[1])
+        bucket = self._pair[key]
+        bucket.discard(class_id)
+        if not bucket:
+            del self._pair[key]
+
+    def _fresh(self) -> None:
+        if self._recheck:
+            self._decide()
+
+    def _decide(self) -> None:
+        """Move elements that apply two actions to the forwarding group, then label the
+        classes by their projections if some filter has headers, else directly."""
+        self._recheck = False
+        members, group = self.members, self.group
+        for elem, keys in members.items():
+            if elem not in group and sum(1 for v in keys.values() if v) > 1:
+                group[elem] = FORWARDING
+        factored = any(e not in group and any(keys.values()) for e, keys in members.items())
+        if factored and not (self.factored and self._proj_ok):
+            self._rebuild()
+            self.direct.label = self.space.false  # not kept up to date while factored
+        elif not factored and not (not self.factored and self._direct_ok):
+            self.direct.label = self.space.false
+            for c, u in self.bdd_of.items():
+                self.direct._relabel(u, c)
+            self.proj = (Projection(self.space), Projection(self.space))
+            self.pids, self._pair = {}, {}
+        self.factored = factored
+        self._direct_ok, self._proj_ok = not factored, factored
+
+    def _rebuild(self) -> None:
+        """Make both groups' projections afresh from the classes' owners."""
+        group = self.group
+        by: tuple[dict, dict] = (defaultdict(list), defaultdict(list))
+        for c, owners in self.owners.items():
+            fwd, flt = {}, {}
+            for e, k in owners.items():
+                (fwd if e in group else flt)[e] = k
+            by[0][frozenset(fwd.items())].append(c)
+            by[1][frozenset(flt.items())].append(c)
+        self.proj = (Projection(self.space), Projection(self.space))
+        self.pids, self._pair = {}, {}
+        pids: dict[int, list[int]] = {c: [0, 0] for c in self.owners}
+        for g, proj in enumerate(self.proj):
+            for key, classes in by[g].items():
+                pid = proj.add(dict(key), self.space.union([self.bdd_of[c] for c in classes]))
+                for c in classes:
+                    pids[c][g] = pid
+        for c, p in pids.items():
+            self._set_pids(c, p)
+
+    def begin(self, elem: int, region, key) -> None:
+        """Every header of region is about to get action key at elem (moves follow, then
+        end()): relabel the headers' projection at elem's group."""
+        if elem not in self.group and key is not None:
+            keys = self.members.get(elem)
+            if keys and any(k is not key and v for k, v in keys.items()):
+                self.group[elem] = FORWARDING  # a second action: it forwards
+                self._proj_ok = False
+                self._recheck = True
+            elif not self.factored:
+                self._recheck = True  # a filter gets headers of its own
+        self._fresh()
+        if self.factored:
+            self._g = self.group.get(elem, FILTER)
+            self._map = self.proj[self._g].assign(elem, region, key)
+
+    def end(self) -> None:
+        self._map = None
+
+    def stale(self) -> None:
+        """The classes changed outside begin()/end() (a bulk build): relabel on first use."""
+        self._proj_ok = self._direct_ok = False
+        self._recheck = True
+
+    # --- lookups ----------------------------------------------------------------------------
+    def classify(self, header) -> int:
+        """The id of a concrete header's class (header: dict field -> int)."""
+        self._fresh()
+        if not self.factored:
+            return self.direct.classify(header)
+        classes = self._pair.get((self.proj[0].classify(header), self.proj[1].classify(header)))
+        if classes is not None and len(classes) == 1:
+            for c in classes:
+                return c
+        # Two classes with the same owners exist only within an update, until merged.
+        for c in classes or ():
+            if self.space.contains(self.bdd_of[c], header):
+                return c
+        raise LookupError(f"no class holds header {header}")
+
+    def parts(self, pred) -> list[tuple[int, object]]:
+        """(class, its headers in pred) for every class that meets pred."""
+        self._fresh()
+        bdd_of, false = self.bdd_of, self.space.false
+        if not self.factored:
+            cands = self.direct.candidates(pred)
+        else:
+            fwd = self.proj[0].candidates(pred)
+            flt = self.proj[1].candidates(pred)
+            pair = self._pair
+            if len(fwd) * len(flt) <= len(pair):
+                keys = [(f, a) for f in fwd for a in flt]
+            else:
+                fs, fa = set(fwd), set(flt)
+                keys = [k for k in pair if k[0] in fs and k[1] in fa]
+            cands = [c for k in keys for c in pair.get(k, ())]
+        out = []
+        for c in cands:
+            p = bdd_of[c] & pred
+            if p != false:
+                out.append((c, p))
+        return out
+
+    def candidates(self, pred) -> list[int]:
+        """Ids of the classes that intersect the header set pred."""
+        return [c for c, _ in self.parts(pred)]
+
     # --- structure ------------------------------------------------------------------------
     def split(self, class_id: int, part) -> int:
         """Carve `part` (a strict, non-empty subset of class `class_id`) into a new class with class_id's owners."""
-        new = self._new_id()
+        new = self.direct._new_id()
         self.bdd_of[new] = part
         self.bdd_of[class_id] = self.bdd_of[class_id] & ~part
         self._relabel(part, new)
@@ -186,6 +448,8 @@ class Partition(Labels):
         sig = self._sig[class_id]
         self._sig[new] = sig
         self._by_sig[sig].add(new)
+        if self.factored:
+            self._set_pids(new, list(self.pids[class_id]))
         self.moved.add(new)
         self.reshaped.add(class_id)
         self.origin[new] = self.origin.get(class_id, class_id)
@@ -197,8 +461,9 @@ class Partition(Labels):
         """Headers `part` (a non-empty subset of class `class_id`) now get action key at elem.
 
         They join the class that already has exactly the resulting owners, when there is
-        one (one relabel, and that class's walks stay valid); otherwise they become a new
-        class split off class_id, or class_id itself when part is all of it.
+        one (and that class's walks stay valid); otherwise they become a new class split
+        off class_id, or class_id itself when part is all of it. The caller relabels the
+        headers' projections once for all the classes (assign).
         """
         owners = self.owners[class_id]
         old = owners.get(elem)
@@ -256,12 +521,20 @@ class Partition(Labels):
             bucket.discard(class_id)
             if not bucket:
                 del self.members[elem][old]
+                if self.factored and elem not in self.group:
+                    self._recheck = True  # maybe no filter has headers of its own now
         if key is None:
             del owners[elem]
         else:
             owners[elem] = key
             sig += hash((elem, key))
             self.members[elem][key].add(class_id)
+        if self._map is not None:
+            pids = list(self.pids[class_id])
+            pids[self._g] = self._map[pids[self._g]]
+            self._set_pids(class_id, pids)
+        elif self.factored or (key is not None and elem not in self.group):
+            self.stale()  # outside begin()/end(): a bulk build
         sig &= _MASK64
         self._sig[class_id] = sig
         self._by_sig[sig].add(class_id)
@@ -295,7 +568,9 @@ class Partition(Labels):
             bucket = self.members[elem][key]
             bucket.discard(drop)
         self._unindex_sig(drop, self._sig.pop(drop))
-        self._drop_id(drop)
+        if self.factored:
+            self._unset_pids(drop)
+        self.direct._drop_id(drop)
         self.gone.add(drop)
         self.merged_into[drop] = keep  # a chain when keep is merged later: see survivor()
         self.changed_at[keep] |= self.changed_at.pop(drop, set())
@@ -314,8 +589,8 @@ class Partition(Labels):
         """The classes moved, reshaped and gone since the last drain (see also changed_at, origin)."""
         out = (self.moved - self.gone, self.reshaped - self.gone, self.gone)
         self.moved, self.reshaped, self.gone = set(), set(), set()
-        self._free.extend(self._pending_free)
-        self._pending_free.clear()
+        self.direct._free.extend(self.direct._pending_free)
+        self.direct._pending_free.clear()
         return out
 
     def forget_changes(self) -> None:
@@ -324,3 +599,6 @@ class Partition(Labels):
         self.merged_into.clear()
         self.owner_changes.clear()
         self.transfers.clear()
+        if self.factored:
+            for p in self.proj:
+                p.release()

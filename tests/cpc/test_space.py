@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpc.fields import PREFIX_MASKS as PREFIX
-from cpc.partition import Partition
+from cpc.partition import Labels
 from cpc.space import HeaderSpace
 
 SPACE = HeaderSpace()
@@ -26,19 +26,24 @@ def region(pfx, port):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(prefixes, ports), min_size=1, max_size=12), st.tuples(prefixes, ports))
 def test_exists_and_equals_exist_of_the_conjunction(cuts, query):
-    part = Partition(SPACE)
-    for pfx, port in cuts:  # split every class the region cuts
+    labels = Labels(SPACE)
+    first = labels._new_id()
+    labels.label = labels._cube_of(first)
+    regions = {first: SPACE.true}
+    for pfx, port in cuts:  # split every region the cut meets
         r = region(pfx, port)
-        for ap in list(part.bdd_of):
-            p = part.bdd_of[ap] & r
-            if p != SPACE.false and p != part.bdd_of[ap]:
-                part.split(ap, p)
+        for ident in list(regions):
+            p = regions[ident] & r
+            if p != SPACE.false and p != regions[ident]:
+                new = labels._new_id()
+                regions[new], regions[ident] = p, regions[ident] & ~p
+                labels._relabel(p, new)
     q = region(*query)
-    want = SPACE.bdd.exist(SPACE.header_names, part.label & q)
-    assert SPACE.exists_and(part.label, q) == want
-    # and the classes it names are those whose headers meet q
-    assert sorted(part._candidates(q)) == sorted(
-        ap for ap, u in part.bdd_of.items() if u & q != SPACE.false
+    want = SPACE.bdd.exist(SPACE.header_names, labels.label & q)
+    assert SPACE.exists_and(labels.label, q) == want
+    # and the ids it names are those whose headers meet q
+    assert sorted(labels._candidates(q)) == sorted(
+        i for i, u in regions.items() if u & q != SPACE.false
     )
 
 
