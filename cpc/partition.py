@@ -195,12 +195,7 @@ class Projection(Labels):
             part = had & region
             if part == false:
                 continue
-            sig = self._sig[pid]
-            if old is not None:
-                sig -= hash((elem, old))
-            if key is not None:
-                sig += hash((elem, key))
-            sig &= _MASK64
+            sig = _resig(self._sig[pid], elem, old, key)
             want = dict(owners)
             if key is None:
                 del want[elem]
@@ -235,7 +230,18 @@ class Projection(Labels):
 
 
 def _sig_of(owners: dict) -> int:
+    """An owner set's signature: the sum of its items' hashes (so that one item can be
+    swapped without the others)."""
     return sum(hash(item) for item in owners.items()) & _MASK64
+
+
+def _resig(sig: int, elem: int, old, key) -> int:
+    """The signature with elem's action old (None: none) replaced by key."""
+    if old is not None:
+        sig -= hash((elem, old))
+    if key is not None:
+        sig += hash((elem, key))
+    return sig & _MASK64
 
 
 FORWARDING, FILTER = 0, 1
@@ -469,12 +475,8 @@ class Partition:
         old = owners.get(elem)
         if old is key:
             return
-        sig = self._sig[class_id]
-        if old is not None:
-            sig -= hash((elem, old))
-        if key is not None:
-            sig += hash((elem, key))
-        target = self._with_owners(sig & _MASK64, owners, elem, key, class_id)
+        sig = _resig(self._sig[class_id], elem, old, key)
+        target = self._with_owners(sig, owners, elem, key, class_id)
         whole = part == self.bdd_of[class_id]
         if target is None:
             self.set_owner(class_id if whole else self.split(class_id, part), elem, key)
