@@ -405,7 +405,7 @@ def _acl_routers(updates: list[Update], routers: set[str], path: Path) -> dict[s
     name_of: dict[str, tuple[str, str]] = {}
     for upd in updates:
         r = upd.rule
-        if not isinstance(r, AclRule) or r.acl in out:
+        if not isinstance(r, AclRule):
             continue
         where = path.parent / upd.source
         prev = name_of.setdefault(r.acl, (r.name, upd.source))
@@ -413,6 +413,8 @@ def _acl_routers(updates: list[Update], routers: set[str], path: Path) -> dict[s
             raise StanfordError(
                 f"{where}: ACL {r.acl} is access-list {r.name} here and {prev[0]} at {prev[1]}"
             )
+        if r.acl in out:
+            continue
         router = r.acl[: -len(r.name) - 1] if r.acl.endswith("_" + r.name) else None
         if router not in routers:
             raise StanfordError(

@@ -299,7 +299,7 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
         if key in silent:
             continue
         k = rng.randint(1, acl_lines)
-        prio = rng.choice([65535, 1000, 10 + k])
+        prio = rng.choice([65535, 1000, 7 * k])
         lines = []
         for i in range(k):
             if i == k - 1 and rng.random() < 0.5:  # a catch-all last line
