@@ -137,9 +137,8 @@ class Stanford:
             dpid = self.dpid_of[rule.router]
             mask = (0xFFFFFFFF << (32 - rule.plen)) & 0xFFFFFFFF
             m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
-            vid = vlan_id(rule.port)
-            if vid is not None:
-                ins = Instructions((("group", vid),))
+            if (rule.router, rule.port) in self.vlans:
+                ins = Instructions((("group", vlan_id(rule.port)),))
             else:
                 ins = Instructions(
                     tuple(("output", p) for p in self.send[(rule.router, rule.port)])
@@ -365,7 +364,8 @@ def _lines(path: Path):
 
 
 def vlan_id(port: str) -> int | None:
-    """N for an out port `vlanN`, else None (an interface such as `vlan.100` or `Vlan200`)."""
+    """N for a name `vlanN`, else None (`vlan.100`, `Vlan200` are interfaces). An out port
+    `vlanN` is the VLAN of vlan.txt, or else an interface of that name in topo.txt."""
     m = VLAN_RE.fullmatch(port)
     return int(m.group(1)) if m else None
 
@@ -485,6 +485,7 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
     # VLANs.
     vlans: dict[tuple[str, str], list[str]] = {}
     vlan_line: dict[tuple[str, int], int] = {}
+    linked = {r: set(ifaces[r]) for r in routers}  # the interfaces topo.txt names
     if vlan_path.exists():
         for no, t in _lines(vlan_path):
             if len(t) < 3 or vlan_id(t[1]) is None:
@@ -493,6 +494,8 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
                 raise _err(vlan_path, no, f"unknown device {t[0]!r} (not a router in topo.txt)")
             if (t[0], t[1]) in vlans:
                 raise _err(vlan_path, no, f"{t[0]} {t[1]} is defined twice")
+            if t[1] in linked[t[0]]:
+                raise _err(vlan_path, no, f"{t[0]} {t[1]} is also an interface in topo.txt")
             prev = vlan_line.setdefault((t[0], vlan_id(t[1])), no)
             if prev != no:
                 raise _err(vlan_path, no, f"{t[0]} {t[1]} has the number of line {prev}")
@@ -515,9 +518,13 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
                 rule = parse_fwd(t[2:])
                 if rule.router not in known:
                     raise ValueError(f"unknown device {rule.router!r} (not a router in topo.txt)")
-                if vlan_id(rule.port) is not None:
-                    if (rule.router, rule.port) not in vlans:
-                        raise ValueError(f"{rule.router} has no {rule.port} in vlan.txt")
+                if (rule.router, rule.port) in vlans:
+                    pass
+                elif vlan_id(rule.port) is not None and rule.port not in linked[rule.router]:
+                    raise ValueError(
+                        f"{rule.router} has no {rule.port} in vlan.txt (nor an interface "
+                        f"{rule.port} in topo.txt)"
+                    )
                 elif inject_ports and rule.port == "inject":
                     raise ValueError("out port 'inject' is the test port, not an interface")
                 elif rule.port != "self":

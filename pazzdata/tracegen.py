@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +82,7 @@ def iface_name(rng: random.Random) -> str:
             f"ae{c}.0",
             f"et-{a}/0/{b}:{c % 4}",
             f"vlan.{v}",
+            f"vlan{v}",  # an interface, unless vlan.txt defines it on that router
             f"irb.{v}",
             f"bond0.{v}",
             f"swp{c}s{a}",
@@ -209,7 +211,7 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
     links: set[tuple[tuple[str, str], tuple[str, str]]] = set()
 
     def link(a, b):
-        if a[0] == b[0]:
+        if a == b or a[0] == b[0] and rng.random() < 0.8:  # rarely: a cable between two ports
             return
         kind = rng.random()
         links.add((a, b))
@@ -226,8 +228,13 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
     if rng.random() < 0.5 and n_routers >= 3:  # a shared segment: one interface, several peers
         hub, *members = rng.sample(routers, rng.randint(3, min(4, n_routers)))
         h = (hub, rng.choice(ifaces[hub]))
-        for m in members:
-            link(h, (m, rng.choice(ifaces[m])))
+        ends = [(m, rng.choice(ifaces[m])) for m in members]
+        for e in ends:
+            link(h, e)
+        if rng.random() < 0.5:  # the members hear one another too
+            for e in ends:
+                for f in ends:
+                    link(e, f)
 
     # ACLs: each on one router, applied to 1..3 (interface, direction) of it, in chains.
     acl_keys: dict[str, tuple[str, str]] = {}  # key -> (router, name)
@@ -275,8 +282,10 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
     # VLANs, forwarding rules and ACL lines.
     vlan = []
     vlans: dict[str, list[str]] = {}
+    in_topo = {(x, px) for line in topo for x, px in [line.split()[:2], line.split()[2:]]}
     for r in routers:
-        nums = rng.sample(range(1, 4095), rng.randint(0, 2))
+        nums = [n for n in rng.sample(range(1, 4095), 2) if f"vlan{n}" not in ifaces[r]]
+        nums = nums[: rng.randint(0, 2)]
         for n in nums:
             members = rng.sample(ifaces[r], rng.randint(1, min(3, len(ifaces[r]))))
             if rng.random() < 0.3:
@@ -288,7 +297,8 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
     fwd = []
     for r in routers:
         edge_only = [f"gi9/{k}" for k in range(rng.randint(0, 2))]
-        outs = ifaces[r] * 3 + edge_only + vlans.get(r, []) + ["self"]
+        named = [i for i in ifaces[r] if (r, i) in in_topo or not re.fullmatch(r"vlan\d+", i)]
+        outs = named * 3 + edge_only + vlans.get(r, []) + ["self"]
         for base, plen in rng.sample(pool, min(len(pool), n_prefixes)):
             if plen < 32 and rng.random() < 0.1:
                 base |= rng.getrandbits(32 - plen)  # host bits set: the mask drops them

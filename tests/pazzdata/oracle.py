@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -129,7 +128,7 @@ class Oracle:
                 if port == "self":
                     out[("egress", path + ((dev, "self", None),))] += 1
                     continue
-                ifaces = self.vlan[(dev, port)] if re.fullmatch(r"vlan\d+", port) else [port]
+                ifaces = self.vlan.get((dev, port), [port])  # vlanN: its members
             for iface in ifaces:
                 peers = self.adj.get((dev, iface))
                 if not peers:

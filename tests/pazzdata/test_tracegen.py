@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpc.model import Model
+from cpc.rules import Instructions
 from pazzdata.stanford import StanfordError, load
 from pazzdata.tracegen import generate
 from tests.pazzdata.oracle import Oracle, answers, compare_with_oracle, replay, sample_headers
@@ -209,3 +210,19 @@ def test_element_names_read_with_the_routers_interfaces(tmp_path):
     (tmp_path / "mini" / "updates").write_text(lines[0] + "\n")
     net = load(tmp_path / "mini")
     assert net.element_acl == {"r_a_b_c_in": "r_a_b"} and net.routers == ["r", "s"]
+
+
+def test_vlan_named_outputs_and_interfaces(tmp_path):
+    """`vlanN` out: the VLAN of vlan.txt, or an interface of that name in topo.txt; a
+    name that is both is an error."""
+    d = _mini(tmp_path, ["r vlan5 s te1", "s te1 r vlan5"], ["+ fwd r 0 0 vlan5 0"])
+    net = load(d)
+    (e,) = net.entries(net.updates[0].rule)
+    assert e.instructions == Instructions((("output", net.port_of[("r", "vlan5")]),))
+    (d / "vlan.txt").write_text("r vlan7 te2\nr vlan5 te9\n")
+    with pytest.raises(StanfordError, match=r"vlan.txt:2: r vlan5 is also an interface"):
+        load(d)
+    (d / "vlan.txt").write_text("r vlan7 te2\n")
+    (d / "updates").write_text("+ fwd r 0 0 vlan7 0\n+ fwd r 1 32 vlan8 32\n")
+    with pytest.raises(StanfordError, match=r"updates:2: r has no vlan8 in vlan.txt \(nor an"):
+        load(d)
