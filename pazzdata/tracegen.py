@@ -240,7 +240,7 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
     acl_keys: dict[str, tuple[str, str]] = {}  # key -> (router, name)
     chains: dict[tuple[str, str, str], list[str]] = {}  # (router, iface, dir) -> elements
     element_acl: dict[str, str | None] = {}
-    usage: dict[str, list[str]] = {}
+    usage: dict[str, dict[tuple[str, str], list[str]]] = {}  # router -> (port, dir) -> ACLs
     silent = set()
     for _ in range(n_acls):
         r, name = rng.choice(routers), acl_name(rng)
@@ -256,7 +256,7 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
                 return None
             chains.setdefault((r, iface, dr), []).append(el)
             element_acl[el] = None if key in silent else key
-            usage.setdefault(r, []).append(f"{iface} {dr} {name}")
+            usage.setdefault(r, {}).setdefault((iface, dr), []).append(name)
 
     def send_end(e):  # where traffic sent out of router end e leaves its out-chain
         ch = chains.get((*e, "out"))
@@ -327,8 +327,8 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
         if rng.random() < 0.3:
             rng.shuffle(lines)  # equal priorities then keep the order of the trace
         acl_text += lines
-    for r, lines in usage.items():
-        acl_files[f"{r}_usage"] = lines
+    for r, ports in usage.items():  # one line per interface and direction: its ACLs
+        acl_files[f"{r}_usage"] = [f"{p} {dr} {' '.join(ns)}" for (p, dr), ns in ports.items()]
     inserts = acl_text + fwd
     if rng.random() < 0.3:
         rng.shuffle(inserts)

@@ -18,16 +18,34 @@ class Oracle:
     """The dataset's forwarding after its insert lines (`lines`: only those line numbers),
     or after its first `upto` lines, deletes included.
 
-    element_acl: ACL element -> its ACL (None: no lines), when the test knows them (a
-    generated dataset); otherwise elements are the `<router>_<acl>_<port>_<in|out>` devices
-    with a port without `_`, as in the Stanford dataset."""
+    ACL elements are the devices whose ports are `inport` and `permit` (the README's
+    definition). The ACL of each is read from acls/<router>_usage (`port in|out name`:
+    element `<router>_<name>_<port>_<in|out>`) where it is listed, else from the Stanford
+    naming (`<router>_<acl>_<port>_<in|out>`, a port without `_`). element_acl, if given,
+    is used instead: element -> ACL (None: no lines)."""
 
     def __init__(self, d: Path, lines=None, upto=None, element_acl=None) -> None:
-        self.element_acl = element_acl
         self.adj = defaultdict(set)
+        ports = defaultdict(set)
         for line in (d / "topo.txt").read_text().splitlines():
             a, pa, b, pb = line.split()
             self.adj[(a, pa)].add((b, pb))
+            ports[a].add(pa)
+            ports[b].add(pb)
+        if element_acl is None:
+            usage = {}
+            for f in sorted((d / "acls").glob("*_usage")):
+                r = f.name[: -len("_usage")]
+                for line in f.read_text().splitlines():
+                    port, direction, *names = line.split()  # names: the ACLs there
+                    for name in names:
+                        usage[f"{r}_{name}_{port}_{direction}"] = f"{r}_{name}"
+            element_acl = {
+                dev: usage.get(dev, dev.rsplit("_", 2)[0])
+                for dev, ps in ports.items()
+                if ps <= {"inport", "permit"}
+            }
+        self.element_acl = element_acl
         self.vlan = {}
         if (d / "vlan.txt").exists():
             for line in (d / "vlan.txt").read_text().splitlines():
@@ -97,14 +115,6 @@ class Oracle:
             return t[2] == "permit"
         return False
 
-    def acl_of(self, dev):
-        """(True, ACL) for an ACL element, (False, None) for a router."""
-        if self.element_acl is not None:
-            return dev in self.element_acl, self.element_acl.get(dev)
-        if dev.endswith(("_in", "_out")):
-            return True, dev.rsplit("_", 2)[0]
-        return False, None
-
     def run(self, router, h):
         """Outcomes of a packet sent in at router: Counter of (kind, path)."""
         out = Counter()
@@ -116,9 +126,8 @@ class Oracle:
                 out[("loop", path)] += 1
                 continue
             seen = seen | {(dev, arr)}
-            is_el, acl = self.acl_of(dev)
-            if is_el:
-                if not self.acl_permits(acl, h):
+            if dev in self.element_acl:
+                if not self.acl_permits(self.element_acl[dev], h):
                     continue
                 ifaces = ["permit"]
             else:

@@ -28,7 +28,9 @@ def check_along_the_trace(g, d: Path, rnd: random.Random, n_headers: int, n_poin
     """At the end of the inserts and at random points: the incremental model equals the
     oracle and a model rebuilt from the rules present; after the trace the model is empty."""
     net = load(d, inject_ports=True)
-    assert net.element_acl == g.element_acl
+    assert net.element_acl == g.element_acl  # the importer reads the names right
+    # The oracle reads them from acls/*_usage (it also has the ACLs without lines).
+    assert Oracle(d).element_acl == {e: a or _acl(e, g) for e, a in g.element_acl.items()}
     headers = sample_headers(net, n_headers, seed=rnd.randrange(1 << 30))
     inserts = len(net.updates) // 2
     points = sorted({inserts, *rnd.sample(range(1, len(net.updates)), n_points)})
@@ -38,7 +40,7 @@ def check_along_the_trace(g, d: Path, rnd: random.Random, n_headers: int, n_poin
     for k in points:
         replay(net, model, net.updates[done:k])
         done = k
-        oracle = Oracle(d, upto=k, element_acl=g.element_acl)
+        oracle = Oracle(d, upto=k)
         for i, n in enumerate(compare_with_oracle(net, model, oracle, headers)):
             seen[i] += n
         fresh = Model(net.topo)
@@ -48,6 +50,19 @@ def check_along_the_trace(g, d: Path, rnd: random.Random, n_headers: int, n_poin
     replay(net, model, net.updates[done:])
     assert model.rule_count() == 0 and model.class_count() == 1
     return seen
+
+
+def _acl(element, g):
+    """The ACL of an element of an ACL without lines, from the generator's usage files."""
+    for name, lines in g.acl_files.items():
+        if name.endswith("_usage"):
+            r = name[: -len("_usage")]
+            for line in lines:
+                port, direction, *acls = line.split()
+                for acl in acls:
+                    if element == f"{r}_{acl}_{port}_{direction}":
+                        return f"{r}_{acl}"
+    raise AssertionError(element)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,7 +117,7 @@ def test_the_generated_networks_have_the_hard_cases(tmp_path):
         net = load(d, inject_ports=True)
         seen = check_along_the_trace(g, d, random.Random(seed), n_headers=20, n_points=1)
         totals = [a + b for a, b in zip(totals, seen, strict=True)]
-        oracle = Oracle(d, upto=len(g.updates) // 2, element_acl=g.element_acl)
+        oracle = Oracle(d, upto=len(g.updates) // 2)
         for h in sample_headers(net, 50, seed=seed):
             for acl in {a for a in g.element_acl.values() if a}:
                 if oracle.acl_permits(acl, h):
@@ -226,3 +241,16 @@ def test_vlan_named_outputs_and_interfaces(tmp_path):
     (d / "updates").write_text("+ fwd r 0 0 vlan7 0\n+ fwd r 1 32 vlan8 32\n")
     with pytest.raises(StanfordError, match=r"updates:2: r has no vlan8 in vlan.txt \(nor an"):
         load(d)
+
+
+def test_cli_writes_a_dataset_the_bench_replays(tmp_path, capsys):
+    from bench.stanford import main as bench_main
+    from pazzdata.tracegen import main
+
+    d = tmp_path / "net"
+    main([str(d), "--routers", "4", "--acls", "3", "--prefixes", "8", "--seed", "3"])
+    lines = (d / "updates").read_text().splitlines()
+    out = bench_main(["--dataset", str(d), "--json"])
+    assert out["complete"] and out["updates"] == len(lines)
+    assert out["classes_after_delete"] == 1 and out["classes_build"] == out["classes_after_insert"]
+    assert sorted(p.name for p in d.iterdir()) == ["acls", "topo.txt", "updates", "vlan.txt"]
