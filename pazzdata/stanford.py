@@ -11,8 +11,11 @@
 The dataset format is described in the dataset directory's README.md; docs/stanford.md says how each
 part of it becomes OpenFlow. In short:
 
-* Every router and every ACL element (`<router>_<acl>_<port>_<in|out>` in topo.txt) is a
-  switch. Routers get dpids 1..n in sorted name order, ACL elements the following ones.
+* Every router and every ACL element of topo.txt is a switch. Elements are the devices
+  whose ports are `inport`/`permit`; an element `<acl>_<port>_<in|out>` applies the ACL
+  of the updates that, with an interface of its router as <port>, spells its name
+  (`element_acls`; names may contain `_`). Routers get dpids 1..n in sorted name order,
+  ACL elements the following ones.
 * Links in topo.txt are directed and a router interface may lead to several devices (a
   shared segment). OpenFlow links are point-to-point and bidirectional, so an interface
   gets one OpenFlow port per device it is linked with, named `IFACE|DEV:PORT`; an
@@ -25,7 +28,10 @@ part of it becomes OpenFlow. In short:
   ACL element's `inport` that nothing feeds, and its `permit` that leads nowhere, are
   edge ports too (they are the host-facing ends of ACL chains).
 * OpenFlow port numbers: per device, 1..n in sorted order of the port names.
-* `vlanN` outputs use an ALL group with group id N on that router, one bucket per port.
+* `vlanN` outputs use an ALL group with group id N on that router, one bucket per port
+  (`vlanN` without a vlan.txt line is the interface of that name, if topo.txt has it).
+* The trace must be consistent: priority = prefix length, no second install of an
+  installed match, no delete of a rule that is not installed.
 * Forwarding rules: eth_type=ip, ipv4_dst=prefix, priority = the dataset's priority
   (the prefix length).
 * ACL rules: inverse masks become OpenFlow masks, `any`/`null` no constraint, protocol

@@ -250,7 +250,8 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
         acl_keys[key] = (r, name)
         if rng.random() < 0.12:
             silent.add(key)  # in topo.txt, no lines in the trace
-        for iface, dr in {(rng.choice(ifaces[r]), rng.choice(["in", "out"])) for _ in range(3)}:
+        places = [(rng.choice(ifaces[r]), rng.choice(["in", "out"])) for _ in range(3)]
+        for iface, dr in dict.fromkeys(places):
             el = f"{key}_{iface}_{dr}"
             if el in element_acl:  # another ACL and interface spell the same name
                 return None
@@ -274,7 +275,7 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
             topo.append(f"{r} {iface} {ch[0]} inport")
         else:
             topo.append(f"{ch[-1]} permit {r} {iface}")
-    for a, b in links:
+    for a, b in sorted(links):
         (x, px), (y, py) = send_end(a), recv_end(b)
         topo.append(f"{x} {px} {y} {py}")
     rng.shuffle(topo)
