@@ -11,8 +11,11 @@
 The dataset format is described in the dataset directory's README.md; docs/stanford.md says how each
 part of it becomes OpenFlow. In short:
 
-* Every router and every ACL element (`<router>_<acl>_<port>_<in|out>` in topo.txt) is a
-  switch. Routers get dpids 1..n in sorted name order, ACL elements the following ones.
+* Every router and every ACL element of topo.txt is a switch. Elements are the devices
+  whose ports are `inport`/`permit`; an element `<acl>_<port>_<in|out>` applies the ACL
+  of the updates that, with an interface of its router as <port>, spells its name
+  (`element_acls`; names may contain `_`). Routers get dpids 1..n in sorted name order,
+  ACL elements the following ones.
 * Links in topo.txt are directed and a router interface may lead to several devices (a
   shared segment). OpenFlow links are point-to-point and bidirectional, so an interface
   gets one OpenFlow port per device it is linked with, named `IFACE|DEV:PORT`; an
@@ -25,7 +28,10 @@ part of it becomes OpenFlow. In short:
   ACL element's `inport` that nothing feeds, and its `permit` that leads nowhere, are
   edge ports too (they are the host-facing ends of ACL chains).
 * OpenFlow port numbers: per device, 1..n in sorted order of the port names.
-* `vlanN` outputs use an ALL group with group id N on that router, one bucket per port.
+* `vlanN` outputs use an ALL group with group id N on that router, one bucket per port
+  (`vlanN` without a vlan.txt line is the interface of that name, if topo.txt has it).
+* The trace must be consistent: priority = prefix length, no second install of an
+  installed match, no delete of a rule that is not installed.
 * Forwarding rules: eth_type=ip, ipv4_dst=prefix, priority = the dataset's priority
   (the prefix length).
 * ACL rules: inverse masks become OpenFlow masks, `any`/`null` no constraint, protocol
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +60,7 @@ from cpc.topology import Topology
 
 ETH_IP = (0x0800, 0xFFFF)
 IFACE_PORTS = ("inport", "permit")  # the two ports of an ACL element
+VLAN_RE = re.compile(r"vlan(\d+)")
 
 
 class StanfordError(ModelError):
@@ -70,6 +78,11 @@ class FwdRule:
     def key(self) -> tuple:
         return ("fwd", self.router, self.prefix, self.plen, self.port, self.priority)
 
+    def match_key(self) -> tuple:
+        """What OpenFlow identifies the entry by (an add with the same replaces it)."""
+        mask = (0xFFFFFFFF << (32 - self.plen)) & 0xFFFFFFFF
+        return ("fwd", self.router, self.prefix & mask, self.plen, self.priority)
+
 
 @dataclass(frozen=True)
 class AclRule:
@@ -85,6 +98,14 @@ class AclRule:
 
     def key(self) -> tuple:
         return ("acl", self.acl, self.text)
+
+    def match_key(self) -> tuple:
+        return self.key()  # effective priorities are distinct within an ACL
+
+    @property
+    def name(self) -> str:
+        """The access-list name of the line (the ACL is `<router>_<name>`)."""
+        return self.text.split()[1]
 
 
 @dataclass(frozen=True)
@@ -112,6 +133,7 @@ class Stanford:
     rule_id: dict[tuple, int] = field(default_factory=dict)  # rule key -> rule id
     rule_ids: bool = True
     inject: dict[str, int] = field(default_factory=dict)  # router -> extra edge port (tests)
+    element_acl: dict[str, str | None] = field(default_factory=dict)  # element -> its ACL
 
     # --- rules ------------------------------------------------------------------------------
     def entries(self, rule: FwdRule | AclRule) -> list[FlowEntry]:
@@ -121,8 +143,8 @@ class Stanford:
             dpid = self.dpid_of[rule.router]
             mask = (0xFFFFFFFF << (32 - rule.plen)) & 0xFFFFFFFF
             m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
-            if rule.port.startswith("vlan"):
-                ins = Instructions((("group", int(rule.port[4:])),))
+            if (rule.router, rule.port) in self.vlans:
+                ins = Instructions((("group", vlan_id(rule.port)),))
             else:
                 ins = Instructions(
                     tuple(("output", p) for p in self.send[(rule.router, rule.port)])
@@ -284,7 +306,7 @@ def _range(lo: str, hi: str, width: int, what: str) -> tuple[int, int] | None:
     if lo in ("null", "any"):
         return None
     a = _int(lo, what, 0, top)
-    b = top if hi == "null" else _int(hi, what, 0, top)
+    b = top if hi in ("null", "any") else _int(hi, what, 0, top)
     if a > b:
         raise ValueError(f"{what} range {a}..{b} is empty")
     return (a, b)
@@ -321,13 +343,19 @@ def parse_fwd(tokens: list[str]) -> FwdRule:
     if len(tokens) != 5:
         raise ValueError("a forwarding line is 'fwd ROUTER DST PREFIXLEN PORT PRIORITY'")
     router, dst, plen, port, prio = tokens
-    return FwdRule(
+    rule = FwdRule(
         router,
         _int(dst, "destination", 0, 0xFFFFFFFF),
         _int(plen, "prefix length", 0, 32),
         port,
         _int(prio, "priority", 0, 0xFFFF),
     )
+    if rule.priority != rule.plen:
+        raise ValueError(
+            f"priority {rule.priority} is not the prefix length {rule.plen} "
+            "(forwarding is longest-prefix match)"
+        )
+    return rule
 
 
 def _lines(path: Path):
@@ -341,13 +369,99 @@ def _lines(path: Path):
             yield no, s.split()
 
 
-def is_element(name: str) -> bool:
-    return name.endswith(("_in", "_out"))
+def vlan_id(port: str) -> int | None:
+    """N for a name `vlanN`, else None (`vlan.100`, `Vlan200` are interfaces). An out port
+    `vlanN` is the VLAN of vlan.txt, or else an interface of that name in topo.txt."""
+    m = VLAN_RE.fullmatch(port)
+    return int(m.group(1)) if m else None
 
 
-def acl_of_element(name: str) -> str:
-    """'coza_rtr_120_te2/3_in' -> 'coza_rtr_120'."""
-    return name.rsplit("_", 2)[0]
+def _read_topo(path: Path):
+    """Directed links, and each device's ports with the line that first names them."""
+    outs: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    ins: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    ports: dict[str, dict[str, int]] = defaultdict(dict)
+    for no, t in _lines(path):
+        if len(t) != 4:
+            raise _err(path, no, "a link is 'DEVICE PORT DEVICE PORT'")
+        a, b = (t[0], t[1]), (t[2], t[3])
+        if a == b:
+            raise _err(path, no, "a link from a port to itself")
+        for dev, port in (a, b):
+            seen = ports[dev]
+            if port == "self":
+                raise _err(path, no, f"{dev} port 'self': 'self' is the router itself")
+            other = next((p for p in seen if (p in IFACE_PORTS) != (port in IFACE_PORTS)), None)
+            if other is not None:
+                raise _err(
+                    path,
+                    no,
+                    f"{dev} has port {port!r} and port {other!r} (line {seen[other]}): a device "
+                    "is an ACL element (ports inport and permit) or a router (interfaces)",
+                )
+            seen.setdefault(port, no)
+        outs[a].add(b)
+        ins[b].add(a)
+    return outs, ins, ports
+
+
+def _acl_routers(updates: list[Update], routers: set[str], path: Path) -> dict[str, str]:
+    """ACL (`<router>_<name>`, as the update lines name it) -> its router."""
+    out: dict[str, str] = {}
+    name_of: dict[str, tuple[str, str]] = {}
+    for upd in updates:
+        r = upd.rule
+        if not isinstance(r, AclRule):
+            continue
+        where = path.parent / upd.source
+        prev = name_of.setdefault(r.acl, (r.name, upd.source))
+        if prev[0] != r.name:
+            raise StanfordError(
+                f"{where}: ACL {r.acl} is access-list {r.name} here and {prev[0]} at {prev[1]}"
+            )
+        if r.acl in out:
+            continue
+        router = r.acl[: -len(r.name) - 1] if r.acl.endswith("_" + r.name) else None
+        if router not in routers:
+            raise StanfordError(
+                f"{where}: unknown device {r.acl!r} (an ACL is named <router>_{r.name}, and "
+                + (f"{router!r} is not a router in topo.txt)" if router else "it does not end so)")
+            )
+        out[r.acl] = router
+    return out
+
+
+def element_acls(
+    elements: list[str],
+    acl_router: dict[str, str],
+    router_ifaces: dict[str, set[str]],
+    first_line,
+) -> dict[str, str | None]:
+    """The ACL each element applies. An element is `<acl>_<port>_<in|out>` with <acl> an ACL
+    the updates name and <port> an interface of that ACL's router (in topo.txt or vlan.txt);
+    both may contain `_`. Two readings: an error; none: an ACL without lines (None).
+    first_line(el) -> (path, line) for errors."""
+    out: dict[str, str | None] = {}
+    for el in elements:
+        stem = next((el[: -len(d)] for d in ("_in", "_out") if el.endswith(d)), None)
+        if stem is None:
+            raise _err(
+                *first_line(el),
+                f"ACL element {el!r} (ports inport/permit) is not named "
+                "<router>_<acl>_<port>_in or _out",
+            )
+        fits = [
+            (stem[:i], stem[i + 1 :])
+            for i, ch in enumerate(stem)
+            if ch == "_"
+            and stem[:i] in acl_router
+            and stem[i + 1 :] in router_ifaces[acl_router[stem[:i]]]
+        ]
+        if len(fits) > 1:
+            readings = " or ".join(f"ACL {a} on {acl_router[a]} {p}" for a, p in fits)
+            raise _err(*first_line(el), f"ACL element {el!r} is ambiguous: {readings}")
+        out[el] = fits[0][0] if fits else None
+    return out
 
 
 def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = False) -> Stanford:
@@ -359,49 +473,48 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
     d = Path(directory)
     topo_path, vlan_path, upd_path = d / "topo.txt", d / "vlan.txt", d / "updates"
 
-    # Directed links.
-    outs: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
-    ins: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
-    devices: set[str] = set()
-    for no, t in _lines(topo_path):
-        if len(t) != 4:
-            raise _err(topo_path, no, "a link is 'DEVICE PORT DEVICE PORT'")
-        a, b = (t[0], t[1]), (t[2], t[3])
-        for dev, port in (a, b):
-            if is_element(dev) and port not in IFACE_PORTS:
-                raise _err(topo_path, no, f"ACL element {dev} has no port {port!r}")
-        if a == b:
-            raise _err(topo_path, no, "a link from a port to itself")
-        devices.update((t[0], t[2]))
-        outs[a].add(b)
-        ins[b].add(a)
-    routers = sorted(x for x in devices if not is_element(x))
-    element_names = sorted(x for x in devices if is_element(x))
-    elements: dict[str, list[str]] = defaultdict(list)
-    for el in element_names:
-        elements[acl_of_element(el)].append(el)
+    # Directed links. A device whose ports are `inport`/`permit` is an ACL element.
+    outs, ins, dev_ports = _read_topo(topo_path)
+    routers = sorted(x for x, ps in dev_ports.items() if not set(ps) <= set(IFACE_PORTS))
+    element_names = sorted(x for x in dev_ports if x not in set(routers))
     known = set(routers)
     ifaces: dict[str, set[str]] = {r: {"self"} for r in routers}
     for el in element_names:
         ifaces[el] = set(IFACE_PORTS)
     for dev, port in list(outs) + list(ins):
         ifaces[dev].add(port)
+    if inject_ports:
+        for r in routers:
+            if "inject" in ifaces[r]:
+                raise StanfordError(f"{topo_path}: {r} has an interface 'inject' (the test port)")
 
     # VLANs.
     vlans: dict[tuple[str, str], list[str]] = {}
+    vlan_line: dict[tuple[str, int], int] = {}
+    linked = {r: set(ifaces[r]) for r in routers}  # the interfaces topo.txt names
     if vlan_path.exists():
         for no, t in _lines(vlan_path):
-            if len(t) < 3 or not t[1].startswith("vlan") or not t[1][4:].isdigit():
+            if len(t) < 3 or vlan_id(t[1]) is None:
                 raise _err(vlan_path, no, "a VLAN line is 'ROUTER vlanN PORT PORT ...'")
             if t[0] not in known:
                 raise _err(vlan_path, no, f"unknown device {t[0]!r} (not a router in topo.txt)")
             if (t[0], t[1]) in vlans:
                 raise _err(vlan_path, no, f"{t[0]} {t[1]} is defined twice")
+            if t[1] in linked[t[0]]:
+                raise _err(vlan_path, no, f"{t[0]} {t[1]} is also an interface in topo.txt")
+            prev = vlan_line.setdefault((t[0], vlan_id(t[1])), no)
+            if prev != no:
+                raise _err(vlan_path, no, f"{t[0]} {t[1]} has the number of line {prev}")
+            for m in t[2:]:
+                if m == "self" or (inject_ports and m == "inject"):
+                    raise _err(vlan_path, no, f"VLAN member {m!r} is not an interface")
             vlans[(t[0], t[1])] = sorted(set(t[2:]))
             ifaces[t[0]].update(t[2:])
+    topo_ifaces = {r: set(ifaces[r]) - {"self"} for r in routers}
 
     # The update trace.
     updates: list[Update] = []
+    present: dict[tuple, tuple[tuple, str]] = {}  # match key -> (rule key, source)
     for no, t in _lines(upd_path):
         where = f"{upd_path.name}:{no}"
         try:
@@ -411,20 +524,55 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
                 rule = parse_fwd(t[2:])
                 if rule.router not in known:
                     raise ValueError(f"unknown device {rule.router!r} (not a router in topo.txt)")
-                if rule.port.startswith("vlan") and rule.port[4:].isdigit():
-                    if (rule.router, rule.port) not in vlans:
-                        raise ValueError(f"{rule.router} has no {rule.port} in vlan.txt")
+                if (rule.router, rule.port) in vlans:
+                    pass
+                elif vlan_id(rule.port) is not None and rule.port not in linked[rule.router]:
+                    raise ValueError(
+                        f"{rule.router} has no {rule.port} in vlan.txt (nor an interface "
+                        f"{rule.port} in topo.txt)"
+                    )
+                elif inject_ports and rule.port == "inject":
+                    raise ValueError("out port 'inject' is the test port, not an interface")
                 elif rule.port != "self":
                     ifaces[rule.router].add(rule.port)
             elif t[1] == "acl":
                 rule = parse_acl(t[2:])
-                if rule.acl not in elements:
-                    raise ValueError(f"unknown device {rule.acl!r} (no ACL element in topo.txt)")
             else:
                 raise ValueError(f"unknown update type {t[1]!r} (fwd or acl)")
+            mk = rule.match_key()
+            if t[0] == "+" and mk in present:
+                raise ValueError(
+                    f"{present[mk][1]} installed the same match and priority, not deleted since"
+                    " (OpenFlow would replace it; the format has one out port per prefix)"
+                )
+            if t[0] == "-" and present.get(mk, (None,))[0] != rule.key():
+                raise ValueError("deletes a rule that is not installed")
         except ValueError as e:
             raise _err(upd_path, no, str(e)) from None
+        if t[0] == "+":
+            present[mk] = (rule.key(), where)
+        else:
+            del present[mk]
         updates.append(Update(t[0], rule, where))
+
+    # ACL elements: which ACL each applies (element_acls).
+    acl_router = _acl_routers(updates, known, upd_path)
+
+    def first_line(el):
+        return topo_path, min(dev_ports[el].values())
+
+    element_acl = element_acls(element_names, acl_router, topo_ifaces, first_line)
+    elements: dict[str, list[str]] = defaultdict(list)
+    for el, acl in element_acl.items():
+        if acl is not None:
+            elements[acl].append(el)
+    for upd in updates:
+        if isinstance(upd.rule, AclRule) and upd.rule.acl not in elements:
+            acl, router = upd.rule.acl, acl_router[upd.rule.acl]
+            raise StanfordError(
+                f"{d / upd.source}: unknown device {acl!r} (no ACL element in topo.txt is "
+                f"named {acl}_<port>_in or _out with <port> an interface of {router})"
+            )
 
     # Ports: one per linked device of an interface, plus an edge port where needed.
     dpid_of = {name: i for i, name in enumerate(routers + element_names, 1)}
@@ -437,7 +585,7 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
             end = (dev, iface)
             o, i = outs.get(end, set()), ins.get(end, set())
             peers = sorted(o | i)
-            if is_element(dev):
+            if dev not in known:
                 needs_edge = (iface == "inport" and not i) or (iface == "permit" and not o)
             else:
                 needs_edge = iface == "self" or not o or not i
@@ -510,6 +658,7 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
         updates=updates,
         rule_ids=rule_ids,
         inject={r: port_of[(r, "inject")] for r in routers} if inject_ports else {},
+        element_acl=element_acl,
     )
     net.acl_priority = acl_priorities(updates, upd_path)
     for upd in updates:

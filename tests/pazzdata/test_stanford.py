@@ -1,18 +1,15 @@
 """The Stanford backbone importer and the incremental model on its update trace.
 
-The forwarding oracle here reads the dataset files itself (longest prefix match, ACL
-first match, VLAN fan-out, directed links) and shares nothing with pazzdata.stanford or the
-model but the header dict format.
+The forwarding oracle (tests/pazzdata/oracle.py) reads the dataset files itself and shares
+nothing with pazzdata.stanford or the model but the header dict format.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import ipaddress
 import random
 import shutil
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -20,159 +17,12 @@ import pytest
 from cpc.model import Model
 from cpc.topology import load_topology
 from pazzdata.stanford import StanfordError, acl_matches, load, parse_acl, range_to_masks
+from tests.pazzdata.oracle import Oracle, answers, compare_with_oracle, replay, sample_headers
 
 DATA = Path("/work/shared/datasets")
 ACL = DATA / "stanford"
 NOACL = DATA / "stanford-noacl"
 pytestmark = pytest.mark.skipif(not ACL.exists(), reason="Stanford dataset not present")
-
-
-# --- an independent evaluator over the dataset lines ------------------------------------------
-class Oracle:
-    def __init__(self, d: Path, lines=None) -> None:
-        self.adj = defaultdict(set)
-        for line in (d / "topo.txt").read_text().splitlines():
-            a, pa, b, pb = line.split()
-            self.adj[(a, pa)].add((b, pb))
-        self.vlan = {}
-        for line in (d / "vlan.txt").read_text().splitlines():
-            t = line.split()
-            self.vlan[(t[0], t[1])] = t[2:]
-        self.fwd = defaultdict(dict)  # router -> (plen, prefix) -> port
-        self.acl = defaultdict(list)  # acl -> [(prio, order, line)]
-        order = {}
-        for no, line in enumerate((d / "updates").read_text().splitlines(), 1):
-            t = line.split()
-            if t[0] != "+":
-                break
-            if lines is not None and no not in lines:
-                continue
-            if t[1] == "fwd":
-                plen = int(t[4])
-                mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
-                self.fwd[t[2]][(plen, int(t[3]) & mask)] = t[5]
-            else:
-                order.setdefault(line, len(order))
-                self.acl[t[2]].append((-int(t[-1]), order[line], t[3:]))
-        for lst in self.acl.values():
-            lst.sort(key=lambda x: (x[0], x[1]))
-
-    def lpm(self, router, dst):
-        table = self.fwd.get(router, {})
-        for plen in range(32, -1, -1):
-            mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
-            port = table.get((plen, dst & mask))
-            if port is not None:
-                return port
-        return None
-
-    @staticmethod
-    def _ip(addr, wc, value):
-        if addr == "any":
-            return True
-        a = int(ipaddress.IPv4Address(addr))
-        w = 0 if wc == "null" else int(ipaddress.IPv4Address(wc))
-        return (value & ~w) == (a & ~w)
-
-    @staticmethod
-    def _rng(lo, hi, value, top):
-        if lo == "null":
-            return True
-        return int(lo) <= value <= (top if hi == "null" else int(hi))
-
-    def acl_permits(self, acl, h):
-        for _, _, t in self.acl.get(acl, ()):
-            # t: access-list NAME action plo phi src swc splo sphi dst dwc dplo dphi prio
-            if not (int(t[3]) <= h["ip_proto"] <= int(t[4])):
-                continue
-            if not self._ip(t[5], t[6], h["ipv4_src"]) or not self._ip(t[9], t[10], h["ipv4_dst"]):
-                continue
-            if not self._rng(t[7], t[8], h["tp_src"], 65535):
-                continue
-            if not self._rng(t[11], t[12], h["tp_dst"], 65535):
-                continue
-            return t[2] == "permit"
-        return False
-
-    def run(self, router, h):
-        """Outcomes of a packet sent in at router: Counter of (kind, path)."""
-        out = Counter()
-        # state: device, arrival (iface, from-endpoint) or None, path, visited
-        stack = [(router, None, (), frozenset())]
-        while stack:
-            dev, arr, path, seen = stack.pop()
-            if (dev, arr) in seen:
-                out[("loop", path)] += 1
-                continue
-            seen = seen | {(dev, arr)}
-            if dev.endswith(("_in", "_out")):
-                if not self.acl_permits(dev.rsplit("_", 2)[0], h):
-                    continue
-                ifaces = ["permit"]
-            else:
-                port = self.lpm(dev, h["ipv4_dst"])
-                if port is None:
-                    continue
-                if port == "self":
-                    out[("egress", path + ((dev, "self", None),))] += 1
-                    continue
-                ifaces = self.vlan[(dev, port)] if port.startswith("vlan") else [port]
-            for iface in ifaces:
-                peers = self.adj.get((dev, iface))
-                if not peers:
-                    if arr != (iface, None):
-                        out[("egress", path + ((dev, iface, None),))] += 1
-                    continue
-                for peer in peers:
-                    if arr == (iface, peer):  # OpenFlow: never back out of the in_port
-                        continue
-                    stack.append(
-                        (peer[0], (peer[1], (dev, iface)), path + ((dev, iface, peer),), seen)
-                    )
-        return out
-
-
-def model_outcomes(net, model, router, h):
-    out = Counter()
-    for d in model.trace((net.dpid_of[router], net.inject[router]), h):
-        if d.kind not in ("egress", "loop"):
-            continue
-        path = tuple(
-            net.port_info[(hop.dpid, hop.out_port)] for hop in d.hops if hop.out_port is not None
-        )
-        out[(d.kind, path)] += 1
-    return out
-
-
-def sample_headers(net, n, seed):
-    rng = random.Random(seed)
-    prefixes = [(u.rule.prefix, u.rule.plen) for u in net.updates if hasattr(u.rule, "plen")]
-    acls = [u.rule for u in net.updates if hasattr(u.rule, "permit")]
-    out = []
-    for i in range(n):
-        h = {"eth_type": 0x0800, "ip_proto": rng.choice([6, 17, 1, 6, 17, rng.randrange(256)])}
-        if i % 4 == 3:
-            h["ipv4_dst"] = rng.getrandbits(32)
-        else:
-            p, plen = rng.choice(prefixes)
-            host = rng.getrandbits(32 - plen) if plen < 32 else 0
-            h["ipv4_dst"] = (p & ~((1 << (32 - plen)) - 1) & 0xFFFFFFFF) | host
-        h["ipv4_src"] = rng.getrandbits(32)
-        h["tp_src"] = rng.getrandbits(16)
-        h["tp_dst"] = rng.choice(
-            [22, 80, 443, 8998, 137, 138, 139, 7005, 27001, rng.getrandbits(16)]
-        )
-        if acls and i % 2 == 0:  # make the ACL's own addresses and ports likely
-            r = rng.choice(acls)
-            for f, vm in (("ipv4_src", r.src), ("ipv4_dst", r.dst)):
-                if vm is not None and rng.random() < 0.8:
-                    h[f] = vm[0] | (rng.getrandbits(32) & ~vm[1] & 0xFFFFFFFF)
-            if r.proto != (0, 255):
-                h["ip_proto"] = rng.randint(*r.proto)
-            if r.dport is not None:
-                h["tp_dst"] = rng.randint(*r.dport)
-        out.append(h)
-    return out
 
 
 # --- fixtures -----------------------------------------------------------------------------------
@@ -233,12 +83,6 @@ def noacl_model(noacl_net):
     model = Model(noacl_net.topo)
     model.add_entries(noacl_net.entries_of(noacl_net.inserted()), noacl_net.groups)
     return model
-
-
-def replay(net, model, updates):
-    for upd in updates:
-        for fm in net.flowmods(upd):
-            model.apply(fm)
 
 
 # --- importer -------------------------------------------------------------------------------
@@ -397,28 +241,16 @@ def test_errors_name_file_and_line(tmp_path, file, text, message):
 
 
 # --- the model after the inserts against the oracle ------------------------------------------------
-def _compare_with_oracle(net, model, oracle, headers):
-    delivered = looped = 0
-    for h in headers:
-        for router in net.routers:
-            got = model_outcomes(net, model, router, h)
-            want = oracle.run(router, h)
-            assert got == want, (router, h)
-            delivered += sum(n for (k, _), n in want.items() if k == "egress")
-            looped += sum(n for (k, _), n in want.items() if k == "loop")
-    return delivered, looped
-
-
 def test_trace_after_inserts_equals_oracle_noacl(noacl_net, noacl_model):
     headers = sample_headers(noacl_net, 2500, seed=7)
-    delivered, looped = _compare_with_oracle(noacl_net, noacl_model, Oracle(NOACL), headers)
+    delivered, looped = compare_with_oracle(noacl_net, noacl_model, Oracle(NOACL), headers)
     assert delivered > 1000 and looped > 0  # the sample exercises both
 
 
 def test_trace_after_inserts_equals_oracle_acl(acl_sub, acl_model):
     oracle = Oracle(ACL, insert_lines(acl_sub))
     headers = sample_headers(acl_sub, 2000, seed=8)
-    delivered, _ = _compare_with_oracle(acl_sub, acl_model, oracle, headers)
+    delivered, _ = compare_with_oracle(acl_sub, acl_model, oracle, headers)
     assert delivered > 100
     # The ACLs both permit and deny some of the sample.
     denied = permitted = 0
@@ -439,22 +271,6 @@ def test_loops_are_counted_by_cycle(noacl_model):
 
 
 # --- incremental replay -------------------------------------------------------------------------
-def _answers(net, model, headers):
-    """Trace from every router and the expected reports at every egress that is reached."""
-    out = []
-    for h in headers:
-        for router in net.routers:
-            ds = model.trace((net.dpid_of[router], net.inject[router]), h)
-            out.append(
-                sorted(
-                    ((d.kind, d.egress, d.hops, d.verify_port, d.verify_rule) for d in ds), key=repr
-                )
-            )
-            for eg in sorted({d.egress for d in ds if d.kind == "egress"}):
-                out.append(sorted(model.expected(eg, h), key=repr))
-    return out
-
-
 def _check_incremental_equals_rebuilt(net, points, headers):
     model = Model(net.topo)
     model.add_entries([], net.groups)
@@ -465,7 +281,7 @@ def _check_incremental_equals_rebuilt(net, points, headers):
         fresh = Model(net.topo)
         fresh.add_entries(net.entries_of(net.present(k)), net.groups)
         assert model.rule_count() == fresh.rule_count()
-        assert _answers(net, model, headers) == _answers(net, fresh, headers), k
+        assert answers(net, model, headers) == answers(net, fresh, headers), k
     replay(net, model, net.updates[done:])
     return model
 
