@@ -392,6 +392,13 @@ class Partition:
     def end(self) -> None:
         self._map = None
 
+    def forwarding(self, elem: int) -> None:
+        """elem applies two actions (a bulk build says so before its moves)."""
+        if elem not in self.group:
+            self.group[elem] = FORWARDING
+            self._proj_ok = False
+            self._recheck = True
+
     def stale(self) -> None:
         """The classes changed outside begin()/end() (a bulk build): relabel on first use."""
         self._proj_ok = self._direct_ok = False
