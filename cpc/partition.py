@@ -400,8 +400,9 @@ class Partition:
             self._recheck = True
 
     def stale(self) -> None:
-        """The classes changed outside begin()/end() (a bulk build): relabel on first use."""
-        self._proj_ok = self._direct_ok = False
+        """The classes changed outside begin()/end() (a bulk build): relabel on first use.
+        (The direct label follows every split, move and merge while it is in use.)"""
+        self._proj_ok = False
         self._recheck = True
 
     # --- lookups ----------------------------------------------------------------------------
