@@ -440,10 +440,10 @@ class Model:
                 else:
                     ident.insert(e, beh, m, bulk=True)
         self.part = self.walker.part = Partition(self.space)
+        moves: list[tuple[Element, list]] = []  # (element, its (action, region) to move)
         if all(el.ident.in_bulk for el in self._elem_list):
             # Routes are cut into their classes at once; the other entries move them.
             matched = cut_route_classes(self.part, self.space, routes)
-            moves = []
             for el in self._elem_list:
                 el.ident.end_bulk()
                 moves.append((el, el.ident.finish_bulk(matched.get(el.idx, self.space.false))))
@@ -451,7 +451,6 @@ class Model:
             # Otherwise each element's per-action regions cut the classes, in one order:
             # regions of other elements moved after the route classes would each split
             # hundreds of them (Stanford with ACLs: 185k class moves instead of 54k).
-            moves = []
             for el in self._elem_list:
                 el.ident.end_bulk()
                 # None (entries that only drop) is where every class starts

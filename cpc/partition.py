@@ -78,6 +78,11 @@ class Labels:
             del self._id_of_node[int(cube)]
         self._pending_free.append(ident)
 
+    def release_ids(self) -> None:
+        """Let the ids dropped in this update be used again (after it)."""
+        self._free.extend(self._pending_free)
+        self._pending_free.clear()
+
     def _relabel(self, region, ident: int) -> None:
         """Name every header of region with ident."""
         self.label = self.space.bdd.ite(region, self._cube_of(ident), self.label)
@@ -173,11 +178,7 @@ class Projection(Labels):
         self._by_sig[sig].add(pid)
 
     def _unindex(self, pid: int) -> None:
-        sig = self._sig.pop(pid)
-        bucket = self._by_sig[sig]
-        bucket.discard(pid)
-        if not bucket:
-            del self._by_sig[sig]
+        _unindex_sig(self._by_sig, pid, self._sig.pop(pid))
         del self.owners[pid]
 
     def assign(self, elem: int, region, key) -> dict[int, int]:
@@ -196,11 +197,7 @@ class Projection(Labels):
             if part == false:
                 continue
             sig = _resig(self._sig[pid], elem, old, key)
-            want = dict(owners)
-            if key is None:
-                del want[elem]
-            else:
-                want[elem] = key
+            want = _with_action(owners, elem, key)
             other = next((q for q in self._by_sig.get(sig, ()) if self.owners[q] == want), None)
             if part == had and other is None:  # all of it: it keeps its id and label
                 self._unindex(pid)
@@ -223,16 +220,29 @@ class Projection(Labels):
             out[pid] = other
         return out
 
-    def release(self) -> None:
-        """Let the ids of projections merged away be used again (after an update)."""
-        self._free.extend(self._pending_free)
-        self._pending_free.clear()
-
 
 def _sig_of(owners: dict) -> int:
     """An owner set's signature: the sum of its items' hashes (so that one item can be
     swapped without the others)."""
     return sum(hash(item) for item in owners.items()) & _MASK64
+
+
+def _with_action(owners: dict, elem: int, key) -> dict:
+    """A copy of owners with elem's action set to key (None: none)."""
+    out = dict(owners)
+    if key is None:
+        del out[elem]
+    else:
+        out[elem] = key
+    return out
+
+
+def _unindex_sig(by_sig: dict, ident: int, sig: int) -> None:
+    bucket = by_sig.get(sig)
+    if bucket is not None:
+        bucket.discard(ident)
+        if not bucket:
+            del by_sig[sig]
 
 
 def _resig(sig: int, elem: int, old, key) -> int:
@@ -505,11 +515,7 @@ class Partition:
         bucket = self._by_sig.get(sig)
         if not bucket:
             return None
-        want = dict(owners)
-        if key is None:
-            del want[elem]
-        else:
-            want[elem] = key
+        want = _with_action(owners, elem, key)
         for other in bucket:
             if other != skip and self.owners[other] == want:
                 return other
@@ -522,11 +528,10 @@ class Partition:
         if old is key:
             return
         sig = self._sig[class_id]
-        self._unindex_sig(class_id, sig)
+        _unindex_sig(self._by_sig, class_id, sig)
         if self.track_owners:
             self.owner_changes[elem].update((old, key))
         if old is not None:
-            sig -= hash((elem, old))
             bucket = self.members[elem][old]
             bucket.discard(class_id)
             if not bucket:
@@ -537,7 +542,6 @@ class Partition:
             del owners[elem]
         else:
             owners[elem] = key
-            sig += hash((elem, key))
             self.members[elem][key].add(class_id)
         if self._map is not None:
             pids = list(self.pids[class_id])
@@ -545,18 +549,11 @@ class Partition:
             self._set_pids(class_id, pids)
         elif self.factored or (key is not None and elem not in self.group):
             self.stale()  # outside begin()/end(): a bulk build
-        sig &= _MASK64
+        sig = _resig(sig, elem, old, key)
         self._sig[class_id] = sig
         self._by_sig[sig].add(class_id)
         self.moved.add(class_id)
         self.changed_at[class_id].add(elem)
-
-    def _unindex_sig(self, class_id: int, sig: int) -> None:
-        bucket = self._by_sig.get(sig)
-        if bucket is not None:
-            bucket.discard(class_id)
-            if not bucket:
-                del self._by_sig[sig]
 
     def merge_alike(self, class_ids) -> None:
         """Merge each of class_ids into another class with exactly the same owners, if there is one."""
@@ -577,7 +574,7 @@ class Partition:
         for elem, key in self.owners.pop(drop).items():
             bucket = self.members[elem][key]
             bucket.discard(drop)
-        self._unindex_sig(drop, self._sig.pop(drop))
+        _unindex_sig(self._by_sig, drop, self._sig.pop(drop))
         if self.factored:
             self._unset_pids(drop)
         self.direct._drop_id(drop)
@@ -599,8 +596,7 @@ class Partition:
         """The classes moved, reshaped and gone since the last drain (see also changed_at, origin)."""
         out = (self.moved - self.gone, self.reshaped - self.gone, self.gone)
         self.moved, self.reshaped, self.gone = set(), set(), set()
-        self.direct._free.extend(self.direct._pending_free)
-        self.direct._pending_free.clear()
+        self.direct.release_ids()
         return out
 
     def forget_changes(self) -> None:
@@ -611,4 +607,4 @@ class Partition:
         self.transfers.clear()
         if self.factored:
             for p in self.proj:
-                p.release()
+                p.release_ids()

@@ -435,8 +435,7 @@ class Identities(Labels):
             self._relabel(rest, self.miss_id)
             given.append((rest, None))
         self._drop_id(ident)
-        self._free.extend(self._pending_free)
-        self._pending_free.clear()
+        self.release_ids()
         return given
 
     def _lowest(self) -> int:
