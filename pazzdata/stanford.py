@@ -55,6 +55,7 @@ from pathlib import Path
 
 import yaml
 
+from cpc.fields import PREFIX_MASKS
 from cpc.rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
 from cpc.topology import Topology
 
@@ -80,8 +81,7 @@ class FwdRule:
 
     def match_key(self) -> tuple:
         """What OpenFlow identifies the entry by (an add with the same replaces it)."""
-        mask = (0xFFFFFFFF << (32 - self.plen)) & 0xFFFFFFFF
-        return ("fwd", self.router, self.prefix & mask, self.plen, self.priority)
+        return ("fwd", self.router, self.prefix & PREFIX_MASKS[self.plen], self.plen, self.priority)
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class Stanford:
         rid = self.rule_id.get(rule.key(), 0) if self.rule_ids else 0
         if isinstance(rule, FwdRule):
             dpid = self.dpid_of[rule.router]
-            mask = (0xFFFFFFFF << (32 - rule.plen)) & 0xFFFFFFFF
+            mask = PREFIX_MASKS[rule.plen]
             m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
             if (rule.router, rule.port) in self.vlans:
                 ins = Instructions((("group", vlan_id(rule.port)),))

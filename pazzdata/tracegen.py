@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cpc.fields import PREFIX_MASKS
+
 WORDS = ("core", "edge", "bb", "dist", "agg", "gw", "border", "cr", "ar", "sw", "coza", "lab")
 SITES = ("sea", "lax", "campus", "dc-2", "b12")
 
@@ -182,8 +184,7 @@ def _prefix_pool(rng, n: int) -> list[tuple[int, int]]:
             base = pbase | (rng.getrandbits(32) & ((1 << (32 - pplen)) - 1))
         else:
             base, plen = rng.getrandbits(32), rng.choice([8, 12, 16, 16, 20, 24, 24, 28, 32])
-        mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
-        pool.add((base & mask, plen))
+        pool.add((base & PREFIX_MASKS[plen], plen))
     return sorted(pool)
 
 
