@@ -468,8 +468,31 @@ class Model:
 
     def _insert(self, el: Element, entry: FlowEntry, beh: Behaviour, m) -> None:
         act = beh.action
-        for region, old in el.ident.insert(entry, beh, m):
-            self._transfer(el, region, old.action if old is not None else None, act)
+        taken = el.ident.insert(entry, beh, m)
+        pieces = [(r, old.action if old is not None else None, act) for r, old in taken]
+        self._transfers(el, pieces, el.ident.region(entry))
+
+    def _transfers(self, el: Element, pieces, whole) -> None:
+        """_transfer each (region, old action, new action), one move per pair of actions.
+
+        The pieces of one insert or removal are disjoint and make up `whole` (the entry's
+        region), so their moves commute. An entry over many routes (an ACL line over any
+        destination in a routing table) takes from thousands of entries but from only a
+        few actions: one class move per action pair, not one per entry it overlaps. The
+        largest group is whole minus the others, not the OR of its thousands of pieces."""
+        if len(pieces) == 1:
+            self._transfer(el, *pieces[0])
+            return
+        by: dict[tuple, list] = {}
+        for region, old, new in pieces:
+            by.setdefault((old, new), []).append(region)
+        most = max(by, key=lambda k: len(by[k]), default=None)
+        rest = [(k, self.space.union(regions)) for k, regions in by.items() if k != most]
+        for (old, new), region in rest:
+            self._transfer(el, region, old, new)
+        if most is not None:
+            region = whole & ~self.space.union([r for _, r in rest]) if rest else whole
+            self._transfer(el, region, *most)
 
     def _transfer(
         self, el: Element, region, old: Forwarding | None, new: Forwarding | None
@@ -563,8 +586,10 @@ class Model:
         self._touched.append(self.space.match_bdd(entry.match.fields))
         for t in self._targets(el):
             # The freed headers go to the lower-priority entries, highest first, or miss.
-            for region, new in t.ident.remove(entry):
-                self._transfer(t, region, act, new.action if new is not None else None)
+            whole = t.ident.region(entry)
+            freed = t.ident.remove(entry)
+            pieces = [(r, act, new.action if new is not None else None) for r, new in freed]
+            self._transfers(t, pieces, whole)
 
     # --- walks and indexes -------------------------------------------------------------------
     def build(self) -> None:

@@ -355,8 +355,12 @@ class Identities(Labels):
         if self._below is not None:  # the model calls bulk_add for entries with a prefix
             self.miss  # noqa: B018 - any other entry ends bulk mode
         key = _ikey(entry)
+        upper = ()
         if self._entry and entry.priority > self._lowest():
-            lower = [o for o in self.overlapping(entry) if o.priority < entry.priority]
+            over = self.overlapping(entry)
+            lower = [o for o in over if o.priority < entry.priority]
+            if len(lower) > _UNION_MAX:
+                upper = [o for o in over if o.priority >= entry.priority]
         else:
             lower = []  # nothing here has a lower priority (bulk loads go highest first)
         self._index(entry, bulk=bulk)
@@ -375,7 +379,10 @@ class Identities(Labels):
         self._id[key] = ident
         self._key[ident] = key
         self.beh[ident] = beh
-        region = taken[0][0] if len(taken) == 1 else self.space.union(g for g, _ in taken)
+        if len(taken) <= _UNION_MAX or len(upper) >= len(taken):
+            region = taken[0][0] if len(taken) == 1 else self.space.union(g for g, _ in taken)
+        else:  # what the entries above do not win: fewer ORs than the pieces taken
+            region = m & ~self.space.union([self.eff[_ikey(o)] for o in upper])
         self.eff[key] = region
         if bulk:
             self._label_stale = True  # rebuilt once, on first use
@@ -570,6 +577,7 @@ class Identities(Labels):
 
 
 _SCAN_MAX = 8  # entries without a destination prefix that identify() would scan
+_UNION_MAX = 16  # pieces an insert ORs into the new entry's region before it asks above
 
 
 def _fields_match(entry: FlowEntry, header) -> bool:
