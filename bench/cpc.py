@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct, readd_flowmods, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from pazzdata.workloads import generate  # noqa: E402
+from pazzdata.workloads import WIDE_ACL_COOKIE, generate  # noqa: E402
 
 
 def readd(model: Model, entries) -> list[float]:
@@ -55,12 +55,29 @@ def main(argv=None) -> dict:
         "--no-rule-ids", action="store_true", help="entries without pazzd's unique rule IDs"
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--wide-acls",
+        choices=["inline", "stage"],
+        help="ACL lines over every destination at the edge, in the routing table or in a "
+        "table-0 stage before it (pazzdata.workloads.generate)",
+    )
+    ap.add_argument(
+        "--acls", type=int, default=8, help="ACL lines per host (wide: per edge switch)"
+    )
     ap.add_argument("--traces", type=int, default=0, help="traces between two update runs")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     size = args.k if args.topology == "fattree" else math.isqrt(args.switches)
-    wl = generate(args.topology, size, args.rules, seed=args.seed, rule_ids=not args.no_rule_ids)
+    wl = generate(
+        args.topology,
+        size,
+        args.rules,
+        seed=args.seed,
+        rule_ids=not args.no_rule_ids,
+        acls=args.acls,
+        wide_acls=args.wide_acls,
+    )
 
     t0 = time.perf_counter()
     model = Model(wl.topo)
@@ -69,6 +86,16 @@ def main(argv=None) -> dict:
 
     # Updates: delete a random entry, then add it back; both are timed.
     upd = readd(model, rng.sample(wl.entries, min(len(wl.entries), args.updates // 2)))
+    wide = {}
+    if args.wide_acls:  # the wide lines alone: each overlaps every route of its switch
+        lines = [e for e in wl.entries if e.cookie == WIDE_ACL_COOKIE and e.priority]
+        acl = readd(model, rng.sample(lines, min(len(lines), 100)))
+        wide = {
+            "wide_acls": args.wide_acls,
+            "acl_update_us_p50": round(pct(acl, 50), 1),
+            "acl_update_us_avg": round(sum(acl) / len(acl), 1),
+            "partition": "two labels" if model.part.factored else "one label",
+        }
     traced = {}
     if args.traces:
         again = rng.sample(wl.entries, min(len(wl.entries), args.updates // 2))
@@ -143,6 +170,7 @@ def main(argv=None) -> dict:
         "lookups_answered": answered / len(look),
         "corpus_ms": round(median(corp), 3),
         "loops": model.loop_count(),
+        **wide,
         **traced,
         "rss_mb": rss_mb(),
     }

@@ -9,6 +9,7 @@ it writes are the topology YAML and rule JSON lines that pazzctl reads.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ from cpc.topology import Topology
 
 ROUTE_PRIORITY = 24
 ACL_PRIORITY = 1000
+WIDE_ACL_PRIORITY = 2000
+WIDE_ACL_COOKIE = 0x30  # the lines generate(wide_acls=...) adds
+ROUTE_TABLE = 0
 
 
 @dataclass
@@ -122,9 +126,22 @@ def random_links(rng: random.Random, switches: int, extra: tuple[int, int], port
 
 
 def generate(
-    kind: str, size: int, rules: int, seed: int = 1, rule_ids: bool = False, acls: int = 8
+    kind: str,
+    size: int,
+    rules: int,
+    seed: int = 1,
+    rule_ids: bool = False,
+    acls: int = 8,
+    wide_acls: str | None = None,
 ) -> Workload:
-    """A workload of about `rules` flow entries on the grid (size=n) or fat-tree (size=k)."""
+    """A workload of about `rules` flow entries on the grid (size=n) or fat-tree (size=k).
+
+    wide_acls adds `acls` lines over every destination at each edge switch that has hosts (sources and services, as a firewall at the edge has them): "inline" in the
+    routing table, above the routes; "stage" in a table of their own (table 0: drop, else
+    goto table 1, where the routes then are), as an ACL pipeline stage.
+    """
+    if wide_acls not in (None, "inline", "stage"):
+        raise ValueError(f"wide_acls: {wide_acls!r} is not inline or stage")
     topo, hosts = grid(size) if kind == "grid" else fattree(size)
     rng = random.Random(seed)
     wl = Workload(topo, hosts)
@@ -198,4 +215,60 @@ def generate(
                     rule_id=ident if rule_ids else 0,
                 )
             )
+    if wide_acls is not None:
+        ident = _add_wide_acls(wl, rng, acls, wide_acls == "stage", ident, rule_ids)
     return wl
+
+
+WIDE_SERVICES = (22, 23, 445, 3389)
+
+
+def _add_wide_acls(
+    wl: Workload, rng: random.Random, acls: int, stage: bool, ident: int, rule_ids: bool
+) -> int:
+    """The lines of generate(wide_acls=...); returns the last rule ID given."""
+    nets = sorted(wl.prefixes)
+    table = 0 if stage else ROUTE_TABLE
+    if stage:  # the routes move to the next stage
+        wl.entries[:] = [
+            e if e.cookie != 0x10 else dataclasses.replace(e, table=ROUTE_TABLE + 1)
+            for e in wl.entries
+        ]
+    edge_switches = sorted({dpid for dpid, _ in wl.hosts.values()})
+    for dpid in edge_switches:
+        for i in range(acls):
+            ident += 1
+            mask = rng.choice((0xFFFF0000, 0xFFFFFF00))
+            fields = {
+                "eth_type": (0x0800, 0xFFFF),
+                "ipv4_src": (nets[rng.randrange(len(nets))] & mask, mask),
+                "ip_proto": (6, 0xFF),
+                "tp_dst": (rng.choice(WIDE_SERVICES), 0xFFFF),
+            }
+            permit = stage and i % 4 == 3  # a permit above the drops, as firewalls have
+            wl.entries.append(
+                FlowEntry(
+                    dpid,
+                    table,
+                    WIDE_ACL_PRIORITY + (acls - i),
+                    Match.build(fields),
+                    Instructions(goto=ROUTE_TABLE + 1) if permit else Instructions(()),
+                    cookie=WIDE_ACL_COOKIE,
+                    rule_id=ident if rule_ids else 0,
+                )
+            )
+    if stage:
+        for dpid in sorted(wl.topo.switches):
+            ident += 1
+            wl.entries.append(
+                FlowEntry(
+                    dpid,
+                    0,
+                    0,
+                    Match.build({}),
+                    Instructions(goto=ROUTE_TABLE + 1),
+                    cookie=WIDE_ACL_COOKIE,
+                    rule_id=ident if rule_ids else 0,
+                )
+            )
+    return ident

@@ -44,3 +44,52 @@ def test_small_fattrees_keep_their_dpids():
     assert sorted(topo.switches) == [100, 101, 102, 103] + list(range(200, 208)) + list(
         range(300, 308)
     )
+
+
+@pytest.mark.parametrize("mode", ["inline", "stage"])
+def test_wide_acls_drop_their_services_from_every_destination(mode):
+    """generate(wide_acls=...): the model agrees with the reference data plane header by
+    header, and a denied service from a denied source is dropped at the first switch
+    whatever its destination; in a stage of its own the ACL table only filters."""
+    import random
+
+    from cpc.model import Model
+    from cpc.refdp import RefDataPlane
+    from pazzdata.workloads import WIDE_ACL_COOKIE, generate
+
+    wl = generate("grid", 3, 300, seed=4, rule_ids=True, acls=3, wide_acls=mode)
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, wl.groups)
+    ref = RefDataPlane(wl.topo, model.entries(), model.groups())
+    rng = random.Random(9)
+    nets = sorted(wl.prefixes)
+    lines = [e for e in wl.entries if e.cookie == WIDE_ACL_COOKIE and e.priority]
+    assert lines and all(e.table == 0 for e in lines)
+    key = lambda d: (d.kind, d.egress, d.hops, d.verify_port, d.verify_rule)  # noqa: E731
+    denied = 0
+    for _ in range(60):
+        acl = rng.choice(lines)
+        f = dict((name, (v, m)) for name, v, m in acl.match.fields)
+        h = {
+            "eth_type": 0x0800,
+            "ip_proto": 6,
+            "ipv4_dst": rng.choice(nets) | rng.randrange(1, 255),
+            "ipv4_src": f["ipv4_src"][0] | rng.randrange(256) if rng.random() < 0.7 else 7,
+            "tp_dst": f["tp_dst"][0] if rng.random() < 0.7 else 80,
+        }
+        ing = next(p for p in wl.topo.edge_ports() if p[0] == acl.dpid)
+        got = model.trace(ing, h)
+        assert sorted(map(key, got)) == sorted(map(key, ref.send(ing, h)))
+        hits = [e for e in lines if e.dpid == acl.dpid and _matches(e, h)]
+        if hits and max(hits, key=lambda e: e.priority).instructions.drops():
+            assert got and all(d.kind == "drop" for d in got), h
+            denied += 1
+    assert denied > 5
+    if mode == "stage":
+        assert model.part.factored  # the ACL table's elements are a filter group
+    with pytest.raises(ValueError, match="wide_acls"):
+        generate("grid", 2, 40, wide_acls="middle")
+
+
+def _matches(entry, header) -> bool:
+    return all(header.get(f, 0) & m == v for f, v, m in entry.match.fields)
