@@ -646,20 +646,19 @@ class Walker:
         xmemo = self.xmemo
         if xmemo is None or local or self._identity:
             return self._suffix_walk(res, st, local)
-        # Nodes are looked up by where they start and the action found there: those with
-        # the same first hops, of which only a few consult different elements further on.
+        # Nodes are looked up by where they start and the action found there, then down a
+        # trie of the elements they consulted, in the order they did, by the actions there.
         get = self.part.owners[st.class_id].get
         el = self.m.element_for(st.dpid, 0, st.in_port)
         key = (st.dpid, st.in_port, get(el.idx) if el is not None else None)
         at = xmemo.get(key)
         if at:
-            for elems, by_actions in at.items():
-                node = by_actions.get(tuple(map(get, elems)))
-                if node is not None:
-                    if node.groups:
-                        res.groups |= node.groups
-                    self._linked(node)
-                    return node
+            node = _trie_find(at, get)
+            if node is not None:
+                if node.groups:
+                    res.groups |= node.groups
+                self._linked(node)
+                return node
         frame: tuple[dict, set] = ({}, set())
         self._deps.append(frame)
         try:
@@ -678,11 +677,7 @@ class Walker:
         if st.in_port is not None or not self._port_dependent:  # see _shared_entry
             if at is None:
                 at = xmemo[key] = {}
-            by_actions = at.get(elems)
-            if by_actions is None and len(at) < XMEMO_ELEMENT_SETS:
-                by_actions = at[elems] = {}
-            if by_actions is not None:
-                by_actions[node.deps] = node
+            _trie_add(at, elems, node.deps, node)
         return node
 
     def _linked(self, node: Node) -> None:
@@ -1053,7 +1048,33 @@ class Walker:
 
 
 _UNSET = object()
-XMEMO_ELEMENT_SETS = 8  # per start and first action: bounds the tests of one lookup
+_LEAF = object()  # a trie level's key for the node whose elements end there
+
+
+def _trie_add(trie: dict, elems: tuple, actions: tuple, node) -> None:
+    """Store node under its consulted elements and their actions, level by level:
+    trie = {element: {action there: next level}, _LEAF: node}."""
+    for elem, act in zip(elems, actions, strict=True):
+        trie = trie.setdefault(elem, {}).setdefault(act, {})
+    trie.setdefault(_LEAF, node)
+
+
+def _trie_find(trie: dict, get):
+    """A node stored by _trie_add whose every element has the action get(element) gives.
+
+    A walk consults its elements in an order its actions fix, so a level has one element
+    as a rule; a level with several (their nodes were stored in different orders) is
+    searched depth-first."""
+    stack = [trie]
+    pop, push = stack.pop, stack.append
+    while stack:
+        for elem, by_action in pop().items():
+            if elem is _LEAF:
+                return by_action
+            nxt = by_action.get(get(elem))
+            if nxt is not None:
+                push(nxt)
+    return None
 
 
 def _outcome(
