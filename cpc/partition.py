@@ -447,6 +447,20 @@ class Partition:
                 fs, fa = set(fwd), set(flt)
                 keys = [k for k in pair if k[0] in fs and k[1] in fa]
             cands = [c for k in keys for c in pair.get(k, ())]
+            # A class lies inside its forwarding projection: where that lies inside pred
+            # (most of them, for a route's region), so does the class, with no AND.
+            region = self.proj[0].region
+            inside = {f for f in fwd if region[f] & pred == region[f]}
+            if inside:
+                pids, out = self.pids, []
+                for c in cands:
+                    if pids[c][0] in inside:
+                        out.append((c, bdd_of[c]))
+                    else:
+                        p = bdd_of[c] & pred
+                        if p != false:
+                            out.append((c, p))
+                return out
         out = []
         for c in cands:
             p = bdd_of[c] & pred
