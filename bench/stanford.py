@@ -67,6 +67,16 @@ def throughput(net, sizes=(1, 10, 100)) -> dict:
     return out
 
 
+def read_like_the_fuzzer(model: Model, upd) -> None:
+    """What fuzzer.engine.Fuzzer.on_update reads of every update."""
+    _ = upd.pairs, upd.exits
+    region = upd.region
+    for c in upd.classes:
+        b = model.part.bdd_of.get(c)
+        if b is not None:
+            region = region | b
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--noacl", action="store_true", help="the forwarding-only dataset")
@@ -90,6 +100,12 @@ def main(argv=None) -> dict:
         "--no-loops",
         action="store_true",
         help="skip the loop count after the inserts (it spells out every looping path)",
+    )
+    ap.add_argument(
+        "--as-daemon",
+        action="store_true",
+        help="time with what pazzd's fuzzer reads of every update (its pairs, its exits "
+        "and the regions of the classes it names) inside each update",
     )
     ap.add_argument("--profile", metavar="N", type=int, help="print the top N cProfile entries")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
@@ -115,6 +131,8 @@ def main(argv=None) -> dict:
     # Replay, incrementally.
     model = Model(net.topo)
     model.add_entries([], net.groups)
+    if args.as_daemon:
+        model.subscribe(lambda upd, m=model: read_like_the_fuzzer(m, upd))
     prof = cProfile.Profile() if args.profile else None
     times = []
     insert_times = []
