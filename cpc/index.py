@@ -21,6 +21,19 @@ XMEMO_MIN_CLASSES = 4
 HOPS_MAX = 1_000_000
 
 
+class Dropped:
+    """The paths of a walk that a partial re-walk did not keep (WalkResult.dropped_by),
+    spelled out only when Update.pairs is read."""
+
+    __slots__ = ("walk", "whole", "redo")
+
+    def __init__(self, walk: WalkResult, whole: set, redo: set) -> None:
+        self.walk, self.whole, self.redo = walk, whole, redo
+
+    def pair_set(self) -> frozenset:
+        return self.walk.dropped_by(self.whole, self.redo).pair_set()
+
+
 class WalkIndex:
     """The walks of every class and the indexes built from them."""
 
@@ -86,16 +99,21 @@ class WalkIndex:
         self.walker.xmemo = {} if len(plans) >= XMEMO_MIN_CLASSES else None
         if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up
             self.walker.hops.clear()
+        fresh = {}
         try:
             for c, plan in plans.items():
-                self.walk(c, plan)
+                fresh[c] = self.walk(c, plan)
         finally:
             self.walker.xmemo = None
         # A pair's S_i changed where headers gained or lost an outcome for it: Update.pairs
         # compares, when read, each class's walk with the one its headers had before (its
-        # own, its origin's, or the class they joined).
+        # own, its origin's, or the class they joined). A re-walk kept the paths of some
+        # ingresses as they were: only what it dropped and what it walked anew differ.
         walks = self.walks
-        for c in plans:
+        for c, plan in plans.items():
+            if plan is not None:
+                diffs.append((plan[3], fresh[c]))
+                continue
             old = before.get(part.origin.get(c, c))
             diffs.append((old if old is not None else before.get(c), walks.get(c)))
         for c in gone:
@@ -128,14 +146,21 @@ class WalkIndex:
             for g in groups:
                 self.group_users[g].add(class_id)
             self.groups_of[class_id].update(groups)
-        return keep, whole, sorted(redo, key=self._ingress_pos.__getitem__)
+        return (
+            keep,
+            whole,
+            sorted(redo, key=self._ingress_pos.__getitem__),
+            Dropped(old, whole, redo),
+        )
 
-    def walk(self, class_id: int, plan=None) -> None:
+    def walk(self, class_id: int, plan=None) -> WalkResult:
+        """Walk a class (again, along a partial_plan); returns what was walked anew."""
         if plan is None:
-            res = self.walker.walk(class_id, (), switches=self._edge_switches)
+            res = fresh = self.walker.walk(class_id, (), switches=self._edge_switches)
         else:
-            keep, whole, ingresses = plan
+            keep, whole, ingresses, _ = plan
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
+            fresh = WalkResult(res.outcomes, res.links, res.entries)
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries
@@ -151,6 +176,7 @@ class WalkIndex:
         if res.groups:
             self.groups_of[class_id].update(res.groups)
         res.through = res.groups = None  # indexed; the walk keeps only its paths
+        return fresh
 
     def unwalk(self, class_id: int) -> None:
         walk = self.walks.pop(class_id, None)

@@ -378,10 +378,16 @@ class WalkResult:
     def pairs(self) -> set:
         """(ingress, egress) for every path that leaves the network."""
         p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
+        # Most shared nodes only drop (on the Stanford backbone 98 % of entry nodes):
+        # their ingresses are not listed at all.
         for link in self.links:
-            p.update((link.ingress, e) for e in link.node.egresses())
+            eg = link.node.egresses()
+            if eg:
+                p.update((link.ingress, e) for e in eg)
         for node, ings in self.entries:
-            p.update(product([i for i, _ in ings], node.egresses()))
+            eg = node.egresses()
+            if eg:
+                p.update(product([i for i, _ in ings], eg))
         return p
 
     def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
@@ -427,6 +433,14 @@ class WalkResult:
             ),
             whole,
             redo,
+        )
+
+    def dropped_by(self, whole: set, redo: set) -> WalkResult:
+        """What split_via(...) with this (whole, redo) does not keep."""
+        return WalkResult(
+            [o for o in self.outcomes if o.ingress[0] in whole or o.ingress in redo],
+            [k for k in self.links if k.ingress[0] in whole or k.ingress in redo],
+            [e for e in self.entries if e.ingresses[0][0][0] in whole],
         )
 
 
