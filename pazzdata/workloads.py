@@ -20,10 +20,10 @@ from cpc.rules import FlowEntry, Group, Instructions, Match
 from cpc.topology import Topology
 
 ROUTE_PRIORITY = 24
+ROUTE_COOKIE = 0x10
 ACL_PRIORITY = 1000
 WIDE_ACL_PRIORITY = 2000
 WIDE_ACL_COOKIE = 0x30  # the lines generate(wide_acls=...) adds
-ROUTE_TABLE = 0
 
 
 @dataclass
@@ -136,7 +136,8 @@ def generate(
 ) -> Workload:
     """A workload of about `rules` flow entries on the grid (size=n) or fat-tree (size=k).
 
-    wide_acls adds `acls` lines over every destination at each edge switch that has hosts (sources and services, as a firewall at the edge has them): "inline" in the
+    wide_acls adds `acls` lines over every destination at each edge switch that has
+    hosts (sources and services, as a firewall at the edge has them): "inline" in the
     routing table, above the routes; "stage" in a table of their own (table 0: drop, else
     goto table 1, where the routes then are), as an ACL pipeline stage.
     """
@@ -183,7 +184,7 @@ def generate(
                     ROUTE_PRIORITY,
                     Match.build({"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (net, 0xFFFFFF00)}),
                     Instructions(action_for(dpid, ports)),
-                    cookie=0x10,
+                    cookie=ROUTE_COOKIE,
                     rule_id=ident if rule_ids else 0,
                 )
             )
@@ -216,7 +217,7 @@ def generate(
                 )
             )
     if wide_acls is not None:
-        ident = _add_wide_acls(wl, rng, acls, wide_acls == "stage", ident, rule_ids)
+        _add_wide_acls(wl, rng, acls, wide_acls == "stage", ident, rule_ids)
     return wl
 
 
@@ -225,14 +226,12 @@ WIDE_SERVICES = (22, 23, 445, 3389)
 
 def _add_wide_acls(
     wl: Workload, rng: random.Random, acls: int, stage: bool, ident: int, rule_ids: bool
-) -> int:
-    """The lines of generate(wide_acls=...); returns the last rule ID given."""
+) -> None:
+    """The lines of generate(wide_acls=...), in table 0; rule IDs after `ident`."""
     nets = sorted(wl.prefixes)
-    table = 0 if stage else ROUTE_TABLE
     if stage:  # the routes move to the next stage
         wl.entries[:] = [
-            e if e.cookie != 0x10 else dataclasses.replace(e, table=ROUTE_TABLE + 1)
-            for e in wl.entries
+            dataclasses.replace(e, table=1) if e.cookie == ROUTE_COOKIE else e for e in wl.entries
         ]
     edge_switches = sorted({dpid for dpid, _ in wl.hosts.values()})
     for dpid in edge_switches:
@@ -249,10 +248,10 @@ def _add_wide_acls(
             wl.entries.append(
                 FlowEntry(
                     dpid,
-                    table,
+                    0,
                     WIDE_ACL_PRIORITY + (acls - i),
                     Match.build(fields),
-                    Instructions(goto=ROUTE_TABLE + 1) if permit else Instructions(()),
+                    Instructions(goto=1) if permit else Instructions(()),
                     cookie=WIDE_ACL_COOKIE,
                     rule_id=ident if rule_ids else 0,
                 )
@@ -266,9 +265,8 @@ def _add_wide_acls(
                     0,
                     0,
                     Match.build({}),
-                    Instructions(goto=ROUTE_TABLE + 1),
+                    Instructions(goto=1),
                     cookie=WIDE_ACL_COOKIE,
                     rule_id=ident if rule_ids else 0,
                 )
             )
-    return ident
