@@ -435,6 +435,7 @@ class Partition:
         """(class, its headers in pred) for every class that meets pred."""
         self._fresh()
         bdd_of, false = self.bdd_of, self.space.false
+        inside: set[int] = set()  # forwarding projections that lie inside pred
         if not self.factored:
             cands = self.direct.candidates(pred)
         else:
@@ -451,18 +452,11 @@ class Partition:
             # (most of them, for a route's region), so does the class, with no AND.
             region = self.proj[0].region
             inside = {f for f in fwd if region[f] & pred == region[f]}
-            if inside:
-                pids, out = self.pids, []
-                for c in cands:
-                    if pids[c][0] in inside:
-                        out.append((c, bdd_of[c]))
-                    else:
-                        p = bdd_of[c] & pred
-                        if p != false:
-                            out.append((c, p))
-                return out
-        out = []
+        pids, out = self.pids, []
         for c in cands:
+            if inside and pids[c][0] in inside:
+                out.append((c, bdd_of[c]))
+                continue
             p = bdd_of[c] & pred
             if p != false:
                 out.append((c, p))
