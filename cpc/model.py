@@ -71,7 +71,8 @@ class Update:
 
     @cached_property
     def region(self):
-        """BDD of the header space the update touched (united when first read: a batch of
+        """BDD of the header space the update touched: every header whose forwarding it
+        may have changed, rewritten headers included (united when first read: a batch of
         20k FlowMods is 20k ORs, and not every subscriber needs it). It runs BDD operations:
         read it in the model's thread, as the subscribers are called."""
         return self.space.union(self.touched) if self.space is not None else None
@@ -631,7 +632,12 @@ class Model:
                     self._touch_switch(dpid)
                 else:
                     self._touched_exits.update((dpid, p) for p in outs if (dpid, p) in edges)
+        extra = set(extra)
         dirty, diffs = self.index.commit(part, moved, reshaped, gone, extra, self._built)
+        # Classes walked again because their rewritten headers cross a changed class keep
+        # their owners: what changed for them lies outside the matches touched.
+        bdd_of = part.bdd_of
+        self._touched += [bdd_of[c] for c in dirty - moved - extra if c in bdd_of]
         part.forget_changes()
         self.version += 1
         named = dirty | gone | joined

@@ -199,13 +199,8 @@ class Fuzzer:
             for i, egs in self.egresses.items():
                 if any(e in upd.exits for e in egs):
                     self.state[i].stale = True
-        region = upd.region
-        bdd_of = self.model.part.bdd_of
-        for c in upd.classes:  # group and port changes move classes without a match region
-            b = bdd_of.get(c)
-            if b is not None:
-                region = region | b
-        self._changed = self._changed | region
+        # Every header whose forwarding the update may have changed lies in its region.
+        self._changed = self._changed | upd.region
 
     def _all_stale(self) -> None:
         for st in self.state.values():
