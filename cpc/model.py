@@ -535,21 +535,15 @@ class Model:
         """Element el now applies act to the headers of region: split and move classes.
 
         old, when given, is the action el applied to all of region until now: only its
-        classes there can meet region, and a few are tested directly, cheaper than
-        candidates().
+        classes there can meet region, and a few are tested directly, cheaper than the
+        label's candidates.
         """
         part = self.part
         few = part.members.get(el.idx, {}).get(old) if old is not None else None
-        if few and len(few) <= 4:
-            false, bdd_of = self.space.false, part.bdd_of
-            parts = [(c, bdd_of[c] & region) for c in list(few)]
-            parts = [(c, p) for c, p in parts if p != false]
-        else:
-            parts = part.parts(region)
-        part.begin(el.idx, region, act)
+        parts = part.begin(el.idx, region, act, list(few) if few and len(few) <= 4 else None)
         try:
-            for class_id, p in parts:
-                part.move(class_id, p, el.idx, act)
+            for class_id, p, whole in parts:
+                part.move(class_id, p, el.idx, act, whole)
         finally:
             part.end()
 

@@ -22,7 +22,9 @@ owners at the filters and at the other elements in two labels (Partition).
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
+from collections.abc import Mapping
 
 from .space import CLASS_ID_BITS, HeaderSpace
 
@@ -257,6 +259,36 @@ def _resig(sig: int, elem: int, old, key) -> int:
 FORWARDING, FILTER = 0, 1
 
 
+class Regions(Mapping):
+    """Every class's headers (Partition.bdd_of): class id -> BDD.
+
+    With two labels a class is the intersection of its two projections, which every
+    update keeps up to date: a move forgets the regions it changes instead of computing
+    them (a difference and a union per class moved, on regions the filters make large),
+    and a region is derived again when first read. Most classes move again before anyone
+    reads them.
+    """
+
+    __slots__ = ("_part", "known")
+
+    def __init__(self, part: Partition) -> None:
+        self._part = weakref.proxy(part)  # no reference cycle: a model's BDDs go with it
+        self.known: dict[int, object] = {}  # the regions computed, or derived since
+
+    def __getitem__(self, class_id: int):
+        u = self.known.get(class_id)
+        return u if u is not None else self._part._derive(class_id)
+
+    def __contains__(self, class_id) -> bool:
+        return class_id in self._part.owners
+
+    def __iter__(self):
+        return iter(self._part.owners)
+
+    def __len__(self) -> int:
+        return len(self._part.owners)
+
+
 class Partition:
     """The network's header classes: regions that every element treats alike.
 
@@ -271,7 +303,8 @@ class Partition:
 
     def __init__(self, space: HeaderSpace) -> None:
         self.space = space
-        self.bdd_of: dict[int, object] = {}
+        self.bdd_of = Regions(self)
+        self._known = self.bdd_of.known
         self.owners: dict[int, dict[int, object]] = {}  # class -> {element index: action}
         self.members: dict[int, dict[object, set[int]]] = defaultdict(lambda: defaultdict(set))
         self._sig: dict[int, int] = {}
@@ -283,10 +316,11 @@ class Partition:
         self.proj: tuple[Projection, Projection] = (Projection(space), Projection(space))
         self.pids: dict[int, list[int]] = {}  # class -> [forwarding, filter] projection
         self._pair: dict[tuple[int, int], set[int]] = {}  # projections -> classes
+        self._by_fwd: dict[int, set[int]] = {}  # forwarding projection -> its filter ones
         self._map: dict[int, int] | None = None  # within a move: projection -> the new one
         self._g = FORWARDING  # within a move: the element's group
         first = self.direct._new_id()
-        self.bdd_of[first] = space.true
+        self._known[first] = space.true
         self.owners[first] = {}
         self._sig[first] = 0
         self._by_sig[0].add(first)
@@ -304,7 +338,7 @@ class Partition:
         self.track_owners = False  # off during bulk builds (nothing reads them, they are large)
 
     def __len__(self) -> int:
-        return len(self.bdd_of)
+        return len(self.owners)
 
     def drop_caches(self) -> None:
         """Forget the candidate lists kept only to answer faster."""
@@ -326,6 +360,11 @@ class Partition:
         bucket = self._pair.get(key)
         if bucket is None:
             self._pair[key] = {class_id}
+            flts = self._by_fwd.get(pids[0])
+            if flts is None:
+                self._by_fwd[pids[0]] = {pids[1]}
+            else:
+                flts.add(pids[1])
         else:
             bucket.add(class_id)
 
@@ -336,6 +375,10 @@ class Partition:
         bucket.discard(class_id)
         if not bucket:
             del self._pair[key]
+            flts = self._by_fwd[pids[0]]
+            flts.discard(pids[1])
+            if not flts:
+                del self._by_fwd[pids[0]]
 
     def _fresh(self) -> None:
         if self._recheck:
@@ -355,15 +398,16 @@ class Partition:
             self.direct.label = self.space.false  # not kept up to date while factored
         elif not factored and not (not self.factored and self._direct_ok):
             self.direct.label = self.space.false
-            for c, u in self.bdd_of.items():
+            for c, u in list(self.bdd_of.items()):  # derived while the projections hold
                 self.direct._relabel(u, c)
             self.proj = (Projection(self.space), Projection(self.space))
-            self.pids, self._pair = {}, {}
+            self.pids, self._pair, self._by_fwd = {}, {}, {}
         self.factored = factored
         self._direct_ok, self._proj_ok = not factored, factored
 
     def _rebuild(self) -> None:
-        """Make both groups' projections afresh from the classes' owners."""
+        """Make both groups' projections afresh from the classes' owners (every class's
+        region is known: see _unproject)."""
         group = self.group
         by: tuple[dict, dict] = (defaultdict(list), defaultdict(list))
         for c, owners in self.owners.items():
@@ -373,31 +417,33 @@ class Partition:
             by[0][frozenset(fwd.items())].append(c)
             by[1][frozenset(flt.items())].append(c)
         self.proj = (Projection(self.space), Projection(self.space))
-        self.pids, self._pair = {}, {}
+        self.pids, self._pair, self._by_fwd = {}, {}, {}
         pids: dict[int, list[int]] = {c: [0, 0] for c in self.owners}
         for g, proj in enumerate(self.proj):
             for key, classes in by[g].items():
-                pid = proj.add(dict(key), self.space.union([self.bdd_of[c] for c in classes]))
+                pid = proj.add(dict(key), self.space.union([self._known[c] for c in classes]))
                 for c in classes:
                     pids[c][g] = pid
         for c, p in pids.items():
             self._set_pids(c, p)
 
-    def begin(self, elem: int, region, key) -> None:
-        """Every header of region is about to get action key at elem (moves follow, then
-        end()): relabel the headers' projection at elem's group."""
+    def begin(self, elem: int, region, key, among=None) -> list[tuple[int, object, bool]]:
+        """Every header of region is about to get action key at elem: returns the classes
+        it meets, as parts() (the labels settled first), and relabels the headers'
+        projection at elem's group. The caller moves each, then calls end()."""
         if elem not in self.group and key is not None:
             keys = self.members.get(elem)
             if keys and any(k is not key and v for k, v in keys.items()):
                 self.group[elem] = FORWARDING  # a second action: it forwards
-                self._proj_ok = False
-                self._recheck = True
+                self._unproject()
             elif not self.factored:
                 self._recheck = True  # a filter gets headers of its own
         self._fresh()
+        parts = self.parts(region, among)
         if self.factored:
             self._g = self.group.get(elem, FILTER)
             self._map = self.proj[self._g].assign(elem, region, key)
+        return parts
 
     def end(self) -> None:
         self._map = None
@@ -406,14 +452,41 @@ class Partition:
         """elem applies two actions (a bulk build says so before its moves)."""
         if elem not in self.group:
             self.group[elem] = FORWARDING
-            self._proj_ok = False
-            self._recheck = True
+            self._unproject()
 
     def stale(self) -> None:
         """The classes changed outside begin()/end() (a bulk build): relabel on first use.
         (The direct label follows every split, move and merge while it is in use.)"""
+        self._unproject()
+
+    def _unproject(self) -> None:
+        """The projections no longer follow the classes: derive the regions that were left
+        to them first."""
+        if self.factored and self._proj_ok:
+            known = self._known
+            for c in self.owners:
+                if c not in known:
+                    self._derive(c)
         self._proj_ok = False
         self._recheck = True
+
+    def _lazy(self) -> bool:
+        """Can a region changed now be left to the projections? Within a move's
+        begin()/end() on two labels, or between moves while they are kept."""
+        return self.factored and self._proj_ok
+
+    def _derive(self, class_id: int):
+        """A class's region: the intersection of its two projections."""
+        if class_id not in self.owners:
+            raise KeyError(class_id)
+        pids = self.pids[class_id]
+        if not self._lazy() or self._map is not None or len(self._pair[(pids[0], pids[1])]) > 1:
+            # Within a move, or while two classes have the same owners, the projections
+            # do not name the class's headers; parts() read every region a move needs.
+            raise RuntimeError(f"class {class_id}'s region is not known here")
+        u = self.proj[0].region[pids[0]] & self.proj[1].region[pids[1]]
+        self._known[class_id] = u
+        return u
 
     # --- lookups ----------------------------------------------------------------------------
     def classify(self, header) -> int:
@@ -431,47 +504,61 @@ class Partition:
                 return c
         raise LookupError(f"no class holds header {header}")
 
-    def parts(self, pred) -> list[tuple[int, object]]:
-        """(class, its headers in pred) for every class that meets pred."""
+    def parts(self, pred, among=None) -> list[tuple[int, object, bool]]:
+        """(class, its headers in pred, whether that is all of it) for every class that
+        meets pred (among these classes, when the caller knows that no other can).
+
+        With two labels the headers are not computed (None): a move needs only to know
+        whether it takes a whole class, and the regions it changes are left to the
+        projections (Regions). A class is its forwarding projection F cut by filter
+        projections: where F lies inside pred, so do its classes; otherwise the filter
+        label says which of them meet F's headers in pred and which meet the rest, with
+        two lookups for all of F's classes instead of an AND for each.
+        """
         self._fresh()
-        bdd_of, false = self.bdd_of, self.space.false
-        inside: set[int] = set()  # forwarding projections that lie inside pred
+        false, out = self.space.false, []
         if not self.factored:
-            cands = self.direct.candidates(pred)
-        else:
-            fwd = self.proj[0].candidates(pred)
-            flt = self.proj[1].candidates(pred)
-            pair = self._pair
-            if len(fwd) * len(flt) <= len(pair):
-                keys = [(f, a) for f in fwd for a in flt]
-            else:
-                fs, fa = set(fwd), set(flt)
-                keys = [k for k in pair if k[0] in fs and k[1] in fa]
-            cands = [c for k in keys for c in pair.get(k, ())]
-            # A class lies inside its forwarding projection: where that lies inside pred
-            # (most of them, for a route's region), so does the class, with no AND.
-            region = self.proj[0].region
-            inside = {f for f in fwd if region[f] & pred == region[f]}
-        pids, out = self.pids, []
-        for c in cands:
-            if inside and pids[c][0] in inside:
-                out.append((c, bdd_of[c]))
+            known = self._known
+            for c in self.direct.candidates(pred) if among is None else among:
+                u = known[c]
+                p = u & pred
+                if p != false:
+                    out.append((c, p, p == u))
+            return out
+        proj0, proj1 = self.proj
+        region0, by_fwd, pair = proj0.region, self._by_fwd, self._pair
+        for f in proj0.candidates(pred):
+            rf = region0[f]
+            inter = rf & pred
+            flts = by_fwd[f]
+            if inter == rf or len(flts) == 1:
+                # Inside pred, or F is one class: all of it, or a part of it.
+                whole = inter == rf
+                for a in flts:
+                    for c in pair[(f, a)]:
+                        out.append((c, None, whole))
                 continue
-            p = bdd_of[c] & pred
-            if p != false:
-                out.append((c, p))
+            meet = [a for a in proj1.candidates(inter) if a in flts]
+            rest = set(proj1.candidates(rf & ~pred))
+            for a in meet:
+                for c in pair[(f, a)]:
+                    out.append((c, None, a not in rest))
         return out
 
     def candidates(self, pred) -> list[int]:
         """Ids of the classes that intersect the header set pred."""
-        return [c for c, _ in self.parts(pred)]
+        return [c for c, _, _ in self.parts(pred)]
 
     # --- structure ------------------------------------------------------------------------
     def split(self, class_id: int, part) -> int:
         """Carve `part` (a strict, non-empty subset of class `class_id`) into a new class with class_id's owners."""
         new = self.direct._new_id()
-        self.bdd_of[new] = part
-        self.bdd_of[class_id] = self.bdd_of[class_id] & ~part
+        known = self._known
+        if self._map is not None:  # within a move on two labels: left to the projections
+            known.pop(class_id, None)
+        else:
+            known[new] = part
+            known[class_id] = self.bdd_of[class_id] & ~part
         self._relabel(part, new)
         owners = dict(self.owners[class_id])
         self.owners[new] = owners
@@ -489,7 +576,7 @@ class Partition:
             self.changed_at[new] = set(self.changed_at[class_id])
         return new
 
-    def move(self, class_id: int, part, elem: int, key) -> None:
+    def move(self, class_id: int, part, elem: int, key, whole: bool) -> None:
         """Headers `part` (a non-empty subset of class `class_id`) now get action key at elem.
 
         They join the class that already has exactly the resulting owners, when there is
@@ -503,7 +590,6 @@ class Partition:
             return
         sig = _resig(self._sig[class_id], elem, old, key)
         target = self._with_owners(sig, owners, elem, key, class_id)
-        whole = part == self.bdd_of[class_id]
         if target is None:
             self.set_owner(class_id if whole else self.split(class_id, part), elem, key)
             return
@@ -512,8 +598,13 @@ class Partition:
         if whole:
             self._merge(keep=target, drop=class_id)
             return
-        self.bdd_of[class_id] = self.bdd_of[class_id] & ~part
-        self.bdd_of[target] = self.bdd_of[target] | part
+        known = self._known
+        if self._map is not None:
+            known.pop(class_id, None)
+            known.pop(target, None)
+        else:
+            known[class_id] = self.bdd_of[class_id] & ~part
+            known[target] = self.bdd_of[target] | part
         self._relabel(part, target)
         self.reshaped.update((class_id, target))
         self.transfers.append((class_id, target))
@@ -576,9 +667,14 @@ class Partition:
                     break
 
     def _merge(self, keep: int, drop: int) -> None:
-        part = self.bdd_of.pop(drop)
-        self.bdd_of[keep] = self.bdd_of[keep] | part
-        self._relabel(part, keep)
+        known = self._known
+        if self._lazy():
+            known.pop(drop, None)
+            known.pop(keep, None)
+        else:
+            part = known.pop(drop)
+            known[keep] = known[keep] | part
+            self._relabel(part, keep)
         for elem, key in self.owners.pop(drop).items():
             bucket = self.members[elem][key]
             bucket.discard(drop)

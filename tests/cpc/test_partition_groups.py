@@ -68,11 +68,10 @@ def apply(part, elem, dst, src, proto, key):
     if elem >= 3 and key is not None:
         key = "permit"
     r = region(dst, src, proto)
-    parts = part.parts(r)
-    part.begin(elem, r, key)
+    parts = part.begin(elem, r, key)
     try:
-        for c, p in parts:
-            part.move(c, p, elem, key)
+        for c, p, whole in parts:
+            part.move(c, p, elem, key, whole)
     finally:
         part.end()
     return elem, dst, src, proto, key
@@ -128,4 +127,7 @@ def check(part, done):
         r = region(dst, src, proto)
         want = {c for c, u in part.bdd_of.items() if u & r != SPACE.false}
         assert set(part.candidates(r)) == want
-        assert all(p == part.bdd_of[c] & r for c, p in part.parts(r))
+        for c, p, whole in part.parts(r):
+            u = part.bdd_of[c]
+            assert p is None or p == u & r
+            assert whole == (u & r == u), "a class taken whole or in part wrongly"
