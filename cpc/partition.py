@@ -316,7 +316,8 @@ class Partition:
         self.proj: tuple[Projection, Projection] = (Projection(space), Projection(space))
         self.pids: dict[int, list[int]] = {}  # class -> [forwarding, filter] projection
         self._pair: dict[tuple[int, int], set[int]] = {}  # projections -> classes
-        self._by_fwd: dict[int, set[int]] = {}  # forwarding projection -> its filter ones
+        # Each group's projections -> the other group's that they make classes with.
+        self._with: tuple[dict[int, set[int]], dict[int, set[int]]] = ({}, {})
         self._map: dict[int, int] | None = None  # within a move: projection -> the new one
         self._g = FORWARDING  # within a move: the element's group
         first = self.direct._new_id()
@@ -360,11 +361,12 @@ class Partition:
         bucket = self._pair.get(key)
         if bucket is None:
             self._pair[key] = {class_id}
-            flts = self._by_fwd.get(pids[0])
-            if flts is None:
-                self._by_fwd[pids[0]] = {pids[1]}
-            else:
-                flts.add(pids[1])
+            for g in (FORWARDING, FILTER):
+                other = self._with[g].get(pids[g])
+                if other is None:
+                    self._with[g][pids[g]] = {pids[1 - g]}
+                else:
+                    other.add(pids[1 - g])
         else:
             bucket.add(class_id)
 
@@ -375,10 +377,11 @@ class Partition:
         bucket.discard(class_id)
         if not bucket:
             del self._pair[key]
-            flts = self._by_fwd[pids[0]]
-            flts.discard(pids[1])
-            if not flts:
-                del self._by_fwd[pids[0]]
+            for g in (FORWARDING, FILTER):
+                other = self._with[g][pids[g]]
+                other.discard(pids[1 - g])
+                if not other:
+                    del self._with[g][pids[g]]
 
     def _fresh(self) -> None:
         if self._recheck:
@@ -401,7 +404,7 @@ class Partition:
             for c, u in list(self.bdd_of.items()):  # derived while the projections hold
                 self.direct._relabel(u, c)
             self.proj = (Projection(self.space), Projection(self.space))
-            self.pids, self._pair, self._by_fwd = {}, {}, {}
+            self.pids, self._pair, self._with = {}, {}, ({}, {})
         self.factored = factored
         self._direct_ok, self._proj_ok = not factored, factored
 
@@ -417,7 +420,7 @@ class Partition:
             by[0][frozenset(fwd.items())].append(c)
             by[1][frozenset(flt.items())].append(c)
         self.proj = (Projection(self.space), Projection(self.space))
-        self.pids, self._pair, self._by_fwd = {}, {}, {}
+        self.pids, self._pair, self._with = {}, {}, ({}, {})
         pids: dict[int, list[int]] = {c: [0, 0] for c in self.owners}
         for g, proj in enumerate(self.proj):
             for key, classes in by[g].items():
@@ -439,7 +442,7 @@ class Partition:
             elif not self.factored:
                 self._recheck = True  # a filter gets headers of its own
         self._fresh()
-        parts = self.parts(region, among)
+        parts = self.parts(region, among, self.group.get(elem, FILTER))
         if self.factored:
             self._g = self.group.get(elem, FILTER)
             self._map = self.proj[self._g].assign(elem, region, key)
@@ -504,16 +507,17 @@ class Partition:
                 return c
         raise LookupError(f"no class holds header {header}")
 
-    def parts(self, pred, among=None) -> list[tuple[int, object, bool]]:
+    def parts(self, pred, among=None, group: int = FORWARDING) -> list[tuple[int, object, bool]]:
         """(class, its headers in pred, whether that is all of it) for every class that
         meets pred (among these classes, when the caller knows that no other can).
 
         With two labels the headers are not computed (None): a move needs only to know
         whether it takes a whole class, and the regions it changes are left to the
-        projections (Regions). A class is its forwarding projection F cut by filter
-        projections: where F lies inside pred, so do its classes; otherwise the filter
-        label says which of them meet F's headers in pred and which meet the rest, with
-        two lookups for all of F's classes instead of an AND for each.
+        projections (Regions). A class is a projection X of `group` (the group of the
+        element that changes: its regions follow X's boundaries) cut by projections of the
+        other group: where X lies inside pred, so do its classes; otherwise the other
+        label says which of them meet X's headers in pred and which meet the rest, two
+        lookups for all of X's classes instead of an AND for each.
         """
         self._fresh()
         false, out = self.space.false, []
@@ -525,24 +529,24 @@ class Partition:
                 if p != false:
                     out.append((c, p, p == u))
             return out
-        proj0, proj1 = self.proj
-        region0, by_fwd, pair = proj0.region, self._by_fwd, self._pair
-        for f in proj0.candidates(pred):
-            rf = region0[f]
-            inter = rf & pred
-            flts = by_fwd[f]
-            if inter == rf or len(flts) == 1:
-                # Inside pred, or F is one class: all of it, or a part of it.
-                whole = inter == rf
-                for a in flts:
-                    for c in pair[(f, a)]:
-                        out.append((c, None, whole))
-                continue
-            meet = [a for a in proj1.candidates(inter) if a in flts]
-            rest = set(proj1.candidates(rf & ~pred))
-            for a in meet:
-                for c in pair[(f, a)]:
-                    out.append((c, None, a not in rest))
+        mine, theirs = self.proj[group], self.proj[1 - group]
+        region, with_, pair = mine.region, self._with[group], self._pair
+        for x in mine.candidates(pred):
+            rx = region[x]
+            inter = rx & pred
+            others = with_[x]
+            if inter == rx or len(others) == 1:
+                # Inside pred, or X is one class: all of it, or a part of it.
+                whole = inter == rx
+                meet, rest = others, ()
+            else:
+                meet = [y for y in theirs.candidates(inter) if y in others]
+                rest = set(theirs.candidates(rx & ~pred))
+                whole = None
+            for y in meet:
+                w = whole if whole is not None else y not in rest
+                for c in pair[(x, y) if group == FORWARDING else (y, x)]:
+                    out.append((c, None, w))
         return out
 
     def candidates(self, pred) -> list[int]:

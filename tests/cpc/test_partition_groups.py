@@ -18,7 +18,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc.partition import Partition
+from cpc.partition import FILTER, FORWARDING, Partition
 from cpc.space import HeaderSpace
 
 SPACE = HeaderSpace()
@@ -127,7 +127,10 @@ def check(part, done):
         r = region(dst, src, proto)
         want = {c for c, u in part.bdd_of.items() if u & r != SPACE.false}
         assert set(part.candidates(r)) == want
-        for c, p, whole in part.parts(r):
-            u = part.bdd_of[c]
-            assert p is None or p == u & r
-            assert whole == (u & r == u), "a class taken whole or in part wrongly"
+        for group in (FORWARDING, FILTER):  # seen from either group's projections
+            got = part.parts(r, group=group)
+            assert {c for c, _, _ in got} == want
+            for c, p, whole in got:
+                u = part.bdd_of[c]
+                assert p is None or p == u & r
+                assert whole == (u & r == u), "a class taken whole or in part wrongly"
