@@ -25,7 +25,6 @@ from __future__ import annotations
 import weakref
 from collections import defaultdict
 from collections.abc import Mapping
-from time import perf_counter
 
 from .space import CLASS_ID_BITS, HeaderSpace
 
@@ -258,7 +257,6 @@ def _resig(sig: int, elem: int, old, key) -> int:
 
 
 FORWARDING, FILTER = 0, 1
-_RETIME = 32  # parts() times the way it did not choose once in this many cuts
 
 
 class Regions(Mapping):
@@ -320,9 +318,6 @@ class Partition:
         self._pair: dict[tuple[int, int], set[int]] = {}  # projections -> classes
         # Each group's projections -> the other group's that they make classes with.
         self._with: tuple[dict[int, set[int]], dict[int, set[int]]] = ({}, {})
-        # Seconds per label lookup and per class ANDed, as parts() measured them, by group.
-        self._cost = ([20e-6, 5e-6], [20e-6, 5e-6])
-        self._cuts = 0
         self._map: dict[int, int] | None = None  # within a move: projection -> the new one
         self._g = FORWARDING  # within a move: the element's group
         first = self.direct._new_id()
@@ -520,9 +515,9 @@ class Partition:
         whether it takes a whole class, and the regions it changes are left to the
         projections (Regions). A class is a projection X of `group` (the group of the
         element that changes: its regions follow X's boundaries) cut by projections of the
-        other group: where X lies inside pred, so do its classes; otherwise the other
-        label says which of them meet X's headers in pred and which meet the rest, two
-        lookups for all of X's classes instead of an AND for each.
+        other group: where X lies inside pred, so do its classes; otherwise each other
+        projection Y of X's classes is tested against X's headers in pred and against the
+        rest, which are small beside the class's own region X ∧ Y.
         """
         self._fresh()
         false, out = self.space.false, []
@@ -536,7 +531,6 @@ class Partition:
             return out
         mine, theirs = self.proj[group], self.proj[1 - group]
         region, with_, pair = mine.region, self._with[group], self._pair
-        cost = self._cost[group]
         for x in mine.candidates(pred):
             rx = region[x]
             inter = rx & pred
@@ -548,35 +542,18 @@ class Partition:
                     for c in pair[(x, y) if group == FORWARDING else (y, x)]:
                         out.append((c, None, whole))
                 continue
-            # Which of X's classes meet pred, and which lie inside it: two lookups in the
-            # other label, or two ANDs per class with the other projections. The first
-            # costs with the other label's size, the second with the projections' and
-            # their number; both are timed, and the cheaper is taken (now and then the
-            # other, to keep its time current).
-            self._cuts += 1
-            by_label = 2 * cost[0] < len(others) * cost[1]
-            if self._cuts % _RETIME == 0:
-                by_label = not by_label
-            t = perf_counter()
-            rest = rx & ~pred
-            if by_label:
-                meet = [y for y in theirs.candidates(inter) if y in others]
-                outside = set(theirs.candidates(rest))
-                cut = [(y, y not in outside) for y in meet]
-            else:
-                ry_of, cut = theirs.region, []
-                for y in others:
-                    ry = ry_of[y]
-                    if inter & ry != false:
-                        cut.append((y, rest & ry == false))
-            for y, whole in cut:
-                for c in pair[(x, y) if group == FORWARDING else (y, x)]:
-                    out.append((c, None, whole))
-            took = perf_counter() - t
-            if by_label:
-                cost[0] += (took / 2 - cost[0]) / 8
-            else:
-                cost[1] += (took / len(others) - cost[1]) / 8
+            # Which of X's classes meet pred, and which lie inside it: two ANDs per class
+            # with the other group's projections, small beside the classes' own regions.
+            # (The other label could say it in two lookups for all of X's classes, but a
+            # lookup costs with that label's size: milliseconds on networks with
+            # hundreds of filter projections.)
+            ry_of, rest = theirs.region, rx & ~pred
+            for y in others:
+                ry = ry_of[y]
+                if inter & ry != false:
+                    whole = rest & ry == false
+                    for c in pair[(x, y) if group == FORWARDING else (y, x)]:
+                        out.append((c, None, whole))
         return out
 
     def candidates(self, pred) -> list[int]:
