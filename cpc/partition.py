@@ -438,7 +438,10 @@ class Partition:
             keys = self.members.get(elem)
             if keys and any(k is not key and v for k, v in keys.items()):
                 self.group[elem] = FORWARDING  # a second action: it forwards
-                self._unproject()
+                if self.factored and self._proj_ok:
+                    self._regroup(elem)
+                else:
+                    self._unproject()
             elif not self.factored:
                 self._recheck = True  # a filter gets headers of its own
         self._fresh()
@@ -472,6 +475,45 @@ class Partition:
                     self._derive(c)
         self._proj_ok = False
         self._recheck = True
+
+    def _regroup(self, elem: int) -> None:
+        """elem, a filter until now, forwards: take its owners out of the filter
+        projections and into the forwarding ones, from the projections alone.
+
+        A forwarding projection F splits by elem's action k: F ∧ (the filter projections
+        that give k); the filter projections that differ only at elem merge. The classes
+        keep their regions and owners, and take the new pair.
+        """
+        space = self.space
+        fwd, flt = self.proj
+        give: dict = defaultdict(list)  # elem's action -> the filter projections with it
+        without: dict = defaultdict(list)  # filter owners but elem's -> those projections
+        for a, owners in flt.owners.items():
+            give[owners.get(elem)].append(a)
+            rest = {e: k for e, k in owners.items() if e != elem}
+            without[frozenset(rest.items())].append(a)
+        new_fwd, new_flt = Projection(space), Projection(space)
+        to_flt = {}
+        for key, pids in without.items():
+            na = new_flt.add(dict(key), space.union([flt.region[a] for a in pids]))
+            for a in pids:
+                to_flt[a] = na
+        taking = {k: space.union([flt.region[a] for a in pids]) for k, pids in give.items()}
+        to_fwd = {}
+        for f, owners in fwd.owners.items():
+            for k in {flt.owners[a].get(elem) for a in self._with[FORWARDING][f]}:
+                o = dict(owners)
+                if k is not None:
+                    o[elem] = k
+                to_fwd[(f, k)] = new_fwd.add(o, fwd.region[f] & taking[k])
+        pids = {
+            c: [to_fwd[(f, flt.owners[a].get(elem))], to_flt[a]] for c, (f, a) in self.pids.items()
+        }
+        self.proj = (new_fwd, new_flt)
+        self.pids, self._pair, self._with = {}, {}, ({}, {})
+        for c, p in pids.items():
+            self._set_pids(c, p)
+        self._recheck = True  # maybe no filter has headers of its own now
 
     def _lazy(self) -> bool:
         """Can a region changed now be left to the projections? Within a move's
