@@ -535,8 +535,8 @@ class Model:
         """Element el now applies act to the headers of region: split and move classes.
 
         old, when given, is the action el applied to all of region until now: only its
-        classes there can meet region, and a few are tested directly, cheaper than the
-        label's candidates.
+        classes there can meet region, and with one label a few are tested directly,
+        cheaper than the label's candidates.
         """
         part = self.part
         few = part.members.get(el.idx, {}).get(old) if old is not None else None

@@ -551,7 +551,8 @@ class Partition:
 
     def parts(self, pred, among=None, group: int = FORWARDING) -> list[tuple[int, object, bool]]:
         """(class, its headers in pred, whether that is all of it) for every class that
-        meets pred (among these classes, when the caller knows that no other can).
+        meets pred (with one label, among these classes when the caller knows that no
+        other can; with two, the projections find them without a label lookup).
 
         With two labels the headers are not computed (None): a move needs only to know
         whether it takes a whole class, and the regions it changes are left to the
