@@ -486,10 +486,11 @@ class Partition:
         """
         space = self.space
         fwd, flt = self.proj
+        act = {a: owners.get(elem) for a, owners in flt.owners.items()}  # elem's, by projection
         give: dict = defaultdict(list)  # elem's action -> the filter projections with it
         without: dict = defaultdict(list)  # filter owners but elem's -> those projections
         for a, owners in flt.owners.items():
-            give[owners.get(elem)].append(a)
+            give[act[a]].append(a)
             rest = {e: k for e, k in owners.items() if e != elem}
             without[frozenset(rest.items())].append(a)
         new_fwd, new_flt = Projection(space), Projection(space)
@@ -501,14 +502,12 @@ class Partition:
         taking = {k: space.union([flt.region[a] for a in pids]) for k, pids in give.items()}
         to_fwd = {}
         for f, owners in fwd.owners.items():
-            for k in {flt.owners[a].get(elem) for a in self._with[FORWARDING][f]}:
+            for k in {act[a] for a in self._with[FORWARDING][f]}:
                 o = dict(owners)
                 if k is not None:
                     o[elem] = k
                 to_fwd[(f, k)] = new_fwd.add(o, fwd.region[f] & taking[k])
-        pids = {
-            c: [to_fwd[(f, flt.owners[a].get(elem))], to_flt[a]] for c, (f, a) in self.pids.items()
-        }
+        pids = {c: [to_fwd[(f, act[a])], to_flt[a]] for c, (f, a) in self.pids.items()}
         self.proj = (new_fwd, new_flt)
         self.pids, self._pair, self._with = {}, {}, ({}, {})
         for c, p in pids.items():
