@@ -72,6 +72,15 @@ class HeaderSpace:
         # (fuzzer.hspace: the valid headers). Not dropped by drop_caches.
         self.derived: dict[str, object] = {}
 
+    def __del__(self) -> None:
+        # The manager holds its header cube, and the cube its manager: a cycle, which the
+        # cyclic GC may break by dropping the manager before the cube's node is released.
+        # dd then skips Cudd_Quit ("nodes referenced upon shutdown") and every node of the
+        # manager leaks. Breaking the cycle here frees the manager by reference counting.
+        bdd = getattr(self, "bdd", None)
+        if bdd is not None:
+            bdd.header_cube = None
+
     def drop_caches(self) -> None:
         """Forget the encodings kept only to answer faster (fields, bytes, matches, id cubes)."""
         self._field_cache.clear()
