@@ -559,7 +559,7 @@ class Partition:
         element that changes: its regions follow X's boundaries) cut by projections of the
         other group: where X lies inside pred, so do its classes; otherwise each other
         projection Y of X's classes is tested against X's headers in pred and against the
-        rest, which are small beside the class's own region X ∧ Y.
+        rest (disjoint or not: no BDD of the class's own region X ∧ Y is built).
         """
         self._fresh()
         false, out = self.space.false, []
@@ -573,27 +573,27 @@ class Partition:
             return out
         mine, theirs = self.proj[group], self.proj[1 - group]
         region, with_, pair = mine.region, self._with[group], self._pair
+        within, disjoint = self.space.within, self.space.disjoint
         for x in mine.candidates(pred):
             rx = region[x]
-            inter = rx & pred
             others = with_[x]
-            if inter == rx or len(others) == 1:
+            whole = within(rx, pred)
+            if whole or len(others) == 1:
                 # Inside pred, or X is one class: all of it, or a part of it.
-                whole = inter == rx
                 for y in others:
                     for c in pair[(x, y) if group == FORWARDING else (y, x)]:
                         out.append((c, None, whole))
                 continue
-            # Which of X's classes meet pred, and which lie inside it: two ANDs per class
-            # with the other group's projections, small beside the classes' own regions.
+            # Which of X's classes meet pred, and which lie inside it: two tests per class
+            # with the other group's projections, which build no BDD (cpc.leq).
             # (The other label could say it in two lookups for all of X's classes, but a
             # lookup costs with that label's size: milliseconds on networks with
             # hundreds of filter projections.)
-            ry_of, rest = theirs.region, rx & ~pred
+            ry_of, inter, rest = theirs.region, rx & pred, rx & ~pred
             for y in others:
                 ry = ry_of[y]
-                if inter & ry != false:
-                    whole = rest & ry == false
+                if not disjoint(inter, ry):
+                    whole = disjoint(rest, ry)
                     for c in pair[(x, y) if group == FORWARDING else (y, x)]:
                         out.append((c, None, whole))
         return out

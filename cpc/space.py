@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 import dd.cudd as cudd
 
 from .fields import FIELD_NAMES, FIELDS, HEADER_BITS, WIDTH
+from .leq import Leq
 
 CLASS_ID_BITS = 22  # up to 4M classes alive at once
 _HEADER = frozenset({"<header variables>"})  # stands for the header cube in _BDD.cube
@@ -56,6 +57,9 @@ class HeaderSpace:
         self.bdd.header_cube = self.bdd.cube({n: True for n in names})
         self.true = self.bdd.true
         self.false = self.bdd.false
+        # within(u, v): u ⊆ v; disjoint(u, v): u ∩ v = ∅, neither building a BDD (cpc.leq)
+        leq = Leq(self.bdd)
+        self.within, self.disjoint = leq.within, leq.disjoint
         self._lit = [self.bdd.var(n) for n in names]
         self._first_level = {}
         level = 0
