@@ -119,7 +119,7 @@ class _Deferred:
         if self._n < len(self.regions):
             self._union = self._union | self.space.union(self.regions[self._n :])
             self._n = len(self.regions)
-        return self._union & region != self.space.false
+        return not self.space.disjoint(self._union, region)
 
 
 class Model:

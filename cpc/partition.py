@@ -187,7 +187,7 @@ class Projection(Labels):
         """Every header of region now gets action key at elem. Returns, for every projection
         that meets region, the one its headers there have now."""
         out: dict[int, int] = {}
-        false = self.space.false
+        within, disjoint = self.space.within, self.space.disjoint
         for pid in self.candidates(region):
             owners = self.owners[pid]
             old = owners.get(elem)
@@ -195,9 +195,12 @@ class Projection(Labels):
                 out[pid] = pid
                 continue
             had = self.region[pid]
-            part = had & region
-            if part == false:
+            if within(had, region):
+                part = had
+            elif disjoint(had, region):
                 continue
+            else:
+                part = had & region
             sig = _resig(self._sig[pid], elem, old, key)
             want = _with_action(owners, elem, key)
             other = next((q for q in self._by_sig.get(sig, ()) if self.owners[q] == want), None)
