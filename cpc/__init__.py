@@ -12,7 +12,7 @@ cpc.space (HeaderSpace, the BDD encoding the fuzzer samples), cpc.refdp (the ref
 data plane, for tests and simulations), cpc.verify_layer (the Verify header as a scapy
 layer), cpc.yamlpos (YAML line numbers for error messages), cpc.interference (entries of
 different controller applications whose matches meet). The other modules are the
-model's parts: flowmod, gcpause, index, partition, routes, tables, walk.
+model's parts: flowmod, gcpause, index, leq, partition, routes, tables, walk.
 
 Glossary:
   class       a set of headers that every element treats alike (one forwarding at each
