@@ -22,7 +22,8 @@ import weakref
 from binascii import crc_hqx
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import product
+from itertools import compress, product
+from operator import itemgetter
 from typing import NamedTuple, Protocol
 
 from .fields import OFPVID_PRESENT, WIDTH
@@ -139,6 +140,7 @@ class Outcome(NamedTuple):
 
 
 _NO_GROUPS: frozenset = frozenset()
+_first = itemgetter(0)
 
 
 class Node:
@@ -158,6 +160,7 @@ class Node:
         "_egresses",
         "_dpids",
         "_ends",
+        "_first",
         "elems",
         "deps",
         "groups",
@@ -185,6 +188,7 @@ class Node:
         self._egresses = None
         self._dpids = None
         self._ends = None
+        self._first = None
 
     @property
     def states(self) -> frozenset:
@@ -234,6 +238,15 @@ class Node:
                 eg |= link.node.egresses()
             self._egresses = frozenset(eg)
         return self._egresses
+
+    def first_ports(self) -> frozenset:
+        """The ports its first hop outputs to (made once: every class that shares the node
+        as a switch's entry node asks, cpc.walk.Walker._shared_entry)."""
+        if self._first is None:
+            first = {o.hops[0].out_port for o in self.outcomes}
+            first.update(link.hops[0].out_port for link in self.links)
+            self._first = frozenset(first)
+        return self._first
 
     def dpids(self) -> frozenset:
         """The switches some path from here on visits: those of its states (every switch a
@@ -401,39 +414,42 @@ class WalkResult:
         """
         # Testing each shared entry node is cheaper than keeping an index from switches to
         # them: a class has one per edge switch, and nodes are shared by the walks of many
-        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches.
+        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches. Links
+        # share the same nodes and the same answers. This runs for every class an update
+        # re-walks (5,000 for a default route with ACLs): tuples are indexed, not named.
         if crosses is None:
             crosses = {}
-        whole = set()
-        for node, ivs in self.entries:
-            hit = crosses.get(node)
-            if hit is None:
-                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
-            if hit:
-                whole.add(ivs[0][0][0])
+        get = crosses.get
+        nodes = list(map(_first, self.entries))
+        hits = list(map(get, nodes))
+        if None in hits:  # nodes not yet tested for this set of switches
+            for i, node in enumerate(nodes):
+                if hits[i] is None:
+                    hits[i] = crosses[node] = not dpids.isdisjoint(node.dpids())
+        whole = {ivs[0][0][0] for _node, ivs in compress(self.entries, hits)}
         redo = {
             o.ingress
             for o in self.outcomes
             if o.ingress[0] not in whole and any(h.dpid in dpids for h in o.hops)
         }
         for ing, hops, _vp, _alt, node in self.links:
-            if (
-                ing not in redo
-                and ing[0] not in whole
-                and (not dpids.isdisjoint(node.dpids()) or any(h.dpid in dpids for h in hops))
-            ):
+            if ing[0] in whole or ing in redo:
+                continue
+            hit = get(node)
+            if hit is None:
+                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
+            if hit or (hops and any(h.dpid in dpids for h in hops)):
                 redo.add(ing)
         if not redo and not whole:
             return WalkResult(self.outcomes, self.links, self.entries), whole, redo
-        return (
-            WalkResult(
-                [o for o in self.outcomes if o.ingress[0] not in whole and o.ingress not in redo],
-                [k for k in self.links if k.ingress[0] not in whole and k.ingress not in redo],
-                [e for e in self.entries if e.ingresses[0][0][0] not in whole],
-            ),
-            whole,
-            redo,
-        )
+        if redo:
+            outcomes = [o for o in self.outcomes if o[0][0] not in whole and o[0] not in redo]
+            links = [k for k in self.links if k[0][0] not in whole and k[0] not in redo]
+        else:
+            outcomes = [o for o in self.outcomes if o[0][0] not in whole]
+            links = [k for k in self.links if k[0][0] not in whole]
+        entries = [e for e in self.entries if e[1][0][0][0] not in whole]
+        return WalkResult(outcomes, links, entries), whole, redo
 
     def dropped_by(self, whole: set, redo: set) -> WalkResult:
         """What split_via(...) with this (whole, redo) does not keep."""
@@ -634,9 +650,7 @@ class Walker:
         node = self._suffix(res, st, False)
         if node is None or self._port_dependent:
             return None
-        first = {o.hops[0].out_port for o in node.outcomes}
-        first.update(link.hops[0].out_port for link in node.links)
-        return node, frozenset(first), []  # the node, its first hop's ports, its ingresses
+        return node, node.first_ports(), []  # the node, its first hop's ports, its ingresses
 
     # --- one switch -------------------------------------------------------------------------
     def _switch(self, res: WalkResult, st: State, local: bool) -> None:
@@ -1079,6 +1093,15 @@ def _trie_find(trie: dict, get):
     A walk consults its elements in an order its actions fix, so a level has one element
     as a rule; a level with several (their nodes were stored in different orders) is
     searched depth-first."""
+    # Levels of one element, the rule, are followed without the stack (six levels a
+    # find on the Stanford backbone).
+    while len(trie) == 1:
+        for elem, by_action in trie.items():
+            if elem is _LEAF:
+                return by_action
+            trie = by_action.get(get(elem))
+        if trie is None:
+            return None
     stack = [trie]
     pop, push = stack.pop, stack.append
     while stack:
