@@ -667,6 +667,19 @@ class Partition:
 
     def _with_owners(self, sig: int, owners: dict, elem: int, key, skip: int) -> int | None:
         """The class (other than skip) whose owners are `owners` with elem set to key."""
+        if self._map is not None:
+            # Within a move on two labels the projections name it: a class's owners are its
+            # two projections' (one of a kind per group), but at elem for a class not yet
+            # moved whose projection took the new action in place. So no owner dict (about a
+            # hundred elements with ACLs) is copied and compared.
+            pids, g = self.pids[skip], self._g
+            new = self._map.get(pids[g])
+            if new is not None:
+                pair = (new, pids[1]) if g == FORWARDING else (pids[0], new)
+                for other in self._pair.get(pair, ()):
+                    if other != skip and self.owners[other].get(elem) == key:
+                        return other
+                return None
         bucket = self._by_sig.get(sig)
         if not bucket:
             return None
