@@ -22,10 +22,11 @@ import weakref
 from binascii import crc_hqx
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress, product
-from operator import itemgetter
+from itertools import product
 from typing import NamedTuple, Protocol
 
+from ._walkc import split_via as _split_via
+from ._walkc import trie_find as _trie_find
 from .fields import OFPVID_PRESENT, WIDTH
 from .results import Delivery, Hop
 from .rules import (
@@ -140,7 +141,6 @@ class Outcome(NamedTuple):
 
 
 _NO_GROUPS: frozenset = frozenset()
-_first = itemgetter(0)
 
 
 class Node:
@@ -414,41 +414,12 @@ class WalkResult:
         """
         # Testing each shared entry node is cheaper than keeping an index from switches to
         # them: a class has one per edge switch, and nodes are shared by the walks of many
-        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches. Links
+        # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches; links
         # share the same nodes and the same answers. This runs for every class an update
-        # re-walks (5,000 for a default route with ACLs): tuples are indexed, not named.
-        if crosses is None:
-            crosses = {}
-        get = crosses.get
-        nodes = list(map(_first, self.entries))
-        hits = list(map(get, nodes))
-        if None in hits:  # nodes not yet tested for this set of switches
-            for i, node in enumerate(nodes):
-                if hits[i] is None:
-                    hits[i] = crosses[node] = not dpids.isdisjoint(node.dpids())
-        whole = {ivs[0][0][0] for _node, ivs in compress(self.entries, hits)}
-        redo = {
-            o.ingress
-            for o in self.outcomes
-            if o.ingress[0] not in whole and any(h.dpid in dpids for h in o.hops)
-        }
-        for ing, hops, _vp, _alt, node in self.links:
-            if ing[0] in whole or ing in redo:
-                continue
-            hit = get(node)
-            if hit is None:
-                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
-            if hit or (hops and any(h.dpid in dpids for h in hops)):
-                redo.add(ing)
-        if not redo and not whole:
-            return WalkResult(self.outcomes, self.links, self.entries), whole, redo
-        if redo:
-            outcomes = [o for o in self.outcomes if o[0][0] not in whole and o[0] not in redo]
-            links = [k for k in self.links if k[0][0] not in whole and k[0] not in redo]
-        else:
-            outcomes = [o for o in self.outcomes if o[0][0] not in whole]
-            links = [k for k in self.links if k[0][0] not in whole]
-        entries = [e for e in self.entries if e[1][0][0][0] not in whole]
+        # re-walks (5,000 for a default route with ACLs), in C (cpc/_walkc.c).
+        whole, redo, outcomes, links, entries = _split_via(
+            self.outcomes, self.links, self.entries, dpids, {} if crosses is None else crosses
+        )
         return WalkResult(outcomes, links, entries), whole, redo
 
     def dropped_by(self, whole: set, redo: set) -> WalkResult:
@@ -676,12 +647,15 @@ class Walker:
             return self._suffix_walk(res, st, local)
         # Nodes are looked up by where they start and the action found there, then down a
         # trie of the elements they consulted, in the order they did, by the actions there.
-        get = self.part.owners[st.class_id].get
+        owners = self.part.owners[st.class_id]
         el = self.m.element_for(st.dpid, 0, st.in_port)
-        key = (st.dpid, st.in_port, get(el.idx) if el is not None else None)
+        key = (st.dpid, st.in_port, owners.get(el.idx) if el is not None else None)
         at = xmemo.get(key)
         if at:
-            node = _trie_find(at, get)
+            # The first node whose every element has the class's action there; a level has
+            # one element as a rule (a walk's actions fix which it consults next), several
+            # when nodes were stored in different orders: searched depth-first (in C).
+            node = _trie_find(at, owners, _LEAF)
             if node is not None:
                 if node.groups:
                     res.groups |= node.groups
@@ -1085,33 +1059,6 @@ def _trie_add(trie: dict, elems: tuple, actions: tuple, node) -> None:
     for elem, act in zip(elems, actions, strict=True):
         trie = trie.setdefault(elem, {}).setdefault(act, {})
     trie.setdefault(_LEAF, node)
-
-
-def _trie_find(trie: dict, get):
-    """A node stored by _trie_add whose every element has the action get(element) gives.
-
-    A walk consults its elements in an order its actions fix, so a level has one element
-    as a rule; a level with several (their nodes were stored in different orders) is
-    searched depth-first."""
-    # Levels of one element, the rule, are followed without the stack (six levels a
-    # find on the Stanford backbone).
-    while len(trie) == 1:
-        for elem, by_action in trie.items():
-            if elem is _LEAF:
-                return by_action
-            trie = by_action.get(get(elem))
-        if trie is None:
-            return None
-    stack = [trie]
-    pop, push = stack.pop, stack.append
-    while stack:
-        for elem, by_action in pop().items():
-            if elem is _LEAF:
-                return by_action
-            nxt = by_action.get(get(elem))
-            if nxt is not None:
-                push(nxt)
-    return None
 
 
 def _outcome(

@@ -1,0 +1,295 @@
+/* The two loops of cpc.walk that run for every class an update re-walks, in C.
+ *
+ * split_via(outcomes, links, entries, dpids, crosses): WalkResult.split_via's partition of
+ *     a class walk into what stays valid and what must be walked again.
+ * trie_find(trie, owners, leaf): the cross-class suffix memo's lookup (Walker._suffix).
+ *
+ * Both only read Python objects that the walker made (tuples, lists, dicts, sets) and do
+ * what the Python in cpc/walk.py's docstrings says, step for step; tests/cpc/test_walkc.py
+ * checks them against plain Python versions on random inputs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* obj[i] for a tuple (named tuples included) or a list, borrowed. */
+static PyObject *
+item(PyObject *obj, Py_ssize_t i)
+{
+    if (PyTuple_Check(obj)) {
+        if (i < PyTuple_GET_SIZE(obj))
+            return PyTuple_GET_ITEM(obj, i);
+    }
+    else if (PyList_Check(obj)) {
+        if (i < PyList_GET_SIZE(obj))
+            return PyList_GET_ITEM(obj, i);
+    }
+    else {
+        PyErr_Format(PyExc_TypeError, "expected a tuple or a list, got %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyErr_SetString(PyExc_IndexError, "walk record too short");
+    return NULL;
+}
+
+/* obj[i][j]... along a path of indexes, borrowed. */
+static PyObject *
+path(PyObject *obj, const Py_ssize_t *idx, int n)
+{
+    for (int k = 0; k < n && obj != NULL; k++)
+        obj = item(obj, idx[k]);
+    return obj;
+}
+
+/* Whether node visits one of dpids, kept in crosses (node -> bool). 1, 0, or -1 on error. */
+static int
+node_hits(PyObject *node, PyObject *dpids, PyObject *crosses)
+{
+    PyObject *hit = PyDict_GetItemWithError(crosses, node);
+    if (hit != NULL)
+        return PyObject_IsTrue(hit);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *visits = PyObject_CallMethod(node, "dpids", NULL);
+    if (visits == NULL)
+        return -1;
+    PyObject *disjoint = PyObject_CallMethod(dpids, "isdisjoint", "O", visits);
+    Py_DECREF(visits);
+    if (disjoint == NULL)
+        return -1;
+    int d = PyObject_IsTrue(disjoint);
+    Py_DECREF(disjoint);
+    if (d < 0)
+        return -1;
+    if (PyDict_SetItem(crosses, node, d ? Py_False : Py_True) < 0)
+        return -1;
+    return !d;
+}
+
+/* any(h.dpid in dpids for h in hops). 1, 0, or -1 on error. */
+static int
+hops_hit(PyObject *hops, PyObject *dpids)
+{
+    if (!PyTuple_Check(hops)) {
+        PyErr_SetString(PyExc_TypeError, "hops must be a tuple");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); i++) {
+        PyObject *dpid = item(PyTuple_GET_ITEM(hops, i), 0);
+        if (dpid == NULL)
+            return -1;
+        int in = PySet_Contains(dpids, dpid);
+        if (in != 0)
+            return in;
+    }
+    return 0;
+}
+
+static const Py_ssize_t ENTRY_SWITCH[] = {1, 0, 0, 0}; /* SharedEntry -> first ingress's dpid */
+
+/* [x for x in seq if x[0][0] not in whole and x[0] not in redo] (ingress = x[0]). */
+static PyObject *
+kept_paths(PyObject *seq, PyObject *whole, PyObject *redo)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
+        PyObject *x = PyList_GET_ITEM(seq, i);
+        PyObject *ing = item(x, 0);
+        PyObject *sw = ing ? item(ing, 0) : NULL;
+        if (sw == NULL)
+            goto fail;
+        int gone = PySet_Contains(whole, sw);
+        if (gone == 0)
+            gone = PySet_Contains(redo, ing);
+        if (gone < 0)
+            goto fail;
+        if (!gone && PyList_Append(out, x) < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+split_via(PyObject *self, PyObject *args)
+{
+    PyObject *outcomes, *links, *entries, *dpids, *crosses;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!", &PyList_Type, &outcomes, &PyList_Type, &links,
+                          &PyList_Type, &entries, &dpids, &PyDict_Type, &crosses))
+        return NULL;
+    if (!PyAnySet_Check(dpids)) {
+        PyErr_SetString(PyExc_TypeError, "dpids must be a set or a frozenset");
+        return NULL;
+    }
+    PyObject *whole = PySet_New(NULL), *redo = PySet_New(NULL);
+    PyObject *kept_o = NULL, *kept_l = NULL, *kept_e = NULL;
+    if (whole == NULL || redo == NULL)
+        goto fail;
+    /* Entry nodes: a switch whose node visits dpids is walked again at every edge port. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *node = item(e, 0);
+        if (node == NULL)
+            goto fail;
+        int hit = node_hits(node, dpids, crosses);
+        if (hit < 0)
+            goto fail;
+        if (hit) {
+            PyObject *sw = path(e, ENTRY_SWITCH, 4);
+            if (sw == NULL || PySet_Add(whole, sw) < 0)
+                goto fail;
+        }
+    }
+    /* Paths spelled out: walked again where one of their hops is at dpids. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outcomes); i++) {
+        PyObject *o = PyList_GET_ITEM(outcomes, i);
+        PyObject *ing = item(o, 0);
+        PyObject *sw = ing ? item(ing, 0) : NULL;
+        PyObject *hops = item(o, 3);
+        if (sw == NULL || hops == NULL)
+            goto fail;
+        int gone = PySet_Contains(whole, sw);
+        if (gone < 0)
+            goto fail;
+        if (!gone) {
+            int hit = hops_hit(hops, dpids);
+            if (hit < 0 || (hit && PySet_Add(redo, ing) < 0))
+                goto fail;
+        }
+    }
+    /* Links to shared nodes: by the node (the same answers as entries) or their own hops. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
+        PyObject *k = PyList_GET_ITEM(links, i);
+        PyObject *ing = item(k, 0);
+        PyObject *sw = ing ? item(ing, 0) : NULL;
+        PyObject *hops = item(k, 1);
+        PyObject *node = item(k, 4);
+        if (sw == NULL || hops == NULL || node == NULL)
+            goto fail;
+        int gone = PySet_Contains(whole, sw);
+        if (gone == 0)
+            gone = PySet_Contains(redo, ing);
+        if (gone < 0)
+            goto fail;
+        if (gone)
+            continue;
+        int hit = node_hits(node, dpids, crosses);
+        if (hit == 0)
+            hit = hops_hit(hops, dpids);
+        if (hit < 0 || (hit && PySet_Add(redo, ing) < 0))
+            goto fail;
+    }
+    if (PySet_GET_SIZE(whole) == 0 && PySet_GET_SIZE(redo) == 0)
+        return Py_BuildValue("(NNOOO)", whole, redo, outcomes, links, entries);
+    kept_o = kept_paths(outcomes, whole, redo);
+    kept_l = kept_o ? kept_paths(links, whole, redo) : NULL;
+    kept_e = kept_l ? PyList_New(0) : NULL;
+    if (kept_e == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *sw = path(e, ENTRY_SWITCH, 4);
+        if (sw == NULL)
+            goto fail;
+        int gone = PySet_Contains(whole, sw);
+        if (gone < 0 || (!gone && PyList_Append(kept_e, e) < 0))
+            goto fail;
+    }
+    return Py_BuildValue("(NNNNN)", whole, redo, kept_o, kept_l, kept_e);
+fail:
+    Py_XDECREF(whole);
+    Py_XDECREF(redo);
+    Py_XDECREF(kept_o);
+    Py_XDECREF(kept_l);
+    Py_XDECREF(kept_e);
+    return NULL;
+}
+
+/* trie = {element: {action there: next level}, leaf: node}: the first node (depth-first,
+ * as cpc.walk._trie_find) whose every element has the action owners.get(element). The
+ * tries and owners are not changed during the call, so the stack holds borrowed levels. */
+static PyObject *
+trie_find(PyObject *self, PyObject *args)
+{
+    PyObject *trie, *owners, *leaf;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyDict_Type, &trie, &PyDict_Type, &owners, &leaf))
+        return NULL;
+    Py_ssize_t cap = 16, top = 0;
+    PyObject **stack = PyMem_Malloc(cap * sizeof(PyObject *));
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    stack[top++] = trie;
+    PyObject *found = Py_None;
+    while (top > 0) {
+        PyObject *level = stack[--top];
+        if (!PyDict_Check(level)) {
+            PyErr_SetString(PyExc_TypeError, "a trie level must be a dict");
+            goto fail;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *elem, *by_action;
+        while (PyDict_Next(level, &pos, &elem, &by_action)) {
+            if (elem == leaf) {
+                found = by_action;
+                goto done;
+            }
+            PyObject *act = PyDict_GetItemWithError(owners, elem);
+            if (act == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                act = Py_None;
+            }
+            if (!PyDict_Check(by_action)) {
+                PyErr_SetString(PyExc_TypeError, "a trie level must map actions to levels");
+                goto fail;
+            }
+            PyObject *next = PyDict_GetItemWithError(by_action, act);
+            if (next == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                continue;
+            }
+            if (next == Py_None)
+                continue;
+            if (top == cap) {
+                cap *= 2;
+                PyObject **grown = PyMem_Realloc(stack, cap * sizeof(PyObject *));
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                stack = grown;
+            }
+            stack[top++] = next;
+        }
+    }
+done:
+    PyMem_Free(stack);
+    return Py_NewRef(found);
+fail:
+    PyMem_Free(stack);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"split_via", split_via, METH_VARARGS,
+     "split_via(outcomes, links, entries, dpids, crosses) -> (whole, redo, kept outcomes, "
+     "kept links, kept entries); the lists as given when nothing is walked again."},
+    {"trie_find", trie_find, METH_VARARGS,
+     "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "cpc._walkc", "The class walk's hot loops (cpc.walk).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__walkc(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,188 @@
+"""cpc._walkc, the class walk's loops in C, against plain Python versions of the same loops
+on random walks and tries: the same answers, the same memo, no reference leaked, and a
+clear error for input that is not a walk."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpc._walkc import split_via, trie_find
+from cpc.results import Hop
+from cpc.walk import _LEAF, Link, Outcome, SharedEntry, _trie_add
+
+
+class FakeNode:
+    """A shared suffix as split_via sees it: the switches its paths visit."""
+
+    def __init__(self, dpids):
+        self._dpids = frozenset(dpids)
+
+    def dpids(self):
+        return self._dpids
+
+
+def py_split_via(outcomes, links, entries, dpids, crosses):
+    """WalkResult.split_via in Python, as it read before the loops moved to C."""
+    whole = set()
+    for node, ivs in entries:
+        hit = crosses.get(node)
+        if hit is None:
+            hit = crosses[node] = not dpids.isdisjoint(node.dpids())
+        if hit:
+            whole.add(ivs[0][0][0])
+    redo = {
+        o.ingress
+        for o in outcomes
+        if o.ingress[0] not in whole and any(h.dpid in dpids for h in o.hops)
+    }
+    for ing, hops, _vp, _alt, node in links:
+        if ing not in redo and ing[0] not in whole:
+            hit = crosses.get(node)
+            if hit is None:
+                hit = crosses[node] = not dpids.isdisjoint(node.dpids())
+            if hit or any(h.dpid in dpids for h in hops):
+                redo.add(ing)
+    if not redo and not whole:
+        return whole, redo, outcomes, links, entries
+    return (
+        whole,
+        redo,
+        [o for o in outcomes if o.ingress[0] not in whole and o.ingress not in redo],
+        [k for k in links if k.ingress[0] not in whole and k.ingress not in redo],
+        [e for e in entries if e.ingresses[0][0][0] not in whole],
+    )
+
+
+def py_trie_find(trie, owners):
+    """cpc.walk._trie_find as it read in Python: depth-first, the first leaf found."""
+    stack = [trie]
+    while stack:
+        for elem, by_action in stack.pop().items():
+            if elem is _LEAF:
+                return by_action
+            nxt = by_action.get(owners.get(elem))
+            if nxt is not None:
+                stack.append(nxt)
+    return None
+
+
+SWITCHES = st.integers(1, 6)
+PORTS = st.integers(1, 4)
+INGRESS = st.tuples(SWITCHES, PORTS)
+HOPS = st.lists(SWITCHES, max_size=3).map(lambda ds: tuple(Hop(d, 1, (), 2) for d in ds))
+
+
+@st.composite
+def walks(draw):
+    nodes = [FakeNode(draw(st.sets(SWITCHES, max_size=4))) for _ in range(draw(st.integers(1, 5)))]
+    node = st.sampled_from(nodes)
+    outcomes = [
+        Outcome(
+            ing,
+            "egress",
+            3,
+            hops or (Hop(ing[0], ing[1], (), 3),),
+            0,
+            0,
+            False,
+            "",
+            0,
+            None,
+            None,
+            False,
+            (),
+        )
+        for ing, hops in draw(st.lists(st.tuples(INGRESS, HOPS), max_size=6))
+    ]
+    links = [
+        Link(ing, hops, 0, False, n)
+        for ing, hops, n in draw(st.lists(st.tuples(INGRESS, HOPS, node), max_size=8))
+    ]
+    entries = []
+    for sw in draw(st.lists(SWITCHES, max_size=6)):  # a switch may have two entries
+        ports = draw(st.lists(PORTS, min_size=1, max_size=3, unique=True))
+        ivs = [((sw, p), 1 << p) for p in ports]
+        entries.append(SharedEntry(draw(node), tuple(ivs) if draw(st.booleans()) else ivs))
+    dpids = draw(st.frozensets(SWITCHES, max_size=3))
+    # Some nodes already tested for these switches, as by an earlier class of the update.
+    memo = {n: not dpids.isdisjoint(n.dpids()) for n in nodes if draw(st.booleans())}
+    return outcomes, links, entries, dpids, memo
+
+
+@settings(max_examples=300, deadline=None)
+@given(walks())
+def test_split_via_as_the_python_loop(walk):
+    outcomes, links, entries, dpids, memo = walk
+    c_memo, py_memo = dict(memo), dict(memo)
+    got = split_via(outcomes, links, entries, dpids, c_memo)
+    want = py_split_via(outcomes, links, entries, dpids, py_memo)
+    assert got[:2] == want[:2]  # whole, redo
+    for g, w in zip(got[2:], want[2:], strict=True):  # the same objects kept, in order
+        assert [id(x) for x in g] == [id(x) for x in w]
+    assert c_memo == py_memo
+
+
+@st.composite
+def tries(draw):
+    elems = st.integers(0, 5)
+    acts = st.sampled_from(["a", "b", None])
+    trie: dict = {}
+    stored = []
+    for _ in range(draw(st.integers(0, 8))):
+        path = draw(st.lists(elems, max_size=4, unique=True))
+        actions = tuple(draw(acts) for _ in path)
+        node = object()
+        _trie_add(trie, tuple(path), actions, node)
+        stored.append(node)
+    owners = draw(st.dictionaries(elems, st.sampled_from(["a", "b"]), max_size=6))
+    return trie, owners
+
+
+@settings(max_examples=300, deadline=None)
+@given(tries())
+def test_trie_find_as_the_python_search(case):
+    trie, owners = case
+    assert trie_find(trie, owners, _LEAF) is py_trie_find(trie, owners)
+
+
+def test_a_stored_node_is_found_by_its_own_actions():
+    trie: dict = {}
+    a, b = object(), object()
+    _trie_add(trie, (1, 2), ("x", "y"), a)
+    _trie_add(trie, (1, 3), ("z", None), b)
+    assert trie_find(trie, {1: "x", 2: "y"}, _LEAF) is a
+    assert trie_find(trie, {1: "z"}, _LEAF) is b  # element 3 without an action: None
+    assert trie_find(trie, {1: "x", 2: "z"}, _LEAF) is None
+
+
+def test_no_reference_is_leaked():
+    node = FakeNode({1})
+    link = Link((2, 1), (Hop(2, 1, (), 3),), 0, False, node)
+    entry = SharedEntry(node, ((((1, 1)), 2),))
+    outcomes, links, entries = [], [link], [entry]
+    memo = {node: True}
+    trie: dict = {}
+    leaf = object()
+    _trie_add(trie, (1,), ("x",), leaf)
+    before = [sys.getrefcount(x) for x in (node, link, entry, outcomes, links, entries, leaf)]
+    for _ in range(1000):
+        split_via(outcomes, links, entries, frozenset({1}), memo)
+        split_via(outcomes, links, entries, frozenset({9}), {})
+        trie_find(trie, {1: "x"}, _LEAF)
+    after = [sys.getrefcount(x) for x in (node, link, entry, outcomes, links, entries, leaf)]
+    assert after == before
+
+
+def test_input_that_is_not_a_walk_is_an_error():
+    with pytest.raises(TypeError, match="set or a frozenset"):
+        split_via([], [], [], [1, 2], {})
+    with pytest.raises(TypeError, match="tuple or a list"):
+        split_via([], [], [SharedEntry(FakeNode({1}), {1: 2})], frozenset({1}), {})
+    with pytest.raises(IndexError):
+        split_via([], [], [SharedEntry(FakeNode({1}), ())], frozenset({1}), {})
+    with pytest.raises(TypeError, match="trie level"):
+        trie_find({1: "not a level"}, {1: "x"}, _LEAF)
