@@ -595,7 +595,10 @@ class Walker:
                 frozenset(p[1] for p in ings),
             )
         ivs, ports = group
-        entry = None if dpid in self.m.port_dpids else self._shared_entry(res, dpid, class_id)
+        if dpid in self.m.port_dpids:
+            entry = None
+        else:
+            entry = self._memo_entry(res, dpid, class_id) or self._shared_entry(res, dpid, class_id)
         if entry is None:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
@@ -606,6 +609,24 @@ class Walker:
         if shared:
             res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
+
+    def _memo_entry(self, res: WalkResult, dpid: int, class_id: int):
+        """_shared_entry when the suffix memo has the switch's entry node for this class's
+        actions (most re-walks of a commit that walks many classes), else None: what
+        _suffix does for it, without a walk state."""
+        xmemo = self.xmemo
+        if xmemo is None or self._identity:
+            return None
+        owners = self.part.owners[class_id]
+        el = self.m.element_for(dpid, 0, None)
+        at = xmemo.get((dpid, None, owners.get(el.idx) if el is not None else None))
+        node = _trie_find(at, owners, _LEAF) if at else None
+        if node is None:
+            return None
+        if node.groups:
+            res.groups |= node.groups
+        self._linked(node)
+        return node, node.first_ports(), []
 
     def _shared_entry(self, res: WalkResult, dpid: int, class_id: int):
         """The outcomes of class `class_id` entering switch dpid at any edge port, shared by its
