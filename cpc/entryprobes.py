@@ -42,14 +42,17 @@ def hits(entry: FlowEntry, deliveries: Iterable[Delivery]) -> bool:
     return any(h.dpid == entry.dpid and ref in h.rules for d in deliveries for h in d.hops)
 
 
-def _earlier(entry: FlowEntry, deliveries: Iterable[Delivery]) -> set:
-    """The entry's switch's matches in tables before the entry's, per path: a header
-    with the same ones reaches the entry's table."""
+def _earlier(entry: FlowEntry, deliveries: Iterable[Delivery], matched: bool = False) -> set:
+    """The entry's switch's matches in tables before the entry's, per visit (with matched,
+    only the visits that match the entry): a header with the same ones reaches the entry's
+    table. A loop's last hop is not a visit: the packet is stopped on arrival, before any
+    table (its rules are empty, as a table-miss's are)."""
+    ref = RuleRef(entry.table, entry.priority, entry.cookie, entry.rule_id)
     return {
         tuple(r for r in h.rules if r.table < entry.table)
         for d in deliveries
-        for h in d.hops
-        if h.dpid == entry.dpid
+        for h in (d.hops[:-1] if d.kind == "loop" else d.hops)
+        if h.dpid == entry.dpid and (not matched or ref in h.rules)
     }
 
 
@@ -193,7 +196,7 @@ def _outside(model, entry, base, f, value, mask, allowed, key_fields, trace):
     ds = trace(base.ingress, moved)
     if ds is None or hits(entry, ds):
         return None
-    if not (_earlier(entry, ds) & _earlier(entry, base.deliveries)):
+    if not (_earlier(entry, ds) & _earlier(entry, base.deliveries, matched=True)):
         return None  # it does not reach the entry's table as base does
     return EntryProbe("outside", f, base.ingress, moved, ds)
 

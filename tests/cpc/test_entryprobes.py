@@ -146,3 +146,34 @@ def test_dropping_entry_is_probed():
     assert set(outside) == {"ip_proto", "tp_dst"}
     assert outside["tp_dst"].header["tp_dst"] == 8081
     assert all(d.kind == "egress" for p in outside.values() for d in ref.send(p.ingress, p.header))
+
+
+def test_outside_probe_must_reach_the_entrys_table():
+    """s2's table 1 drops ip_proto 6 from port 1 after table 0 sent it on; the inside probe
+    then loops (s2, s1, back to s2, stopped on arrival: no table). ip_proto 7 misses s2's
+    table 0, so it never reaches table 1 and shows nothing of a wider entry there: no
+    outside probe on ip_proto. (The loop's last visit, with no rules, once passed for one
+    that reached table 1 without earlier matches.)"""
+    topo = Topology()
+    for d in (1, 2):
+        topo.add_switch(d, f"s{d}", [1, 2, 3, 4])
+    topo.add_link((1, 1), (2, 1))
+    topo.add_link((1, 2), (2, 2))
+    topo.add_edge((1, 3))
+    topo.add_edge((2, 3))
+    model = Model(topo)
+    model.add_entries([])
+    tcp = {"eth_type": (0x0800, 0xFFFF), "ip_proto": (6, 0xFF)}
+    out1 = Instructions((), (("output", 1),), False, None)
+    model.apply(FlowMod("add", 1, 0, 1, Match.build({}), out1))
+    model.apply(FlowMod("add", 1, 1, 1, Match.build(tcp), out1))
+    to_table1 = Instructions((), (("output", 2),), False, 1)
+    model.apply(FlowMod("add", 2, 0, 1, Match.build(tcp, in_port=1), to_table1))
+    model.apply(FlowMod("add", 2, 1, 1, Match.build(tcp, in_port=1), Instructions(())))
+    e = model.find_entry(2, 1, 1, Match.build(tcp, in_port=1))
+    probes = entry_probes(model, e, topo.edge_ports(), key_fields=KEY)
+    assert [p.kind for p in probes].count("inside") >= 1
+    assert "ip_proto" not in {p.field for p in probes if p.kind == "outside"}
+    ref = RefDataPlane(topo, model.entries(), model.groups())
+    for p in probes:
+        assert _hits(e, ref.send(p.ingress, p.header)) == (p.kind == "inside"), p
