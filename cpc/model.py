@@ -170,6 +170,7 @@ class Model:
         if el is None and create:
             el = Element(len(self._elem_list), dpid, table, in_port, self.space)
             self._elements[key] = el
+            self.walker.forget_suffixes()  # stored walks asked another element for this port
             self._elem_list.append(el)
             self._elems_of[dpid].append(el)
             if in_port is not None:
@@ -352,6 +353,7 @@ class Model:
             self.topo.down.discard(loc)
         else:
             self.topo.down.add(loc)
+        self.walker.forget_suffixes()
         self._touch_switch(dpid)
         self._touched.append(self.space.true)
         return self._commit(extra=set(self.index.walks))

@@ -477,11 +477,14 @@ class Walker:
         self._port_dependent = False
         self._edge_groups: dict[int, tuple] = {}  # dpid -> ((ingress, Verify_Port bit)...), ports
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
-        # Nodes walked for any class while the forwarding state stays put (cpc.index sets it
-        # for one build or commit): (switch, in_port, action there) -> the elements a node's
-        # paths consult -> their actions -> node. A node holds for every class with those
-        # actions there.
+        # Nodes walked for any class (cpc.index sets it for a build or a commit that walks
+        # several classes): (switch, in_port, action there) -> the elements a node's paths
+        # consult -> their actions -> node. A node holds for every class with those actions
+        # there, in any update, while the groups, the ports and the elements stay (the model
+        # calls forget_suffixes when they change).
         self.xmemo: dict | None = None
+        self.suffixes: dict = {}  # what xmemo is set to
+        self.stored = 0  # nodes stored in it
         self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
         # (dpid, in_port, rules, out_port) -> (Hop,): the hops of one-rule switches, shared by
@@ -492,6 +495,13 @@ class Walker:
         """Drop what was derived from group contents (after a GroupMod)."""
         self.plans.clear()
         self.outputs_cache.clear()
+        self.forget_suffixes()
+
+    def forget_suffixes(self) -> None:
+        """Drop the stored suffixes: a walk would no longer give them (a group, a port's
+        state or the element that answers for a port changed)."""
+        self.suffixes = {}
+        self.stored = 0
 
     def _plan(self, beh):
         """Outputs of a behaviour that only outputs (directly or via groups), else None."""
@@ -701,6 +711,7 @@ class Walker:
             if at is None:
                 at = xmemo[key] = {}
             _trie_add(at, elems, node.deps, node)
+            self.stored += 1
         return node
 
     def _linked(self, node: Node) -> None:
