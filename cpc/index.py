@@ -17,7 +17,6 @@ from collections import defaultdict
 from .results import Port
 from .walk import Walker, WalkResult
 
-XMEMO_MIN_CLASSES = 4
 XMEMO_MAX_NODES = 200_000  # stored suffixes kept across updates; beyond, start afresh
 HOPS_MAX = 1_000_000
 
@@ -96,13 +95,12 @@ class WalkIndex:
         before = {c: self.walks.get(c) for c in gone | dirty | sources | set(part.origin.values())}
         for c in gone | dirty:
             self.unwalk(c)
-        # Suffixes are looked up and kept only when there are a few classes to walk: keeping
-        # them costs a little on every suffix walked. They stay valid across updates (a
-        # node is stored by the actions it met), so a commit finds those of earlier ones.
+        # Suffixes stay valid across updates (a node is stored by the actions it met), so a
+        # commit finds those of earlier ones, even for its one class.
         walker = self.walker
         if walker.stored > XMEMO_MAX_NODES:  # nodes of long-gone forwarding states pile up
             walker.forget_suffixes()
-        walker.xmemo = walker.suffixes if len(plans) >= XMEMO_MIN_CLASSES else None
+        walker.xmemo = walker.suffixes
         if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up
             self.walker.hops.clear()
         fresh = {}

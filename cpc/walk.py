@@ -477,9 +477,9 @@ class Walker:
         self._port_dependent = False
         self._edge_groups: dict[int, tuple] = {}  # dpid -> ((ingress, Verify_Port bit)...), ports
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
-        # Nodes walked for any class (cpc.index sets it for a build or a commit that walks
-        # several classes): (switch, in_port, action there) -> the elements a node's paths
-        # consult -> their actions -> node. A node holds for every class with those actions
+        # Nodes walked for any class (cpc.index sets it for a build or a commit): (switch,
+        # in_port, action there) -> the elements a node's paths consult -> their actions ->
+        # node. A node holds for every class with those actions
         # there, in any update, while the groups, the ports and the elements stay (the model
         # calls forget_suffixes when they change).
         self.xmemo: dict | None = None
