@@ -85,6 +85,37 @@ hops_hit(PyObject *hops, PyObject *dpids)
     return 0;
 }
 
+/* Adds to redo the ingress (x[0]) of every path x of seq that does not start at a switch of
+ * whole and visits dpids: on its hops (x[hops_at]) or in its node (x[node_at], none when
+ * node_at < 0). 0, or -1 on error. */
+static int
+redo_paths(PyObject *seq, Py_ssize_t hops_at, Py_ssize_t node_at, PyObject *dpids,
+           PyObject *crosses, PyObject *whole, PyObject *redo)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
+        PyObject *x = PyList_GET_ITEM(seq, i);
+        PyObject *ing = item(x, 0);
+        PyObject *sw = ing ? item(ing, 0) : NULL;
+        PyObject *hops = item(x, hops_at);
+        PyObject *node = node_at < 0 ? Py_None : item(x, node_at);
+        if (sw == NULL || hops == NULL || node == NULL)
+            return -1;
+        int gone = PySet_Contains(whole, sw);
+        if (gone == 0)
+            gone = PySet_Contains(redo, ing);
+        if (gone < 0)
+            return -1;
+        if (gone)
+            continue;
+        int hit = node_at < 0 ? 0 : node_hits(node, dpids, crosses);
+        if (hit == 0)
+            hit = hops_hit(hops, dpids);
+        if (hit < 0 || (hit && PySet_Add(redo, ing) < 0))
+            return -1;
+    }
+    return 0;
+}
+
 static const Py_ssize_t ENTRY_SWITCH[] = {1, 0, 0, 0}; /* SharedEntry -> first ingress's dpid */
 
 /* [x for x in seq if x[0][0] not in whole and x[0] not in redo] (ingress = x[0]). */
@@ -144,45 +175,11 @@ split_via(PyObject *self, PyObject *args)
                 goto fail;
         }
     }
-    /* Paths spelled out: walked again where one of their hops is at dpids. */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outcomes); i++) {
-        PyObject *o = PyList_GET_ITEM(outcomes, i);
-        PyObject *ing = item(o, 0);
-        PyObject *sw = ing ? item(ing, 0) : NULL;
-        PyObject *hops = item(o, 3);
-        if (sw == NULL || hops == NULL)
-            goto fail;
-        int gone = PySet_Contains(whole, sw);
-        if (gone < 0)
-            goto fail;
-        if (!gone) {
-            int hit = hops_hit(hops, dpids);
-            if (hit < 0 || (hit && PySet_Add(redo, ing) < 0))
-                goto fail;
-        }
-    }
-    /* Links to shared nodes: by the node (the same answers as entries) or their own hops. */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
-        PyObject *k = PyList_GET_ITEM(links, i);
-        PyObject *ing = item(k, 0);
-        PyObject *sw = ing ? item(ing, 0) : NULL;
-        PyObject *hops = item(k, 1);
-        PyObject *node = item(k, 4);
-        if (sw == NULL || hops == NULL || node == NULL)
-            goto fail;
-        int gone = PySet_Contains(whole, sw);
-        if (gone == 0)
-            gone = PySet_Contains(redo, ing);
-        if (gone < 0)
-            goto fail;
-        if (gone)
-            continue;
-        int hit = node_hits(node, dpids, crosses);
-        if (hit == 0)
-            hit = hops_hit(hops, dpids);
-        if (hit < 0 || (hit && PySet_Add(redo, ing) < 0))
-            goto fail;
-    }
+    /* Paths spelled out, then links to shared nodes (by the node: the same answers as
+     * entries), walked again where they visit dpids. */
+    if (redo_paths(outcomes, 3, -1, dpids, crosses, whole, redo) < 0 ||
+        redo_paths(links, 1, 4, dpids, crosses, whole, redo) < 0)
+        goto fail;
     if (PySet_GET_SIZE(whole) == 0 && PySet_GET_SIZE(redo) == 0)
         return Py_BuildValue("(NNOOO)", whole, redo, outcomes, links, entries);
     kept_o = kept_paths(outcomes, whole, redo);
