@@ -24,8 +24,8 @@ HOPS_MAX = 1_000_000
 
 
 class Dropped:
-    """The paths of a walk that a partial re-walk did not keep (WalkResult.dropped_by),
-    spelled out only when Update.pairs is read."""
+    """The paths of a walk that a partial re-walk did not keep (WalkResult.split_via), whose
+    pairs are found only when Update.pairs is read."""
 
     __slots__ = ("walk", "whole", "redo")
 
@@ -33,7 +33,7 @@ class Dropped:
         self.walk, self.whole, self.redo = walk, whole, redo
 
     def pair_set(self) -> frozenset:
-        return self.walk.dropped_by(self.whole, self.redo).pair_set()
+        return frozenset(self.walk.pairs(self.whole, self.redo))
 
 
 class WalkIndex:

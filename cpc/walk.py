@@ -388,19 +388,28 @@ class WalkResult:
             self._ends = frozenset(e)
         return self._ends
 
-    def pairs(self) -> set:
-        """(ingress, egress) for every path that leaves the network."""
-        p = {(o.ingress, o.egress) for o in self.outcomes if o.kind == "egress"}
+    def pairs(self, whole: set | None = None, redo: set = frozenset()) -> set:
+        """(ingress, egress) for every path that leaves the network; with whole (and redo),
+        for the paths that split_via dropped when it gave them (the daemon reads these
+        after every update: no walk of the dropped paths is made)."""
+        every = whole is None
+        p = {
+            (o.ingress, o.egress)
+            for o in self.outcomes
+            if o.kind == "egress" and (every or o.ingress[0] in whole or o.ingress in redo)
+        }
         # Most shared nodes only drop (on the Stanford backbone 98 % of entry nodes):
         # their ingresses are not listed at all.
-        for link in self.links:
-            eg = link.node.egresses()
-            if eg:
-                p.update((link.ingress, e) for e in eg)
+        for ing, _hops, _vp, _alt, node in self.links:
+            if every or ing[0] in whole or ing in redo:
+                eg = node.egresses()
+                if eg:
+                    p.update((ing, e) for e in eg)
         for node, ings in self.entries:
-            eg = node.egresses()
-            if eg:
-                p.update(product([i for i, _ in ings], eg))
+            if every or ings[0][0][0] in whole:
+                eg = node.egresses()
+                if eg:
+                    p.update(product([i for i, _ in ings], eg))
         return p
 
     def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
@@ -421,14 +430,6 @@ class WalkResult:
             self.outcomes, self.links, self.entries, dpids, {} if crosses is None else crosses
         )
         return WalkResult(outcomes, links, entries), whole, redo
-
-    def dropped_by(self, whole: set, redo: set) -> WalkResult:
-        """What split_via(...) with this (whole, redo) does not keep."""
-        return WalkResult(
-            [o for o in self.outcomes if o.ingress[0] in whole or o.ingress in redo],
-            [k for k in self.links if k.ingress[0] in whole or k.ingress in redo],
-            [e for e in self.entries if e.ingresses[0][0][0] in whole],
-        )
 
 
 class Pipeline(Protocol):
