@@ -85,6 +85,19 @@ hops_hit(PyObject *hops, PyObject *dpids)
     return 0;
 }
 
+/* Whether path x is dropped by a re-walk: its ingress (x[0]) is at a switch of whole or in
+ * redo. 1, 0, or -1 on error; *ing is set to the ingress. */
+static int
+gone(PyObject *x, PyObject *whole, PyObject *redo, PyObject **ing)
+{
+    *ing = item(x, 0);
+    PyObject *sw = *ing ? item(*ing, 0) : NULL;
+    if (sw == NULL)
+        return -1;
+    int out = PySet_Contains(whole, sw);
+    return out == 0 ? PySet_Contains(redo, *ing) : out;
+}
+
 /* Adds to redo the ingress (x[0]) of every path x of seq that does not start at a switch of
  * whole and visits dpids: on its hops (x[hops_at]) or in its node (x[node_at], none when
  * node_at < 0). 0, or -1 on error. */
@@ -93,20 +106,16 @@ redo_paths(PyObject *seq, Py_ssize_t hops_at, Py_ssize_t node_at, PyObject *dpid
            PyObject *crosses, PyObject *whole, PyObject *redo)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
-        PyObject *x = PyList_GET_ITEM(seq, i);
-        PyObject *ing = item(x, 0);
-        PyObject *sw = ing ? item(ing, 0) : NULL;
+        PyObject *x = PyList_GET_ITEM(seq, i), *ing;
+        int dropped = gone(x, whole, redo, &ing);
+        if (dropped < 0)
+            return -1;
+        if (dropped)
+            continue;
         PyObject *hops = item(x, hops_at);
         PyObject *node = node_at < 0 ? Py_None : item(x, node_at);
-        if (sw == NULL || hops == NULL || node == NULL)
+        if (hops == NULL || node == NULL)
             return -1;
-        int gone = PySet_Contains(whole, sw);
-        if (gone == 0)
-            gone = PySet_Contains(redo, ing);
-        if (gone < 0)
-            return -1;
-        if (gone)
-            continue;
         int hit = node_at < 0 ? 0 : node_hits(node, dpids, crosses);
         if (hit == 0)
             hit = hops_hit(hops, dpids);
@@ -126,17 +135,9 @@ kept_paths(PyObject *seq, PyObject *whole, PyObject *redo)
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
-        PyObject *x = PyList_GET_ITEM(seq, i);
-        PyObject *ing = item(x, 0);
-        PyObject *sw = ing ? item(ing, 0) : NULL;
-        if (sw == NULL)
-            goto fail;
-        int gone = PySet_Contains(whole, sw);
-        if (gone == 0)
-            gone = PySet_Contains(redo, ing);
-        if (gone < 0)
-            goto fail;
-        if (!gone && PyList_Append(out, x) < 0)
+        PyObject *x = PyList_GET_ITEM(seq, i), *ing;
+        int dropped = gone(x, whole, redo, &ing);
+        if (dropped < 0 || (!dropped && PyList_Append(out, x) < 0))
             goto fail;
     }
     return out;
@@ -207,7 +208,8 @@ fail:
 }
 
 /* trie = {element: {action there: next level}, leaf: node}: the first node (depth-first,
- * as cpc.walk._trie_find) whose every element has the action owners.get(element). The
+ * as the Python search it replaced did) whose every element has the action
+ * owners.get(element). The
  * tries and owners are not changed during the call, so the stack holds borrowed levels. */
 static PyObject *
 trie_find(PyObject *self, PyObject *args)

@@ -480,9 +480,9 @@ class Walker:
         self.plans: dict = {}  # behaviour -> (ports and SELECT flags, groups used) or None
         # Nodes walked for any class (cpc.index sets it for a build or a commit): (switch,
         # in_port, action there) -> the elements a node's paths consult -> their actions ->
-        # node. A node holds for every class with those actions
-        # there, in any update, while the groups, the ports and the elements stay (the model
-        # calls forget_suffixes when they change).
+        # node. A node holds for every class with those actions there, in any update, while
+        # the groups, the ports and the elements stay (the model calls forget_suffixes when
+        # they change).
         self.xmemo: dict | None = None
         self.suffixes: dict = {}  # what xmemo is set to
         self.stored = 0  # nodes stored in it
@@ -624,7 +624,8 @@ class Walker:
     def _memo_entry(self, res: WalkResult, dpid: int, class_id: int):
         """_shared_entry when the suffix memo has the switch's entry node for this class's
         actions (most re-walks of a commit that walks many classes), else None: what
-        _suffix does for it, without a walk state."""
+        _suffix does for it, without a walk state. (The lookup is _suffix's, written out: a
+        helper shared by both cost 3 % of the Stanford replay with ACLs.)"""
         xmemo = self.xmemo
         if xmemo is None or self._identity:
             return None
