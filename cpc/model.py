@@ -461,7 +461,7 @@ class Model:
         # The elements that apply two actions forward: said before the moves, so that the
         # partition's groups are made once (cpc.partition).
         for el, regions in moves:
-            acts = {a for a, _ in regions if a is not None} | set(self.part.members.get(el.idx, ()))
+            acts = {a for a, _ in regions if a is not None} | self.part.actions(el.idx)
             if len(acts) > 1:
                 self.part.forwarding(el.idx)
         for el, regions in moves:
@@ -541,7 +541,7 @@ class Model:
         cheaper than the label's candidates.
         """
         part = self.part
-        few = part.members.get(el.idx, {}).get(old) if old is not None else None
+        few = part.classes_with(el.idx, old) if old is not None else None
         parts = part.begin(el.idx, region, act, list(few) if few and len(few) <= 4 else None)
         try:
             for class_id, p, whole in parts:
@@ -825,12 +825,11 @@ class Model:
             return s_i, cached[1]
         dpid, port = egress
         parts = []
-        bdd_of = self.part.bdd_of
         for el in self._elems_of.get(dpid, ()):
-            for beh, class_ids in self.part.members.get(el.idx, {}).items():
+            for beh, regions in self.part.regions_by_action(el.idx).items():
                 outs = self._out_ports(beh)
                 if port in outs or _ANY_PORT in outs:
-                    parts += [bdd_of[class_id] for class_id in class_ids]
+                    parts += regions
         s_e = self.space.union(parts)
         self._s_e[egress] = (self.version, s_e)  # shared by every ingress of this egress
         return s_i, s_e

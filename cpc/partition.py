@@ -164,6 +164,9 @@ class Projection(Labels):
         super().__init__(space)
         self.owners: dict[int, dict] = {}  # id -> {element: action}
         self.region: dict[int, object] = {}  # id -> its headers
+        # element -> action -> the projections with it there (no empty sets)
+        self.members: dict[int, dict[object, set[int]]] = defaultdict(dict)
+        self.emptied = False  # some element lost its last projection with an action
         self._sig: dict[int, int] = {}
         self._by_sig: dict[int, set[int]] = defaultdict(set)
 
@@ -178,10 +181,27 @@ class Projection(Labels):
         self.owners[pid] = owners
         self._sig[pid] = sig
         self._by_sig[sig].add(pid)
+        members = self.members
+        for e, k in owners.items():
+            _member_add(members[e], k, pid)
 
     def _unindex(self, pid: int) -> None:
         _unindex_sig(self._by_sig, pid, self._sig.pop(pid))
-        del self.owners[pid]
+        members = self.members
+        for e, k in self.owners.pop(pid).items():
+            self.emptied |= _member_discard(members[e], k, pid)
+
+    def _reindex(self, pid: int, elem: int, old, key, owners: dict, sig: int) -> None:
+        """pid's owners are now `owners`, which differ from before only at elem."""
+        _unindex_sig(self._by_sig, pid, self._sig[pid])
+        self.owners[pid] = owners
+        self._sig[pid] = sig
+        self._by_sig[sig].add(pid)
+        keys = self.members[elem]
+        if old is not None:
+            self.emptied |= _member_discard(keys, old, pid)
+        if key is not None:
+            _member_add(keys, key, pid)
 
     def assign(self, elem: int, region, key) -> dict[int, int]:
         """Every header of region now gets action key at elem. Returns, for every projection
@@ -205,8 +225,7 @@ class Projection(Labels):
             want = _with_action(owners, elem, key)
             other = next((q for q in self._by_sig.get(sig, ()) if self.owners[q] == want), None)
             if part == had and other is None:  # all of it: it keeps its id and label
-                self._unindex(pid)
-                self._index(pid, want, sig)
+                self._reindex(pid, elem, old, key, want, sig)
                 out[pid] = pid
                 continue
             if other is None:
@@ -240,6 +259,24 @@ def _with_action(owners: dict, elem: int, key) -> dict:
     else:
         out[elem] = key
     return out
+
+
+def _member_add(keys: dict, key, ident: int) -> None:
+    bucket = keys.get(key)
+    if bucket is None:
+        keys[key] = {ident}
+    else:
+        bucket.add(ident)
+
+
+def _member_discard(keys: dict, key, ident: int) -> bool:
+    """Take ident out of key's bucket; True when that was its last member."""
+    bucket = keys[key]
+    bucket.discard(ident)
+    if bucket:
+        return False
+    del keys[key]
+    return True
 
 
 def _unindex_sig(by_sig: dict, ident: int, sig: int) -> None:
@@ -308,8 +345,11 @@ class Partition:
         self.space = space
         self.bdd_of = Regions(self)
         self._known = self.bdd_of.known
-        self.owners: dict[int, dict[int, object]] = {}  # class -> {element index: action}
-        self.members: dict[int, dict[object, set[int]]] = defaultdict(lambda: defaultdict(set))
+        self.owners: dict[int, dict[int, object]] = {}  # class -> {element: action}
+        # element -> action -> the classes with it there (no empty sets); kept while the
+        # classes are labelled directly: with two labels the projections keep their own
+        # (Projection.members), so a class split or merged touches no element's set.
+        self._members: dict[int, dict[object, set[int]]] = defaultdict(dict)
         self._sig: dict[int, int] = {}
         self._by_sig: dict[int, set[int]] = defaultdict(set)
         self.group: dict[int, int] = {}  # element -> FORWARDING (absent: FILTER)
@@ -394,15 +434,22 @@ class Partition:
         """Move elements that apply two actions to the forwarding group, then label the
         classes by their projections if some filter has headers, else directly."""
         self._recheck = False
-        members, group = self.members, self.group
-        for elem, keys in members.items():
-            if elem not in group and sum(1 for v in keys.values() if v) > 1:
+        group = self.group
+        if self._lazy():
+            by_elem = [*self.proj[FORWARDING].members.items(), *self.proj[FILTER].members.items()]
+        else:
+            by_elem = list(self._members.items())
+        for elem, keys in by_elem:
+            if elem not in group and len(keys) > 1:
                 group[elem] = FORWARDING
-        factored = any(e not in group and any(keys.values()) for e, keys in members.items())
-        if factored and not (self.factored and self._proj_ok):
+        factored = any(e not in group and keys for e, keys in by_elem)
+        if factored and not self._lazy():
             self._rebuild()
             self.direct.label = self.space.false  # not kept up to date while factored
+            self._members = defaultdict(dict)  # the projections keep theirs
         elif not factored and not (not self.factored and self._direct_ok):
+            if self._lazy():
+                self._index_members()
             self.direct.label = self.space.false
             for c, u in list(self.bdd_of.items()):  # derived while the projections hold
                 self.direct._relabel(u, c)
@@ -410,6 +457,35 @@ class Partition:
             self.pids, self._pair, self._with = {}, {}, ({}, {})
         self.factored = factored
         self._direct_ok, self._proj_ok = not factored, factored
+
+    def _index_members(self) -> None:
+        """Index the classes by their owners (left to the projections while they held)."""
+        members = self._members = defaultdict(dict)
+        for c, owners in self.owners.items():
+            for e, k in owners.items():
+                _member_add(members[e], k, c)
+
+    # --- what an element applies --------------------------------------------------------------
+    def _keys(self, elem: int) -> dict | None:
+        """elem's actions -> the classes (or, with two labels, its group's projections) with it."""
+        if self._lazy():
+            return self.proj[self.group.get(elem, FILTER)].members.get(elem)
+        return self._members.get(elem)
+
+    def actions(self, elem: int) -> set:
+        """The actions elem applies to some headers (the table-miss not counted)."""
+        return set(self._keys(elem) or ())
+
+    def classes_with(self, elem: int, key) -> set[int] | None:
+        """The classes that elem applies key to; None with two labels (the projections
+        find the classes there, see parts())."""
+        return None if self._lazy() else self._members.get(elem, {}).get(key, set())
+
+    def regions_by_action(self, elem: int) -> dict:
+        """elem's actions -> the regions (classes' or projections') that make up the headers
+        it applies each to."""
+        region = self.proj[self.group.get(elem, FILTER)].region if self._lazy() else self.bdd_of
+        return {k: [region[i] for i in ids] for k, ids in (self._keys(elem) or {}).items()}
 
     def _rebuild(self) -> None:
         """Make both groups' projections afresh from the classes' owners (every class's
@@ -438,8 +514,8 @@ class Partition:
         it meets, as parts() (the labels settled first), and relabels the headers'
         projection at elem's group. The caller moves each, then calls end()."""
         if elem not in self.group and key is not None:
-            keys = self.members.get(elem)
-            if keys and any(k is not key and v for k, v in keys.items()):
+            keys = self._keys(elem)
+            if keys and any(k is not key for k in keys):
                 self.group[elem] = FORWARDING  # a second action: it forwards
                 if self.factored and self._proj_ok:
                     self._regroup(elem)
@@ -452,6 +528,9 @@ class Partition:
         if self.factored:
             self._g = self.group.get(elem, FILTER)
             self._map = self.proj[self._g].assign(elem, region, key)
+            if self.proj[FILTER].emptied:  # maybe no filter has headers of its own now
+                self._recheck = True
+            self.proj[FORWARDING].emptied = self.proj[FILTER].emptied = False
         return parts
 
     def end(self) -> None:
@@ -476,6 +555,7 @@ class Partition:
             for c in self.owners:
                 if c not in known:
                     self._derive(c)
+            self._index_members()
         self._proj_ok = False
         self._recheck = True
 
@@ -618,8 +698,10 @@ class Partition:
         self._relabel(part, new)
         owners = dict(self.owners[class_id])
         self.owners[new] = owners
-        for elem, key in owners.items():
-            self.members[elem][key].add(new)
+        if not self._lazy():
+            members = self._members
+            for elem, key in owners.items():
+                _member_add(members[elem], key, new)
         sig = self._sig[class_id]
         self._sig[new] = sig
         self._by_sig[sig].add(new)
@@ -699,22 +781,25 @@ class Partition:
         _unindex_sig(self._by_sig, class_id, sig)
         if self.track_owners:
             self.owner_changes[elem].update((old, key))
-        if old is not None:
-            bucket = self.members[elem][old]
-            bucket.discard(class_id)
-            if not bucket:
-                del self.members[elem][old]
-                if self.factored and elem not in self.group:
-                    self._recheck = True  # maybe no filter has headers of its own now
+        if not self._lazy():  # else the projections' members changed in begin()
+            keys = self._members[elem]
+            emptied = old is not None and _member_discard(keys, old, class_id)
+            if emptied and self.factored and elem not in self.group:
+                self._recheck = True  # maybe no filter has headers of its own now
+            if key is not None:
+                _member_add(keys, key, class_id)
         if key is None:
             del owners[elem]
         else:
             owners[elem] = key
-            self.members[elem][key].add(class_id)
         if self._map is not None:
-            pids = list(self.pids[class_id])
-            pids[self._g] = self._map[pids[self._g]]
-            self._set_pids(class_id, pids)
+            pids = self.pids[class_id]
+            g = self._g
+            new = self._map[pids[g]]
+            if new != pids[g]:
+                pids = list(pids)
+                pids[g] = new
+                self._set_pids(class_id, pids)
         elif self.factored or (key is not None and elem not in self.group):
             self.stale()  # outside begin()/end(): a bulk build
         sig = _resig(sig, elem, old, key)
@@ -744,9 +829,11 @@ class Partition:
             part = known.pop(drop)
             known[keep] = known[keep] | part
             self._relabel(part, keep)
-        for elem, key in self.owners.pop(drop).items():
-            bucket = self.members[elem][key]
-            bucket.discard(drop)
+        owners = self.owners.pop(drop)
+        if not self._lazy():
+            members = self._members
+            for elem, key in owners.items():
+                _member_discard(members[elem], key, drop)
         _unindex_sig(self._by_sig, drop, self._sig.pop(drop))
         if self.factored:
             self._unset_pids(drop)

@@ -116,6 +116,8 @@ def check(part, done):
             assert frozenset(part.owners[c].items()) == key
             seen.setdefault(key, c)
             assert seen[key] == c, "two classes with the same owners after a merge"
+    # Two labels exactly while some filter holds headers of its own.
+    assert part.factored == any(e not in part.group and part.actions(e) for e in range(5))
     # Classes are disjoint and cover the header space.
     union = SPACE.false
     for u in part.bdd_of.values():
@@ -134,3 +136,20 @@ def check(part, done):
                 u = part.bdd_of[c]
                 assert p is None or p == u & r
                 assert whole == (u & r == u), "a class taken whole or in part wrongly"
+    # What each element applies, and to which headers: the classes' owners say it, and the
+    # replayed owners of every concrete header agree.
+    for elem in range(5):
+        want: dict = {}
+        for c, owners in part.owners.items():
+            k = owners.get(elem)
+            if k is not None:
+                want.setdefault(k, set()).add(c)
+        got = {k: SPACE.union(rs) for k, rs in part.regions_by_action(elem).items()}
+        assert got == {k: SPACE.union([part.bdd_of[c] for c in cs]) for k, cs in want.items()}
+        assert part.actions(elem) == set(want)
+        for k, cs in want.items():
+            assert part.classes_with(elem, k) in (None, cs)
+        for h in HEADERS:
+            k = owners_of(h, done).get(elem)
+            if k is not None:
+                assert SPACE.contains(got[k], h)
