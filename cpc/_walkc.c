@@ -3,6 +3,9 @@
  * split_via(outcomes, links, entries, dpids, crosses): WalkResult.split_via's partition of
  *     a class walk into what stays valid and what must be walked again.
  * trie_find(trie, owners, leaf): the cross-class suffix memo's lookup (Walker._suffix).
+ * pairs(outcomes, links, entries, whole, redo): WalkResult.pairs, the (ingress, egress)
+ *     pairs of a walk or of the paths a re-walk dropped (read by the daemon after every
+ *     update).
  *
  * Both only read Python objects that the walker made (tuples, lists, dicts, sets) and do
  * what the Python in cpc/walk.py's docstrings says, step for step; tests/cpc/test_walkc.py
@@ -16,11 +19,11 @@ static PyObject *
 item(PyObject *obj, Py_ssize_t i)
 {
     if (PyTuple_Check(obj)) {
-        if (i < PyTuple_GET_SIZE(obj))
+        if (0 <= i && i < PyTuple_GET_SIZE(obj))
             return PyTuple_GET_ITEM(obj, i);
     }
     else if (PyList_Check(obj)) {
-        if (i < PyList_GET_SIZE(obj))
+        if (0 <= i && i < PyList_GET_SIZE(obj))
             return PyList_GET_ITEM(obj, i);
     }
     else {
@@ -207,6 +210,135 @@ fail:
     return NULL;
 }
 
+static PyObject *str_egresses; /* "egresses", interned at import */
+
+/* Whether the path from ingress ing is counted: every path when whole is NULL, else those
+ * that a re-walk dropped (ing's switch in whole, or ing in redo). 1, 0, or -1 on error. */
+static int
+counted(PyObject *ing, PyObject *whole, PyObject *redo)
+{
+    if (whole == NULL)
+        return 1;
+    PyObject *sw = item(ing, 0);
+    if (sw == NULL)
+        return -1;
+    int in = PySet_Contains(whole, sw);
+    return in == 0 ? PySet_Contains(redo, ing) : in;
+}
+
+/* Adds (ing, e) to out for every egress e of node (node.egresses()); with ivs (a shared
+ * entry's [(ingress, Verify_Port bit), ...]), (i, e) for each of its ingresses i instead.
+ * 0, or -1 on error. */
+static int
+add_node_pairs(PyObject *out, PyObject *ing, PyObject *ivs, PyObject *node)
+{
+    Py_ssize_t n = ivs == NULL ? 1 : PyObject_Length(ivs);
+    if (n < 0)
+        return -1;
+    PyObject *eg = PyObject_CallMethodNoArgs(node, str_egresses);
+    if (eg == NULL)
+        return -1;
+    PyObject *it = PyObject_GetIter(eg), *e;
+    Py_DECREF(eg);
+    if (it == NULL)
+        return -1;
+    while ((e = PyIter_Next(it)) != NULL) {
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *src = ing;
+            if (ivs != NULL) {
+                PyObject *iv = item(ivs, k);
+                src = iv == NULL ? NULL : item(iv, 0);
+            }
+            PyObject *pair = src == NULL ? NULL : PyTuple_Pack(2, src, e);
+            int bad = pair == NULL || PySet_Add(out, pair) < 0;
+            Py_XDECREF(pair);
+            if (bad) {
+                Py_DECREF(e);
+                Py_DECREF(it);
+                return -1;
+            }
+        }
+        Py_DECREF(e);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+pairs(PyObject *self, PyObject *args)
+{
+    PyObject *outcomes, *links, *entries, *whole, *redo;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO", &PyList_Type, &outcomes, &PyList_Type, &links,
+                          &PyList_Type, &entries, &whole, &redo))
+        return NULL;
+    if (whole == Py_None)
+        whole = NULL;
+    else if (!PyAnySet_Check(whole) || !PyAnySet_Check(redo)) {
+        PyErr_SetString(PyExc_TypeError, "whole and redo must be sets or frozensets");
+        return NULL;
+    }
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    /* Paths spelled out, (ingress, kind, port, hops, ...): the egress is the last hop's
+     * switch and the port (Outcome.egress). */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outcomes); i++) {
+        PyObject *o = PyList_GET_ITEM(outcomes, i);
+        PyObject *ing = item(o, 0), *kind = ing ? item(o, 1) : NULL;
+        PyObject *port = kind ? item(o, 2) : NULL, *hops = port ? item(o, 3) : NULL;
+        if (hops == NULL)
+            goto fail;
+        if (!PyUnicode_Check(kind) || PyUnicode_CompareWithASCIIString(kind, "egress") != 0)
+            continue;
+        int take = counted(ing, whole, redo);
+        if (take < 0)
+            goto fail;
+        if (!take)
+            continue;
+        Py_ssize_t n = PyObject_Length(hops);
+        PyObject *last = n < 0 ? NULL : item(hops, n - 1);
+        PyObject *dpid = last == NULL ? NULL : item(last, 0);
+        PyObject *egress = dpid == NULL ? NULL : PyTuple_Pack(2, dpid, port);
+        PyObject *pair = egress == NULL ? NULL : PyTuple_Pack(2, ing, egress);
+        Py_XDECREF(egress);
+        int bad = pair == NULL || PySet_Add(out, pair) < 0;
+        Py_XDECREF(pair);
+        if (bad)
+            goto fail;
+    }
+    /* Links (ingress, hops, Verify_Port, alternative, node): the node's egresses. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
+        PyObject *x = PyList_GET_ITEM(links, i);
+        PyObject *ing = item(x, 0), *node = ing ? item(x, 4) : NULL;
+        if (node == NULL)
+            goto fail;
+        int take = counted(ing, whole, redo);
+        if (take < 0 || (take && add_node_pairs(out, ing, NULL, node) < 0))
+            goto fail;
+    }
+    /* Shared entries (node, [(ingress, Verify_Port bit), ...]): every ingress of the switch
+     * goes or stays together, so the first one's switch decides. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *node = item(e, 0), *ings = node ? item(e, 1) : NULL;
+        if (ings == NULL)
+            goto fail;
+        int take = 1;
+        if (whole != NULL) {
+            PyObject *sw = path(e, ENTRY_SWITCH, 4);
+            if (sw == NULL)
+                goto fail;
+            take = PySet_Contains(whole, sw);
+        }
+        if (take < 0 || (take && add_node_pairs(out, NULL, ings, node) < 0))
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* trie = {element: {action there: next level}, leaf: node}: the first node (depth-first,
  * as the Python search it replaced did) whose every element has the action
  * owners.get(element). The
@@ -278,6 +410,9 @@ static PyMethodDef methods[] = {
     {"split_via", split_via, METH_VARARGS,
      "split_via(outcomes, links, entries, dpids, crosses) -> (whole, redo, kept outcomes, "
      "kept links, kept entries); the lists as given when nothing is walked again."},
+    {"pairs", pairs, METH_VARARGS,
+     "pairs(outcomes, links, entries, whole, redo) -> {(ingress, egress)} of every path "
+     "(whole None), or of those a re-walk dropped (see split_via)."},
     {"trie_find", trie_find, METH_VARARGS,
      "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
     {NULL, NULL, 0, NULL},
@@ -290,5 +425,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__walkc(void)
 {
+    str_egresses = PyUnicode_InternFromString("egresses");
+    if (str_egresses == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -22,9 +22,9 @@ import weakref
 from binascii import crc_hqx
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import product
 from typing import NamedTuple, Protocol
 
+from ._walkc import pairs as _pairs
 from ._walkc import split_via as _split_via
 from ._walkc import trie_find as _trie_find
 from .fields import OFPVID_PRESENT, WIDTH
@@ -391,26 +391,12 @@ class WalkResult:
     def pairs(self, whole: set | None = None, redo: set = frozenset()) -> set:
         """(ingress, egress) for every path that leaves the network; with whole (and redo),
         for the paths that split_via dropped when it gave them (the daemon reads these
-        after every update: no walk of the dropped paths is made)."""
-        every = whole is None
-        p = {
-            (o.ingress, o.egress)
-            for o in self.outcomes
-            if o.kind == "egress" and (every or o.ingress[0] in whole or o.ingress in redo)
-        }
-        # Most shared nodes only drop (on the Stanford backbone 98 % of entry nodes):
-        # their ingresses are not listed at all.
-        for ing, _hops, _vp, _alt, node in self.links:
-            if every or ing[0] in whole or ing in redo:
-                eg = node.egresses()
-                if eg:
-                    p.update((ing, e) for e in eg)
-        for node, ings in self.entries:
-            if every or ings[0][0][0] in whole:
-                eg = node.egresses()
-                if eg:
-                    p.update(product([i for i, _ in ings], eg))
-        return p
+        after every update: no walk of the dropped paths is made). A path spelled out
+        counts when it leaves the network; a link or a shared entry, for each egress of its
+        node (most shared nodes only drop: on the Stanford backbone 98 % of entry nodes),
+        and a shared entry for each of its ingresses. This runs twice for every class an
+        update re-walks, in C (cpc/_walkc.c)."""
+        return _pairs(self.outcomes, self.links, self.entries, whole, redo)
 
     def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
         """This walk minus the paths through one of these switches: (what is kept, the

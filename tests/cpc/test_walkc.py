@@ -5,24 +5,30 @@ clear error for input that is not a walk."""
 from __future__ import annotations
 
 import sys
+from itertools import product
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc._walkc import split_via, trie_find
+from cpc._walkc import pairs, split_via, trie_find
 from cpc.results import Hop
 from cpc.walk import _LEAF, Link, Outcome, SharedEntry, _trie_add
 
 
 class FakeNode:
-    """A shared suffix as split_via sees it: the switches its paths visit."""
+    """A shared suffix as split_via and pairs see it: the switches its paths visit and the
+    egresses they reach."""
 
-    def __init__(self, dpids):
+    def __init__(self, dpids, egresses=()):
         self._dpids = frozenset(dpids)
+        self._egresses = frozenset(egresses)
 
     def dpids(self):
         return self._dpids
+
+    def egresses(self):
+        return self._egresses
 
 
 def py_split_via(outcomes, links, entries, dpids, crosses):
@@ -57,6 +63,27 @@ def py_split_via(outcomes, links, entries, dpids, crosses):
     )
 
 
+def py_pairs(outcomes, links, entries, whole, redo):
+    """WalkResult.pairs in Python, as it read before the loop moved to C."""
+    every = whole is None
+    p = {
+        (o.ingress, o.egress)
+        for o in outcomes
+        if o.kind == "egress" and (every or o.ingress[0] in whole or o.ingress in redo)
+    }
+    for ing, _hops, _vp, _alt, node in links:
+        if every or ing[0] in whole or ing in redo:
+            eg = node.egresses()
+            if eg:
+                p.update((ing, e) for e in eg)
+    for node, ings in entries:
+        if every or ings[0][0][0] in whole:
+            eg = node.egresses()
+            if eg:
+                p.update(product([i for i, _ in ings], eg))
+    return p
+
+
 def py_trie_find(trie, owners):
     """cpc.walk._trie_find as it read in Python: depth-first, the first leaf found."""
     stack = [trie]
@@ -78,13 +105,16 @@ HOPS = st.lists(SWITCHES, max_size=3).map(lambda ds: tuple(Hop(d, 1, (), 2) for 
 
 @st.composite
 def walks(draw):
-    nodes = [FakeNode(draw(st.sets(SWITCHES, max_size=4))) for _ in range(draw(st.integers(1, 5)))]
+    nodes = [
+        FakeNode(draw(st.sets(SWITCHES, max_size=4)), draw(st.sets(INGRESS, max_size=3)))
+        for _ in range(draw(st.integers(1, 5)))
+    ]
     node = st.sampled_from(nodes)
     outcomes = [
         Outcome(
             ing,
-            "egress",
-            3,
+            draw(st.sampled_from(["egress", "drop", "loop"])),
+            draw(PORTS),
             hops or (Hop(ing[0], ing[1], (), 3),),
             0,
             0,
@@ -124,6 +154,21 @@ def test_split_via_as_the_python_loop(walk):
     for g, w in zip(got[2:], want[2:], strict=True):  # the same objects kept, in order
         assert [id(x) for x in g] == [id(x) for x in w]
     assert c_memo == py_memo
+
+
+@settings(max_examples=300, deadline=None)
+@given(walks(), st.booleans())
+def test_pairs_as_the_python_loop(walk, every):
+    outcomes, links, entries, dpids, memo = walk
+    if every:
+        assert pairs(outcomes, links, entries, None, frozenset()) == py_pairs(
+            outcomes, links, entries, None, frozenset()
+        )
+        return
+    # The paths that a re-walk via dpids drops: what the daemon asks for after an update.
+    whole, redo, *_ = py_split_via(outcomes, links, entries, dpids, dict(memo))
+    got = pairs(outcomes, links, entries, whole, redo)
+    assert got == py_pairs(outcomes, links, entries, whole, redo)
 
 
 @st.composite
@@ -168,12 +213,16 @@ def test_no_reference_is_leaked():
     trie: dict = {}
     leaf = object()
     _trie_add(trie, (1,), ("x",), leaf)
-    before = [sys.getrefcount(x) for x in (node, link, entry, outcomes, links, entries, leaf)]
+    node._egresses = frozenset({(5, 5)})
+    objs = (node, link, entry, outcomes, links, entries, leaf, node._egresses)
+    before = [sys.getrefcount(x) for x in objs]
     for _ in range(1000):
         split_via(outcomes, links, entries, frozenset({1}), memo)
         split_via(outcomes, links, entries, frozenset({9}), {})
         trie_find(trie, {1: "x"}, _LEAF)
-    after = [sys.getrefcount(x) for x in (node, link, entry, outcomes, links, entries, leaf)]
+        assert len(pairs(outcomes, links, entries, None, frozenset())) == 2
+        pairs(outcomes, links, entries, {1}, {(2, 1)})
+    after = [sys.getrefcount(x) for x in objs]
     assert after == before
 
 
@@ -184,5 +233,14 @@ def test_input_that_is_not_a_walk_is_an_error():
         split_via([], [], [SharedEntry(FakeNode({1}), {1: 2})], frozenset({1}), {})
     with pytest.raises(IndexError):
         split_via([], [], [SharedEntry(FakeNode({1}), ())], frozenset({1}), {})
+    with pytest.raises(TypeError, match="sets or frozensets"):
+        pairs([], [], [], [1], set())
+    with pytest.raises(IndexError):
+        pairs([], [], [SharedEntry(FakeNode({1}), ())], {1}, set())
+    no_hops = Outcome((1, 1), "egress", 2, (), 0, 0, False, "", 0, None, None, False, ())
+    with pytest.raises(IndexError):
+        pairs([no_hops], [], [], None, frozenset())
+    with pytest.raises(AttributeError):  # a link's node must be a walk's node
+        pairs([], [Link((1, 1), (), 0, False, object())], [], None, frozenset())
     with pytest.raises(TypeError, match="trie level"):
         trie_find({1: "not a level"}, {1: "x"}, _LEAF)
