@@ -210,7 +210,7 @@ fail:
     return NULL;
 }
 
-static PyObject *str_egresses; /* "egresses", interned at import */
+static PyObject *str_egresses, *str_egresses_made; /* interned at import */
 
 /* Whether the path from ingress ing is counted: every path when whole is NULL, else those
  * that a re-walk dropped (ing's switch in whole, or ing in redo). 1, 0, or -1 on error. */
@@ -235,9 +235,20 @@ add_node_pairs(PyObject *out, PyObject *ing, PyObject *ivs, PyObject *node)
     Py_ssize_t n = ivs == NULL ? 1 : PyObject_Length(ivs);
     if (n < 0)
         return -1;
-    PyObject *eg = PyObject_CallMethodNoArgs(node, str_egresses);
-    if (eg == NULL)
-        return -1;
+    /* node._egresses once made (Node.egresses), read without a call: most nodes are asked
+     * again and again */
+    PyObject *eg = PyObject_GetAttr(node, str_egresses_made);
+    if (eg == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    if (eg == NULL || eg == Py_None) {
+        Py_XDECREF(eg);
+        eg = PyObject_CallMethodNoArgs(node, str_egresses);
+        if (eg == NULL)
+            return -1;
+    }
     PyObject *it = PyObject_GetIter(eg), *e;
     Py_DECREF(eg);
     if (it == NULL)
@@ -277,7 +288,7 @@ pairs(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "whole and redo must be sets or frozensets");
         return NULL;
     }
-    PyObject *out = PySet_New(NULL);
+    PyObject *out = PyFrozenSet_New(NULL); /* filled before anyone sees it */
     if (out == NULL)
         return NULL;
     /* Paths spelled out, (ingress, kind, port, hops, ...): the egress is the last hop's
@@ -411,7 +422,7 @@ static PyMethodDef methods[] = {
      "split_via(outcomes, links, entries, dpids, crosses) -> (whole, redo, kept outcomes, "
      "kept links, kept entries); the lists as given when nothing is walked again."},
     {"pairs", pairs, METH_VARARGS,
-     "pairs(outcomes, links, entries, whole, redo) -> {(ingress, egress)} of every path "
+     "pairs(outcomes, links, entries, whole, redo) -> frozenset of (ingress, egress) of every path "
      "(whole None), or of those a re-walk dropped (see split_via)."},
     {"trie_find", trie_find, METH_VARARGS,
      "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
@@ -426,7 +437,8 @@ PyMODINIT_FUNC
 PyInit__walkc(void)
 {
     str_egresses = PyUnicode_InternFromString("egresses");
-    if (str_egresses == NULL)
+    str_egresses_made = PyUnicode_InternFromString("_egresses");
+    if (str_egresses == NULL || str_egresses_made == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -33,7 +33,7 @@ class Dropped:
         self.walk, self.whole, self.redo = walk, whole, redo
 
     def pair_set(self) -> frozenset:
-        return frozenset(self.walk.pairs(self.whole, self.redo))
+        return self.walk.pairs(self.whole, self.redo)
 
 
 class WalkIndex:

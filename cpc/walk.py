@@ -338,7 +338,7 @@ class WalkResult:
     def pair_set(self) -> frozenset:
         """pairs(), kept once asked for (a walk is not changed after it is stored)."""
         if self._pair_set is None:
-            self._pair_set = frozenset(self.pairs())
+            self._pair_set = self.pairs()
         return self._pair_set
 
     def expanded(self, class_id: int | None = None) -> list[Outcome]:
@@ -388,7 +388,7 @@ class WalkResult:
             self._ends = frozenset(e)
         return self._ends
 
-    def pairs(self, whole: set | None = None, redo: set = frozenset()) -> set:
+    def pairs(self, whole: set | None = None, redo: set = frozenset()) -> frozenset:
         """(ingress, egress) for every path that leaves the network; with whole (and redo),
         for the paths that split_via dropped when it gave them (the daemon reads these
         after every update: no walk of the dropped paths is made). A path spelled out
