@@ -489,6 +489,7 @@ class Walker:
         state or the element that answers for a port changed)."""
         self.suffixes = {}
         self.stored = 0
+        self._entries: dict[Node, SharedEntry] = {}
 
     def _plan(self, beh):
         """Outputs of a behaviour that only outputs (directly or via groups), else None."""
@@ -600,12 +601,24 @@ class Walker:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
         if first.isdisjoint(ports) and (not down or down.isdisjoint(iv[0] for iv in ivs)):
-            res.entries.append(SharedEntry(entry[0], ivs))  # the switch's own tuple: never changed
+            res.entries.append(self._entry_of(entry[0], ivs))
             return []
         shared = [iv for iv in ivs if iv[0][1] not in first and iv[0] not in down]
         if shared:
             res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
+
+    def _entry_of(self, node: Node, ivs: tuple) -> SharedEntry:
+        """SharedEntry(node, ivs), one object for every walk that enters a switch through
+        node at all its edge ports (ivs: the switch's own tuple, never changed). The walks
+        of thousands of classes list the same few entries: shared, a re-walk's plan reads
+        objects it read for the class before, and no class keeps tuples of its own. Kept by
+        the walker, as long as the stored suffixes (a node that held its own would be a
+        reference cycle)."""
+        entry = self._entries.get(node)
+        if entry is None or entry.ingresses is not ivs:
+            entry = self._entries[node] = SharedEntry(node, ivs)
+        return entry
 
     def _memo_entry(self, res: WalkResult, dpid: int, class_id: int):
         """_shared_entry when the suffix memo has the switch's entry node for this class's
