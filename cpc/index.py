@@ -166,7 +166,7 @@ class WalkIndex:
         else:
             keep, whole, ingresses, _ = plan
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
-            fresh = WalkResult(res.outcomes, res.links, res.entries)
+            fresh = WalkResult(res.outcomes, res.links, res.entries, None, None)  # paths only
             res.outcomes = keep.outcomes + res.outcomes
             res.links = keep.links + res.links
             res.entries = keep.entries + res.entries

@@ -321,7 +321,7 @@ def _expand_entries(entries, only: str | None = None) -> list[Outcome]:
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class WalkResult:
     """What a walk found. Class walks share suffixes: `links` point into Nodes, and
     `expanded()` spells every path out (on demand: updates need only pairs and switches)."""
@@ -415,7 +415,7 @@ class WalkResult:
         whole, redo, outcomes, links, entries = _split_via(
             self.outcomes, self.links, self.entries, dpids, {} if crosses is None else crosses
         )
-        return WalkResult(outcomes, links, entries), whole, redo
+        return WalkResult(outcomes, links, entries, None, None), whole, redo  # paths only
 
 
 class Pipeline(Protocol):
