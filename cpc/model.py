@@ -507,7 +507,7 @@ class Model:
                 self._move(el, region, new, old)
             else:
                 self._defer_move(el, region, new, old)
-        elif self._subscribers:  # only Update.classes reads it
+        else:  # Update.classes names these classes too (the tester holds them back)
             self._id_region = self._id_region | region
 
     def _defer_move(

@@ -83,3 +83,26 @@ def test_a_rewritten_header_changed_downstream_is_in_the_region():
     assert [d.egress for d in model.trace((1, 1), h)] == [(2, 2)]
     assert model.space.contains(upd.region, h)
     assert model.classify(h) in upd.classes
+
+
+def test_an_update_that_changes_only_the_matched_entry_names_its_classes():
+    """A higher-priority entry with the same actions takes 10.0.0.0/29's TCP headers from
+    another entry: their path stays, their Verify_Rule changes, so the update names their
+    class (the tester holds its reports back), whether or not anything subscribes."""
+    topo = Topology()
+    topo.add_switch(1, "s1", [1, 2])
+    topo.add_switch(2, "s2", [1, 2])
+    topo.add_link((1, 1), (2, 1))
+    topo.add_edge((1, 2))
+    topo.add_edge((2, 2))
+    model = Model(topo)
+    model.add_entries([])
+    model.add_flow(2, "priority=1,ip,nw_dst=10.0.0.0/29,actions=output:2")
+    model.add_flow(1, "priority=35,tcp,nw_dst=10.0.0.0/29,actions=output:1")
+    h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000001, "ip_proto": 6, "tp_dst": 80}
+    (before,) = model.trace((1, 2), h)
+    upd = model.add_flow(1, "priority=36,tcp,actions=output:1")
+    (after,) = model.trace((1, 2), h)
+    assert after.egress == before.egress == (2, 2)
+    assert after.verify_rule != before.verify_rule
+    assert model.classify(h) in upd.classes
