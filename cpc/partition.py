@@ -346,9 +346,11 @@ class Partition:
         self.bdd_of = Regions(self)
         self._known = self.bdd_of.known
         self.owners: dict[int, dict[int, object]] = {}  # class -> {element: action}
-        # element -> action -> the classes with it there (no empty sets); kept while the
-        # classes are labelled directly: with two labels the projections keep their own
-        # (Projection.members), so a class split or merged touches no element's set.
+        # element -> action -> the classes with it there (no empty sets), and the classes by
+        # the signature of their owners: kept while the projections do not hold (_lazy());
+        # with two labels the projections keep their own (Projection.members) and a class's
+        # owners are named by its pair of projections, so a class split, moved or merged
+        # touches no element's set and no signature.
         self._members: dict[int, dict[object, set[int]]] = defaultdict(dict)
         self._sig: dict[int, int] = {}
         self._by_sig: dict[int, set[int]] = defaultdict(set)
@@ -446,10 +448,10 @@ class Partition:
         if factored and not self._lazy():
             self._rebuild()
             self.direct.label = self.space.false  # not kept up to date while factored
-            self._members = defaultdict(dict)  # the projections keep theirs
+            self._members, self._sig, self._by_sig = defaultdict(dict), {}, defaultdict(set)
         elif not factored and not (not self.factored and self._direct_ok):
             if self._lazy():
-                self._index_members()
+                self._index_classes()
             self.direct.label = self.space.false
             for c, u in list(self.bdd_of.items()):  # derived while the projections hold
                 self.direct._relabel(u, c)
@@ -458,12 +460,15 @@ class Partition:
         self.factored = factored
         self._direct_ok, self._proj_ok = not factored, factored
 
-    def _index_members(self) -> None:
+    def _index_classes(self) -> None:
         """Index the classes by their owners (left to the projections while they held)."""
         members = self._members = defaultdict(dict)
+        sigs, by_sig = self._sig, self._by_sig = {}, defaultdict(set)
         for c, owners in self.owners.items():
             for e, k in owners.items():
                 _member_add(members[e], k, c)
+            sigs[c] = sig = _sig_of(owners)
+            by_sig[sig].add(c)
 
     # --- what an element applies --------------------------------------------------------------
     def _keys(self, elem: int) -> dict | None:
@@ -555,7 +560,7 @@ class Partition:
             for c in self.owners:
                 if c not in known:
                     self._derive(c)
-            self._index_members()
+            self._index_classes()
         self._proj_ok = False
         self._recheck = True
 
@@ -702,9 +707,8 @@ class Partition:
             members = self._members
             for elem, key in owners.items():
                 _member_add(members[elem], key, new)
-        sig = self._sig[class_id]
-        self._sig[new] = sig
-        self._by_sig[sig].add(new)
+            sig = self._sig[new] = self._sig[class_id]
+            self._by_sig[sig].add(new)
         if self.factored:
             self._set_pids(new, list(self.pids[class_id]))
         self.moved.add(new)
@@ -726,8 +730,7 @@ class Partition:
         old = owners.get(elem)
         if old is key:
             return
-        sig = _resig(self._sig[class_id], elem, old, key)
-        target = self._with_owners(sig, owners, elem, key, class_id)
+        target = self._with_owners(owners, elem, old, key, class_id)
         if target is None:
             self.set_owner(class_id if whole else self.split(class_id, part), elem, key)
             return
@@ -747,21 +750,22 @@ class Partition:
         self.reshaped.update((class_id, target))
         self.transfers.append((class_id, target))
 
-    def _with_owners(self, sig: int, owners: dict, elem: int, key, skip: int) -> int | None:
-        """The class (other than skip) whose owners are `owners` with elem set to key."""
+    def _with_owners(self, owners: dict, elem: int, old, key, skip: int) -> int | None:
+        """The class (other than skip) whose owners are `owners` (skip's) with elem's action
+        old set to key."""
         if self._map is not None:
             # Within a move on two labels the projections name it: a class's owners are its
             # two projections' (one of a kind per group), but at elem for a class not yet
             # moved whose projection took the new action in place. So no owner dict (about a
             # hundred elements with ACLs) is copied and compared.
             pids, g = self.pids[skip], self._g
-            new = self._map.get(pids[g])
-            if new is not None:
-                pair = (new, pids[1]) if g == FORWARDING else (pids[0], new)
-                for other in self._pair.get(pair, ()):
-                    if other != skip and self.owners[other].get(elem) == key:
-                        return other
-                return None
+            new = self._map.get(pids[g], pids[g])
+            pair = (new, pids[1]) if g == FORWARDING else (pids[0], new)
+            for other in self._pair.get(pair, ()):
+                if other != skip and self.owners[other].get(elem) == key:
+                    return other
+            return None
+        sig = _resig(self._sig[skip], elem, old, key)
         bucket = self._by_sig.get(sig)
         if not bucket:
             return None
@@ -777,11 +781,12 @@ class Partition:
         old = owners.get(elem)
         if old is key:
             return
-        sig = self._sig[class_id]
-        _unindex_sig(self._by_sig, class_id, sig)
         if self.track_owners:
             self.owner_changes[elem].update((old, key))
-        if not self._lazy():  # else the projections' members changed in begin()
+        indexed = not self._lazy()  # else the projections' members changed in begin()
+        if indexed:
+            sig = self._sig[class_id]
+            _unindex_sig(self._by_sig, class_id, sig)
             keys = self._members[elem]
             emptied = old is not None and _member_discard(keys, old, class_id)
             if emptied and self.factored and elem not in self.group:
@@ -801,22 +806,27 @@ class Partition:
                 pids[g] = new
                 self._set_pids(class_id, pids)
         elif self.factored or (key is not None and elem not in self.group):
-            self.stale()  # outside begin()/end(): a bulk build
-        sig = _resig(sig, elem, old, key)
-        self._sig[class_id] = sig
-        self._by_sig[sig].add(class_id)
+            self.stale()  # outside begin()/end(): a bulk build (indexes the classes anew)
+        if indexed:
+            sig = self._sig[class_id] = _resig(sig, elem, old, key)
+            self._by_sig[sig].add(class_id)
         self.moved.add(class_id)
         self.changed_at[class_id].add(elem)
 
     def merge_alike(self, class_ids) -> None:
         """Merge each of class_ids into another class with exactly the same owners, if there is one."""
+        lazy = self._lazy()
         for class_id in list(class_ids):
             if class_id not in self.owners:
                 continue
-            sig = self._sig[class_id]
-            owners = self.owners[class_id]
-            for other in self._by_sig.get(sig, ()):
-                if other != class_id and self.owners[other] == owners:
+            if lazy:  # the same owners: the same pair of projections
+                pids = self.pids[class_id]
+                alike = self._pair[(pids[0], pids[1])]
+            else:
+                owners = self.owners[class_id]
+                alike = [c for c in self._by_sig[self._sig[class_id]] if self.owners[c] == owners]
+            for other in alike:
+                if other != class_id:
                     self._merge(keep=min(class_id, other), drop=max(class_id, other))
                     break
 
@@ -834,7 +844,7 @@ class Partition:
             members = self._members
             for elem, key in owners.items():
                 _member_discard(members[elem], key, drop)
-        _unindex_sig(self._by_sig, drop, self._sig.pop(drop))
+            _unindex_sig(self._by_sig, drop, self._sig.pop(drop))
         if self.factored:
             self._unset_pids(drop)
         self.direct._drop_id(drop)

@@ -153,3 +153,27 @@ def check(part, done):
             k = owners_of(h, done).get(elem)
             if k is not None:
                 assert SPACE.contains(got[k], h)
+
+
+def test_merge_alike_joins_two_classes_with_the_same_owners_in_either_labelling():
+    """Moves keep one class per owner set; merge_alike is what joins two that a split left
+    alike (a bulk load's moves, or a move that found no class to join), labelled directly
+    or by two projections."""
+    for with_filter in (False, True):
+        part = Partition(SPACE)
+        done = [apply(part, 0, 0, None, None, "a"), apply(part, 0, 1, None, None, "b")]
+        if with_filter:
+            done.append(apply(part, 3, None, 0, None, "permit"))
+        moved, _, _ = part.drain()
+        part.merge_alike(moved)
+        part.drain()
+        part.forget_changes()
+        c = part.classify(HEADERS[0])
+        assert part.factored == with_filter
+        twin = part.split(c, part.bdd_of[c] & region(None, None, 0))
+        assert part.owners[twin] == part.owners[c]
+        part.merge_alike([twin])
+        assert part.survivor(twin) == c and twin not in part.owners
+        part.drain()
+        part.forget_changes()
+        check(part, done)
