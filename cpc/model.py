@@ -29,7 +29,7 @@ from pathlib import Path
 from . import flowmod, ofctl
 from .gcpause import gc_paused, gc_paused_update
 from .index import WalkIndex
-from .partition import Partition
+from .partition import FILTER, FORWARDING, Partition
 from .results import Delivery, Expected, Hop, Port
 from .routes import cut_route_classes
 from .rules import (
@@ -158,6 +158,7 @@ class Model:
         self._touched: list = []  # match BDDs of this update: Update.region is their union
         self._changes: list = []  # (old, new) entries of this update: Update.changes
         self._id_region = self.space.false  # where only the matched entry's identity changed
+        self._id_groups: set[int] = set()  # the groups of the elements where it did
         self._touched_exits: set[Port] = set()
         self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
 
@@ -509,6 +510,7 @@ class Model:
                 self._defer_move(el, region, new, old)
         else:  # Update.classes names these classes too (the tester holds them back)
             self._id_region = self._id_region | region
+            self._id_groups.add(self.part.group_of(el.idx))
 
     def _defer_move(
         self, el: Element, region, act: Forwarding | None, old: Forwarding | None
@@ -603,6 +605,7 @@ class Model:
         self._touched.clear()
         self._changes.clear()
         self._id_region = self.space.false
+        self._id_groups.clear()
 
     def _commit(self, extra: Iterable[int] = ()) -> Update:
         part = self.part
@@ -640,8 +643,10 @@ class Model:
         if self._id_region != self.space.false:
             # Reports of these classes may carry the old Verify_Rule until the switch has
             # the change; the tester holds them back like moved classes.
-            named = named | set(part.candidates(self._id_region))
+            group = FILTER if self._id_groups == {FILTER} else FORWARDING
+            named = named | set(part.candidates(self._id_region, group))
         self._id_region = self.space.false
+        self._id_groups.clear()
         upd = Update(
             self.version,
             frozenset(named),

@@ -686,9 +686,15 @@ class Partition:
                         out.append((c, None, whole))
         return out
 
-    def candidates(self, pred) -> list[int]:
-        """Ids of the classes that intersect the header set pred."""
-        return [c for c, _, _ in self.parts(pred)]
+    def candidates(self, pred, group: int = FORWARDING) -> list[int]:
+        """Ids of the classes that intersect the header set pred; with two labels, found
+        from `group`'s projections (pred's structure is that group's: a filter's region
+        meets few filter projections and cuts across the forwarding ones)."""
+        return [c for c, _, _ in self.parts(pred, group=group)]
+
+    def group_of(self, elem: int) -> int:
+        """FORWARDING or FILTER: the group element elem is in."""
+        return self.group.get(elem, FILTER)
 
     # --- structure ------------------------------------------------------------------------
     def split(self, class_id: int, part) -> int:

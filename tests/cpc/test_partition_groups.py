@@ -132,6 +132,7 @@ def check(part, done):
         for group in (FORWARDING, FILTER):  # seen from either group's projections
             got = part.parts(r, group=group)
             assert {c for c, _, _ in got} == want
+            assert set(part.candidates(r, group)) == want
             for c, p, whole in got:
                 u = part.bdd_of[c]
                 assert p is None or p == u & r
