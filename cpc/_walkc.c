@@ -88,17 +88,25 @@ hops_hit(PyObject *hops, PyObject *dpids)
     return 0;
 }
 
-/* Whether path x is dropped by a re-walk: its ingress (x[0]) is at a switch of whole or in
- * redo. 1, 0, or -1 on error; *ing is set to the ingress. */
+/* Whether a re-walk drops the paths from ingress ing: its switch is in whole, or it is in
+ * redo. 1, 0, or -1 on error. */
+static int
+dropped_ingress(PyObject *ing, PyObject *whole, PyObject *redo)
+{
+    PyObject *sw = item(ing, 0);
+    if (sw == NULL)
+        return -1;
+    int in = PySet_Contains(whole, sw);
+    return in == 0 ? PySet_Contains(redo, ing) : in;
+}
+
+/* Whether path x is dropped by a re-walk (dropped_ingress of its ingress, x[0]). 1, 0, or
+ * -1 on error; *ing is set to the ingress. */
 static int
 gone(PyObject *x, PyObject *whole, PyObject *redo, PyObject **ing)
 {
     *ing = item(x, 0);
-    PyObject *sw = *ing ? item(*ing, 0) : NULL;
-    if (sw == NULL)
-        return -1;
-    int out = PySet_Contains(whole, sw);
-    return out == 0 ? PySet_Contains(redo, *ing) : out;
+    return *ing == NULL ? -1 : dropped_ingress(*ing, whole, redo);
 }
 
 /* Adds to redo the ingress (x[0]) of every path x of seq that does not start at a switch of
@@ -213,17 +221,11 @@ fail:
 static PyObject *str_egresses, *str_egresses_made; /* interned at import */
 
 /* Whether the path from ingress ing is counted: every path when whole is NULL, else those
- * that a re-walk dropped (ing's switch in whole, or ing in redo). 1, 0, or -1 on error. */
+ * that a re-walk dropped. 1, 0, or -1 on error. */
 static int
 counted(PyObject *ing, PyObject *whole, PyObject *redo)
 {
-    if (whole == NULL)
-        return 1;
-    PyObject *sw = item(ing, 0);
-    if (sw == NULL)
-        return -1;
-    int in = PySet_Contains(whole, sw);
-    return in == 0 ? PySet_Contains(redo, ing) : in;
+    return whole == NULL ? 1 : dropped_ingress(ing, whole, redo);
 }
 
 /* Adds (ing, e) to out for every egress e of node (node.egresses()); with ivs (a shared
