@@ -474,7 +474,7 @@ class Partition:
     def _keys(self, elem: int) -> dict | None:
         """elem's actions -> the classes (or, with two labels, its group's projections) with it."""
         if self._lazy():
-            return self.proj[self.group.get(elem, FILTER)].members.get(elem)
+            return self.proj[self.group_of(elem)].members.get(elem)
         return self._members.get(elem)
 
     def actions(self, elem: int) -> set:
@@ -489,7 +489,7 @@ class Partition:
     def regions_by_action(self, elem: int) -> dict:
         """elem's actions -> the regions (classes' or projections') that make up the headers
         it applies each to."""
-        region = self.proj[self.group.get(elem, FILTER)].region if self._lazy() else self.bdd_of
+        region = self.proj[self.group_of(elem)].region if self._lazy() else self.bdd_of
         return {k: [region[i] for i in ids] for k, ids in (self._keys(elem) or {}).items()}
 
     def _rebuild(self) -> None:
@@ -529,9 +529,10 @@ class Partition:
             elif not self.factored:
                 self._recheck = True  # a filter gets headers of its own
         self._fresh()
-        parts = self.parts(region, among, self.group.get(elem, FILTER))
+        group = self.group_of(elem)
+        parts = self.parts(region, among, group)
         if self.factored:
-            self._g = self.group.get(elem, FILTER)
+            self._g = group
             self._map = self.proj[self._g].assign(elem, region, key)
             if self.proj[FILTER].emptied:  # maybe no filter has headers of its own now
                 self._recheck = True
@@ -837,8 +838,8 @@ class Partition:
                     break
 
     def _merge(self, keep: int, drop: int) -> None:
-        known = self._known
-        if self._lazy():
+        known, lazy = self._known, self._lazy()
+        if lazy:
             known.pop(drop, None)
             known.pop(keep, None)
         else:
@@ -846,7 +847,7 @@ class Partition:
             known[keep] = known[keep] | part
             self._relabel(part, keep)
         owners = self.owners.pop(drop)
-        if not self._lazy():
+        if not lazy:
             members = self._members
             for elem, key in owners.items():
                 _member_discard(members[elem], key, drop)
