@@ -65,9 +65,8 @@ def test_region_and_classes_cover_every_changed_header(sc):
             before = after
 
 
-def test_a_rewritten_header_changed_downstream_is_in_the_region():
-    """10.0.0.1 is rewritten to 10.0.0.2 at s1; an entry for 10.0.0.2 at s2 changes what
-    becomes of 10.0.0.1 too, though 10.0.0.1 lies outside that entry's match."""
+def _two_switches() -> Model:
+    """An empty model of s1 and s2 in a line: in at s1 port 1, s1:2 to s2:1, out at s2 port 2."""
     topo = Topology()
     topo.add_switch(1, "s1", [1, 2])
     topo.add_switch(2, "s2", [1, 2])
@@ -76,6 +75,13 @@ def test_a_rewritten_header_changed_downstream_is_in_the_region():
     topo.add_edge((2, 2))
     model = Model(topo)
     model.add_entries([])
+    return model
+
+
+def test_a_rewritten_header_changed_downstream_is_in_the_region():
+    """10.0.0.1 is rewritten to 10.0.0.2 at s1; an entry for 10.0.0.2 at s2 changes what
+    becomes of 10.0.0.1 too, though 10.0.0.1 lies outside that entry's match."""
+    model = _two_switches()
     model.add_flow(1, "priority=5,ip,nw_dst=10.0.0.1,actions=mod_nw_dst:10.0.0.2,output:2")
     h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000001}
     assert [d.kind for d in model.trace((1, 1), h)] == ["drop"]
@@ -89,20 +95,13 @@ def test_an_update_that_changes_only_the_matched_entry_names_its_classes():
     """A higher-priority entry with the same actions takes 10.0.0.0/29's TCP headers from
     another entry: their path stays, their Verify_Rule changes, so the update names their
     class (the tester holds its reports back), whether or not anything subscribes."""
-    topo = Topology()
-    topo.add_switch(1, "s1", [1, 2])
-    topo.add_switch(2, "s2", [1, 2])
-    topo.add_link((1, 1), (2, 1))
-    topo.add_edge((1, 2))
-    topo.add_edge((2, 2))
-    model = Model(topo)
-    model.add_entries([])
+    model = _two_switches()
     model.add_flow(2, "priority=1,ip,nw_dst=10.0.0.0/29,actions=output:2")
-    model.add_flow(1, "priority=35,tcp,nw_dst=10.0.0.0/29,actions=output:1")
+    model.add_flow(1, "priority=35,tcp,nw_dst=10.0.0.0/29,actions=output:2")
     h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000001, "ip_proto": 6, "tp_dst": 80}
-    (before,) = model.trace((1, 2), h)
-    upd = model.add_flow(1, "priority=36,tcp,actions=output:1")
-    (after,) = model.trace((1, 2), h)
+    (before,) = model.trace((1, 1), h)
+    upd = model.add_flow(1, "priority=36,tcp,actions=output:2")
+    (after,) = model.trace((1, 1), h)
     assert after.egress == before.egress == (2, 2)
     assert after.verify_rule != before.verify_rule
     assert model.classify(h) in upd.classes
