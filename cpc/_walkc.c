@@ -354,14 +354,11 @@ fail:
 
 /* trie = {element: {action there: next level}, leaf: node}: the first node (depth-first,
  * as the Python search it replaced did) whose every element has the action
- * owners.get(element). The
- * tries and owners are not changed during the call, so the stack holds borrowed levels. */
+ * owners.get(element), borrowed (Py_None when there is none; NULL on error). The tries and
+ * owners are not changed during the call, so the stack holds borrowed levels. */
 static PyObject *
-trie_find(PyObject *self, PyObject *args)
+find_node(PyObject *trie, PyObject *owners, PyObject *leaf)
 {
-    PyObject *trie, *owners, *leaf;
-    if (!PyArg_ParseTuple(args, "O!O!O", &PyDict_Type, &trie, &PyDict_Type, &owners, &leaf))
-        return NULL;
     Py_ssize_t cap = 16, top = 0;
     PyObject **stack = PyMem_Malloc(cap * sizeof(PyObject *));
     if (stack == NULL)
@@ -413,9 +410,181 @@ trie_find(PyObject *self, PyObject *args)
     }
 done:
     PyMem_Free(stack);
-    return Py_NewRef(found);
+    return found;
 fail:
     PyMem_Free(stack);
+    return NULL;
+}
+
+static PyObject *
+trie_find(PyObject *self, PyObject *args)
+{
+    PyObject *trie, *owners, *leaf;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyDict_Type, &trie, &PyDict_Type, &owners, &leaf))
+        return NULL;
+    return Py_XNewRef(find_node(trie, owners, leaf));
+}
+
+static PyObject *str_idx, *str_groups, *str_first_made, *str_first_ports; /* interned */
+static PyObject *zero;
+
+/* The class's action at switch dpid's table-0 wildcard element (elements[(dpid, 0, None)]),
+ * borrowed: Py_None where there is none. NULL on error. */
+static PyObject *
+table0_action(PyObject *elements, PyObject *owners, PyObject *dpid)
+{
+    PyObject *key = PyTuple_Pack(3, dpid, zero, Py_None);
+    if (key == NULL)
+        return NULL;
+    PyObject *el = PyDict_GetItemWithError(elements, key);
+    Py_DECREF(key);
+    if (el == NULL)
+        return PyErr_Occurred() ? NULL : Py_None;
+    PyObject *idx = PyObject_GetAttr(el, str_idx);
+    if (idx == NULL)
+        return NULL;
+    PyObject *act = PyDict_GetItemWithError(owners, idx);
+    Py_DECREF(idx);
+    if (act == NULL)
+        return PyErr_Occurred() ? NULL : Py_None;
+    return act;
+}
+
+/* Whether no item of iterable a is in set b (1, 0, or -1 on error); with add, adds each
+ * item of a to b instead (0, or -1 on error). */
+static int
+each_in(PyObject *a, PyObject *b, int add)
+{
+    PyObject *it = PyObject_GetIter(a), *x;
+    if (it == NULL)
+        return -1;
+    int res = add ? 0 : 1;
+    while (res > 0 || add) {
+        x = PyIter_Next(it);
+        if (x == NULL)
+            break;
+        int in = add ? PySet_Add(b, x) : PySet_Contains(b, x);
+        Py_DECREF(x);
+        if (in < 0)
+            res = -1;
+        else if (!add && in)
+            res = 0;
+        if (in < 0)
+            break;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : res;
+}
+
+/* The stored node that class walks enter switch dpid through (Walker._memo_entry), as the
+ * shared entry of all the switch's edge ingresses (Walker._entry_of), or Py_None (borrowed)
+ * where the Python walk must do it. A new reference, NULL on error; the node's groups are
+ * added to *groups (made when first needed). */
+static PyObject *
+memo_entry(PyObject *dpid, PyObject *owners, PyObject *xmemo, PyObject *elements,
+           PyObject *edge_groups, PyObject *port_dpids, PyObject *cache, PyObject *leaf,
+           PyObject *entry_type, PyObject **groups)
+{
+    int special = PySet_Contains(port_dpids, dpid);
+    if (special != 0)
+        return special < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *group = PyDict_GetItemWithError(edge_groups, dpid); /* (ivs, ports) */
+    if (group == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *ivs = item(group, 0), *ports = ivs ? item(group, 1) : NULL;
+    PyObject *act = ports ? table0_action(elements, owners, dpid) : NULL;
+    if (act == NULL)
+        return NULL;
+    PyObject *key = PyTuple_Pack(3, dpid, Py_None, act);
+    if (key == NULL)
+        return NULL;
+    PyObject *at = PyDict_GetItemWithError(xmemo, key);
+    Py_DECREF(key);
+    if (at == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (!PyDict_Check(at) || PyDict_GET_SIZE(at) == 0)
+        return Py_NewRef(Py_None);
+    PyObject *node = find_node(at, owners, leaf);
+    if (node == NULL || node == Py_None)
+        return Py_XNewRef(node);
+    /* Every edge ingress shares the node unless its first hop outputs to one of them. */
+    PyObject *first = PyObject_GetAttr(node, str_first_made);
+    if (first == Py_None) {
+        Py_DECREF(first);
+        first = PyObject_CallMethodNoArgs(node, str_first_ports);
+    }
+    if (first == NULL)
+        return NULL;
+    int apart = PyAnySet_Check(ports) ? each_in(first, ports, 0) : -2;
+    Py_DECREF(first);
+    if (apart == -2)
+        PyErr_SetString(PyExc_TypeError, "edge ports must be a set");
+    if (apart < 0)
+        return NULL;
+    if (apart == 0)
+        return Py_NewRef(Py_None);
+    PyObject *ng = PyObject_GetAttr(node, str_groups);
+    if (ng == NULL)
+        return NULL;
+    int bad = 0;
+    if (PyObject_IsTrue(ng)) {
+        if (*groups == NULL)
+            *groups = PySet_New(NULL);
+        bad = *groups == NULL || each_in(ng, *groups, 1) < 0;
+    }
+    Py_DECREF(ng);
+    if (bad)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(cache, node);
+    if (entry == NULL && PyErr_Occurred())
+        return NULL;
+    if (entry != NULL) {
+        PyObject *had = item(entry, 1);
+        if (had == NULL)
+            return NULL;
+        if (had == ivs)
+            return Py_NewRef(entry);
+    }
+    entry = PyObject_CallFunctionObjArgs(entry_type, node, ivs, NULL);
+    if (entry == NULL || PyDict_SetItem(cache, node, entry) < 0) {
+        Py_XDECREF(entry);
+        return NULL;
+    }
+    return entry;
+}
+
+static PyObject *
+memo_entries(PyObject *self, PyObject *args)
+{
+    PyObject *switches, *owners, *xmemo, *elements, *edge_groups, *port_dpids, *cache, *leaf;
+    PyObject *entry_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OO!OO", &PyList_Type, &switches, &PyDict_Type,
+                          &owners, &PyDict_Type, &xmemo, &PyDict_Type, &elements, &PyDict_Type,
+                          &edge_groups, &port_dpids, &PyDict_Type, &cache, &leaf, &entry_type))
+        return NULL;
+    if (!PyAnySet_Check(port_dpids)) {
+        PyErr_SetString(PyExc_TypeError, "port_dpids must be a set or a frozenset");
+        return NULL;
+    }
+    PyObject *out = PyList_New(PyList_GET_SIZE(switches)), *groups = NULL;
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(switches); i++) {
+        PyObject *entry = memo_entry(PyList_GET_ITEM(switches, i), owners, xmemo, elements,
+                                     edge_groups, port_dpids, cache, leaf, entry_type, &groups);
+        if (entry == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, entry);
+        if (entry == Py_None) { /* the Python walk does all of it */
+            Py_DECREF(out);
+            Py_XDECREF(groups);
+            Py_RETURN_NONE;
+        }
+    }
+    return Py_BuildValue("(NN)", out, groups == NULL ? Py_NewRef(Py_None) : groups);
+fail:
+    Py_DECREF(out);
+    Py_XDECREF(groups);
     return NULL;
 }
 
@@ -428,6 +597,10 @@ static PyMethodDef methods[] = {
      "(whole None), or of those a re-walk dropped (see split_via)."},
     {"trie_find", trie_find, METH_VARARGS,
      "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
+    {"memo_entries", memo_entries, METH_VARARGS,
+     "memo_entries(switches, owners, xmemo, elements, edge_groups, port_dpids, cache, leaf, "
+     "entry_type) -> (one shared entry per switch, the groups their nodes use or None), or "
+     "None when a switch needs the Python walk."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -440,7 +613,13 @@ PyInit__walkc(void)
 {
     str_egresses = PyUnicode_InternFromString("egresses");
     str_egresses_made = PyUnicode_InternFromString("_egresses");
-    if (str_egresses == NULL || str_egresses_made == NULL)
+    str_idx = PyUnicode_InternFromString("idx");
+    str_groups = PyUnicode_InternFromString("groups");
+    str_first_made = PyUnicode_InternFromString("_first");
+    str_first_ports = PyUnicode_InternFromString("first_ports");
+    zero = PyLong_FromLong(0);
+    if (zero == NULL || str_egresses == NULL || str_egresses_made == NULL || str_idx == NULL ||
+        str_groups == NULL || str_first_made == NULL || str_first_ports == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

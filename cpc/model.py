@@ -185,6 +185,12 @@ class Model:
                     self._insert(el, e, self._behaviour(e), m)
         return el
 
+    @property
+    def elements(self) -> dict[tuple[int, int, int | None], Element]:
+        """(dpid, table, in_port) -> Element, every element (in_port None: the wildcard
+        one); read, never changed, by the walker."""
+        return self._elements
+
     def element_for(self, dpid: int, table: int, in_port: int) -> Element | None:
         """The element that answers for packets arriving on in_port at (dpid, table)."""
         els = self._elements

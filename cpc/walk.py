@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from ._walkc import memo_entries as _memo_entries
 from ._walkc import pairs as _pairs
 from ._walkc import split_via as _split_via
 from ._walkc import trie_find as _trie_find
@@ -429,6 +430,7 @@ class Pipeline(Protocol):
     space: object  # cpc.space.HeaderSpace
     topo: object  # cpc.topology.Topology
     port_dpids: set[int]  # switches with in_port-specific entries
+    elements: dict  # (dpid, table, in_port) -> Element (what element_for reads)
 
     def lookup(self, dpid: int, table: int, in_port: int, class_id: int) -> tuple: ...
 
@@ -547,8 +549,14 @@ class Walker:
         shared = hdr is None and not local
         self._memo = {} if shared else None
         direct = []
-        for dpid in switches:
-            direct += self._edge_switch(res, dpid, class_id)
+        got = self._memo_entries(class_id, switches) if switches and shared else None
+        if got is not None:
+            res.entries, groups = got
+            if groups:
+                res.groups |= groups
+        else:
+            for dpid in switches:
+                direct += self._edge_switch(res, dpid, class_id)
         switches = set(switches)
         entries: dict[int, tuple[Node, frozenset, list] | None] = {}
         port_dpids = self.m.port_dpids
@@ -607,6 +615,26 @@ class Walker:
         if shared:
             res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
+
+    def _memo_entries(self, class_id: int, switches) -> tuple | None:
+        """(res.entries, the groups they use) when every switch of a class walk's `switches`
+        enters through a stored node shared by all its edge ingresses (what _edge_switch
+        then does: most switches of a commit's re-walks), else None. In C (cpc/_walkc.c):
+        one call per class re-walk instead of a few Python calls per switch."""
+        if self.xmemo is None or self._identity or self._deps or self.topo.down:
+            return None
+        m = self.m
+        return _memo_entries(
+            switches if isinstance(switches, list) else list(switches),
+            self.part.owners[class_id],
+            self.xmemo,
+            m.elements,
+            self._edge_groups,
+            m.port_dpids,
+            self._entries,
+            _LEAF,
+            SharedEntry,
+        )
 
     def _entry_of(self, node: Node, ivs: tuple) -> SharedEntry:
         """SharedEntry(node, ivs), one object for every walk that enters a switch through

@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
-from cpc.rules import FlowMod, Instructions, Match, ModelError
+from cpc.rules import FlowMod, Group, Instructions, Match, ModelError
 from cpc.topology import Topology
+from cpc.walk import WalkResult
 from tests.cpc.netgen import DSTS, scenarios
 
 
@@ -293,6 +294,110 @@ def test_class_walk_shortcut_equals_general_walk(sc):
         assert fast.pair_set() == general.pair_set()
         for node, _ in fast.entries:  # what partial re-walks test: every switch on a path
             assert node.dpids() == {h.dpid for o in node.expanded() for h in o.hops}
+
+
+def memo_entries_in_python(walker, class_id, switches):
+    """Walker._memo_entries (cpc/_walkc.c) as Python: every switch's stored entry node,
+    shared by all its edge ingresses, or None. Reads what _edge_switch reads."""
+    model, entries, groups = walker.m, [], set()
+    for dpid in switches:
+        group = walker._edge_groups.get(dpid)
+        if dpid in model.port_dpids or group is None:
+            return None
+        res = WalkResult()
+        entry = walker._memo_entry(res, dpid, class_id)
+        if entry is None or not entry[1].isdisjoint(group[1]):
+            return None
+        entries.append(walker._entry_of(entry[0], group[0]))
+        groups |= res.groups
+    return entries, groups or None
+
+
+@contextlib.contextmanager
+def comparing_memo_entries(model: Model):
+    """Within, every commit's re-walks of model enter switches through
+    cpc._walkc.memo_entries where it answers, and it must answer exactly where the Python
+    lookups do, with the same shared entries (the very objects) in the same order and the
+    same groups. The Counter it gives counts the answers, and those with groups."""
+    walker = model.walker
+    native = walker._memo_entries
+    answered = Counter()
+
+    def both(class_id, switches):
+        got = native(class_id, switches)
+        if walker.xmemo is not None and not walker.topo.down:
+            want = memo_entries_in_python(walker, class_id, switches)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert len(got[0]) == len(want[0])
+                assert all(a is b for a, b in zip(got[0], want[0], strict=True))
+                assert (got[1] or None) == want[1]
+                answered["answered"] += 1
+                answered["with groups"] += bool(got[1])
+        return got
+
+    walker._memo_entries = both  # this instance only
+    try:
+        yield answered
+    finally:
+        del walker._memo_entries  # no cycle through the closure: the model's BDDs go with it
+
+
+def replay_comparing_memo_entries(sc) -> Counter:
+    topo, groups, fms, _ = sc
+    model = Model(topo)
+    model.add_entries([], groups)
+    with comparing_memo_entries(model) as answered:
+        for fm in fms:
+            if fm.command == "add" and not unique_priorities(model, fm):
+                continue
+            with contextlib.suppress(ModelError):
+                model.apply(fm)
+    return answered
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_memo_entries_as_the_python_walk(sc):
+    replay_comparing_memo_entries(sc)
+
+
+def test_memo_entries_answer_on_some_random_network():
+    # Else the test above would pass with the C path never taken.
+    find(
+        scenarios(),
+        lambda sc: replay_comparing_memo_entries(sc)["answered"] > 0,
+        settings=settings(max_examples=300, deadline=None, database=None, phases=[Phase.generate]),
+    )
+
+
+def test_memo_entries_take_the_groups_of_a_stored_node():
+    """s1 -> s2 -> s4, out at s4. 10.0.0.2 comes to be forwarded at s2 as 10.0.0.1 is: its
+    re-walk from s1 enters through the node stored for 10.0.0.1, which outputs through
+    s1's group 1. (s3, apart, keeps the two in different classes.)"""
+    topo = Topology()
+    for dpid in (1, 2, 3, 4):
+        topo.add_switch(dpid, f"s{dpid}", [1, 2, 3])
+    topo.add_link((1, 3), (2, 1))
+    topo.add_link((2, 2), (4, 1))
+    for edge in [(1, 1), (1, 2), (3, 1), (3, 2), (4, 2)]:
+        topo.add_edge(edge)
+    model = Model(topo)
+    model.add_entries([], [Group(1, 1, "all", ((("output", 3),),))])
+    for dpid, flow in [  # s2's element last: a new element forgets the stored nodes
+        (3, "priority=5,ip,nw_dst=10.0.0.1,actions=output:1"),
+        (3, "priority=5,ip,nw_dst=10.0.0.2,actions=output:2"),
+        (4, "priority=5,ip,nw_dst=10.0.0.0/30,actions=output:2"),
+        (1, "priority=5,ip,nw_dst=10.0.0.1,actions=group:1"),
+        (1, "priority=5,ip,nw_dst=10.0.0.2,actions=group:1"),
+        (2, "priority=5,ip,nw_dst=10.0.0.1,actions=output:2"),
+    ]:
+        model.add_flow(dpid, flow)
+    with comparing_memo_entries(model) as answered:
+        model.add_flow(2, "priority=5,ip,nw_dst=10.0.0.2,actions=output:2")
+    assert answered["with groups"] == 1
+    h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000002}
+    assert [d.egress for d in model.trace((1, 1), h)] == [(4, 2)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc._walkc import pairs, split_via, trie_find
+from cpc._walkc import memo_entries, pairs, split_via, trie_find
 from cpc.results import Hop
-from cpc.walk import _LEAF, Link, Outcome, SharedEntry, _trie_add
+from cpc.walk import _LEAF, Link, Node, Outcome, SharedEntry, _trie_add
 
 
 class FakeNode:
@@ -233,7 +233,36 @@ def test_no_reference_is_leaked():
     assert after == before
 
 
+class FakeElement:
+    idx = 4
+
+
+def test_memo_entries_leak_no_reference():
+    """One switch entered through a stored node, its shared entry kept in the cache."""
+    hop = Hop(1, 3, (), 2)
+    node = Node([], [Link((1, None), (hop,), 0, False, Node([], []))], elems=(4,), deps=("x",))
+    node.groups = frozenset({(1, 7)})
+    trie: dict = {}
+    _trie_add(trie, (4,), ("x",), node)
+    ivs = (((1, 1), 2),)
+    xmemo, elements = {(1, None, "x"): trie}, {(1, 0, None): FakeElement()}
+    edge_groups, cache, owners = {1: (ivs, frozenset({1}))}, {}, {4: "x"}
+    args = ([1], owners, xmemo, elements, edge_groups, frozenset(), cache, _LEAF, SharedEntry)
+    entries, groups = memo_entries(*args)
+    assert entries == [SharedEntry(node, ivs)] and groups == {(1, 7)}
+    objs = (node, trie, ivs, owners, cache[node], *args)
+    before = [sys.getrefcount(x) for x in objs]
+    for _ in range(1000):
+        assert memo_entries(*args)[0][0] is cache[node]
+        owners[4] = "y"  # no stored node for this action: the Python walk does it
+        assert memo_entries(*args) is None
+        owners[4] = "x"
+    assert [sys.getrefcount(x) for x in objs] == before
+
+
 def test_input_that_is_not_a_walk_is_an_error():
+    with pytest.raises(TypeError, match="set or a frozenset"):
+        memo_entries([1], {}, {}, {}, {}, [1], {}, _LEAF, SharedEntry)
     with pytest.raises(TypeError, match="set or a frozenset"):
         split_via([], [], [], [1, 2], {})
     with pytest.raises(TypeError, match="tuple or a list"):
