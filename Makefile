@@ -18,8 +18,8 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# setup.py compiles cpc/_walkc.c into the source tree (the editable install).
-$(VENV)/.installed: pyproject.toml setup.py cpc/_walkc.c
+# setup.py compiles cpc/_walkc.c and cpc/_leqc.c into the source tree (the editable install).
+$(VENV)/.installed: pyproject.toml setup.py cpc/_walkc.c cpc/_leqc.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,lab,eval]'

@@ -53,10 +53,14 @@ def _manager_of(u) -> int | None:
 
 
 class Leq:
-    """within(u, v): u ⊆ v; disjoint(u, v): u ∩ v = ∅. For BDDs of one dd.cudd manager."""
+    """within(u, v): u ⊆ v; disjoint(u, v): u ∩ v = ∅. For BDDs of one dd.cudd manager.
+
+    `native_args` is (Cudd_bddLeq's address, the manager, the node's offset in a Function,
+    the Function type) for compiled callers (cpc._leqc), None where dd's operators answer."""
 
     def __init__(self, bdd: cudd.BDD) -> None:
         mgr = _manager_of(bdd.true) if _LEQ is not None else None
+        self.native_args = None
         # Both constants must give the same manager: a layout read by chance would not.
         if mgr is None or mgr != _manager_of(bdd.false):
             self.native = False
@@ -66,6 +70,8 @@ class Leq:
             return
         self.native = True
         leq = _LEQ
+        fn = ctypes.cast(leq, ctypes.c_void_p).value
+        self.native_args = (fn, mgr, _NODE_AT, cudd.Function)
 
         # The Functions u and v hold their nodes referenced for the call.
         def within(u, v) -> bool:

@@ -26,6 +26,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Mapping
 
+from ._leqc import classes_meeting as _classes_meeting
 from .space import CLASS_ID_BITS, HeaderSpace
 
 _MASK64 = (1 << 64) - 1
@@ -663,6 +664,21 @@ class Partition:
         mine, theirs = self.proj[group], self.proj[1 - group]
         region, with_, pair = mine.region, self._with[group], self._pair
         within, disjoint = self.space.within, self.space.disjoint
+        leq = self.space.leq_args
+        if leq is not None:  # the same loop, in C (cpc/_leqc.c): a test costs no Python call
+            fwd = group == FORWARDING
+            ry_of = theirs.region
+            for x in mine.candidates(pred):
+                rx = region[x]
+                others = with_[x]
+                whole = within(rx, pred)
+                if whole or len(others) == 1:
+                    _classes_meeting(leq, x, fwd, others, pair, out, whole, None, None, None)
+                else:
+                    _classes_meeting(
+                        leq, x, fwd, others, pair, out, None, rx & pred, rx & ~pred, ry_of
+                    )
+            return out
         for x in mine.candidates(pred):
             rx = region[x]
             others = with_[x]

@@ -60,6 +60,7 @@ class HeaderSpace:
         # within(u, v): u ⊆ v; disjoint(u, v): u ∩ v = ∅, neither building a BDD (cpc.leq)
         leq = Leq(self.bdd)
         self.within, self.disjoint = leq.within, leq.disjoint
+        self.leq_args = leq.native_args  # for cpc._leqc; None: no native Cudd_bddLeq
         self._lit = [self.bdd.var(n) for n in names]
         self._first_level = {}
         level = 0
