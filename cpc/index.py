@@ -165,6 +165,20 @@ class WalkIndex:
             res = fresh = self.walker.walk(class_id, (), switches=self._edge_switches)
         else:
             keep, whole, ingresses, _ = plan
+            got = None if ingresses else self.walker.memo_walk(class_id, sorted(whole))
+            if got is not None:
+                # Only stored nodes: no path spelled out, no rewrite (a walk that rewrites
+                # gets no plan), no class entered through one.
+                entries, groups = got
+                self.walks[class_id] = WalkResult(
+                    keep.outcomes, keep.links, keep.entries + entries, None, None
+                )
+                self._forget_templates(class_id, ())
+                if groups:
+                    for g in groups:
+                        self.group_users[g].add(class_id)
+                    self.groups_of[class_id].update(groups)
+                return WalkResult([], [], entries, None, None)  # paths only
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
             fresh = WalkResult(res.outcomes, res.links, res.entries, None, None)  # paths only
             res.outcomes = keep.outcomes + res.outcomes

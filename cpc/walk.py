@@ -616,6 +616,17 @@ class Walker:
             res.entries.append(SharedEntry(entry[0], shared))
         return [iv[0] for iv in ivs if iv[0][1] in first]
 
+    def memo_walk(self, class_id: int, switches: list) -> tuple | None:
+        """(shared entries, the groups they use) of class `class_id` walked in at every edge
+        port of `switches`, when every switch enters through a stored node (_memo_entries),
+        else None: what walk(class_id, (), switches=switches) gives then, without its
+        general machinery (WalkIndex.walk's re-walks, most of a commit's)."""
+        self.m = self._model()
+        try:
+            return self._memo_entries(class_id, switches)
+        finally:
+            self.m = None
+
     def _memo_entries(self, class_id: int, switches) -> tuple | None:
         """(res.entries, the groups they use) when every switch of a class walk's `switches`
         enters through a stored node shared by all its edge ingresses (what _edge_switch
