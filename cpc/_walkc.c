@@ -96,8 +96,9 @@ dropped_ingress(PyObject *ing, PyObject *whole, PyObject *redo)
     PyObject *sw = item(ing, 0);
     if (sw == NULL)
         return -1;
-    int in = PySet_Contains(whole, sw);
-    return in == 0 ? PySet_Contains(redo, ing) : in;
+    /* An empty set answers without hashing the key (an ingress is a tuple: hashed anew). */
+    int in = PySet_GET_SIZE(whole) ? PySet_Contains(whole, sw) : 0;
+    return in == 0 && PySet_GET_SIZE(redo) ? PySet_Contains(redo, ing) : in;
 }
 
 /* Whether path x is dropped by a re-walk (dropped_ingress of its ingress, x[0]). 1, 0, or
@@ -138,22 +139,27 @@ redo_paths(PyObject *seq, Py_ssize_t hops_at, Py_ssize_t node_at, PyObject *dpid
 
 static const Py_ssize_t ENTRY_SWITCH[] = {1, 0, 0, 0}; /* SharedEntry -> first ingress's dpid */
 
-/* [x for x in seq if x[0][0] not in whole and x[0] not in redo] (ingress = x[0]). */
+/* [x for x in seq if x[0][0] not in whole and x[0] not in redo] (ingress = x[0]); seq
+ * itself when it keeps every path (a walk's lists are never changed once stored). */
 static PyObject *
 kept_paths(PyObject *seq, PyObject *whole, PyObject *redo)
 {
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
+    PyObject *out = NULL; /* made at the first path dropped */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
         PyObject *x = PyList_GET_ITEM(seq, i), *ing;
         int dropped = gone(x, whole, redo, &ing);
-        if (dropped < 0 || (!dropped && PyList_Append(out, x) < 0))
+        if (dropped < 0)
+            goto fail;
+        if (dropped) {
+            if (out == NULL && (out = PyList_GetSlice(seq, 0, i)) == NULL)
+                goto fail;
+        }
+        else if (out != NULL && PyList_Append(out, x) < 0)
             goto fail;
     }
-    return out;
+    return out == NULL ? Py_NewRef(seq) : out;
 fail:
-    Py_DECREF(out);
+    Py_XDECREF(out);
     return NULL;
 }
 
@@ -173,6 +179,7 @@ split_via(PyObject *self, PyObject *args)
     if (whole == NULL || redo == NULL)
         goto fail;
     /* Entry nodes: a switch whose node visits dpids is walked again at every edge port. */
+    Py_ssize_t hits = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
         PyObject *e = PyList_GET_ITEM(entries, i);
         PyObject *node = item(e, 0);
@@ -185,6 +192,7 @@ split_via(PyObject *self, PyObject *args)
             PyObject *sw = path(e, ENTRY_SWITCH, 4);
             if (sw == NULL || PySet_Add(whole, sw) < 0)
                 goto fail;
+            hits++;
         }
     }
     /* Paths spelled out, then links to shared nodes (by the node: the same answers as
@@ -196,17 +204,24 @@ split_via(PyObject *self, PyObject *args)
         return Py_BuildValue("(NNOOO)", whole, redo, outcomes, links, entries);
     kept_o = kept_paths(outcomes, whole, redo);
     kept_l = kept_o ? kept_paths(links, whole, redo) : NULL;
-    kept_e = kept_l ? PyList_New(0) : NULL;
-    if (kept_e == NULL)
+    if (kept_l == NULL)
         goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i);
-        PyObject *sw = path(e, ENTRY_SWITCH, 4);
-        if (sw == NULL)
+    if (hits == 0) { /* no entry goes: the list as it is (never changed once stored) */
+        kept_e = Py_NewRef(entries);
+    }
+    else {
+        kept_e = PyList_New(0);
+        if (kept_e == NULL)
             goto fail;
-        int gone = PySet_Contains(whole, sw);
-        if (gone < 0 || (!gone && PyList_Append(kept_e, e) < 0))
-            goto fail;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+            PyObject *e = PyList_GET_ITEM(entries, i);
+            PyObject *sw = path(e, ENTRY_SWITCH, 4);
+            if (sw == NULL)
+                goto fail;
+            int gone = PySet_Contains(whole, sw);
+            if (gone < 0 || (!gone && PyList_Append(kept_e, e) < 0))
+                goto fail;
+        }
     }
     return Py_BuildValue("(NNNNN)", whole, redo, kept_o, kept_l, kept_e);
 fail:
