@@ -44,7 +44,11 @@ path(PyObject *obj, const Py_ssize_t *idx, int n)
     return obj;
 }
 
-/* Whether node visits one of dpids, kept in crosses (node -> bool). 1, 0, or -1 on error. */
+static PyObject *str_dpids, *str_dpids_made; /* interned at import */
+
+/* Whether node visits one of dpids (node.dpids() meets dpids), kept in crosses (node ->
+ * bool). node._dpids, once made, is read without a call, and the smaller set is iterated
+ * (dpids: the switches one update changed, mostly one). 1, 0, or -1 on error. */
 static int
 node_hits(PyObject *node, PyObject *dpids, PyObject *crosses)
 {
@@ -53,20 +57,45 @@ node_hits(PyObject *node, PyObject *dpids, PyObject *crosses)
         return PyObject_IsTrue(hit);
     if (PyErr_Occurred())
         return -1;
-    PyObject *visits = PyObject_CallMethod(node, "dpids", NULL);
-    if (visits == NULL)
+    PyObject *visits = PyObject_GetAttr(node, str_dpids_made);
+    if (visits == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    if (visits == NULL || visits == Py_None) {
+        Py_XDECREF(visits);
+        visits = PyObject_CallMethodNoArgs(node, str_dpids);
+        if (visits == NULL)
+            return -1;
+    }
+    if (!PyAnySet_Check(visits)) {
+        Py_DECREF(visits);
+        PyErr_SetString(PyExc_TypeError, "a node's dpids must be a set or a frozenset");
         return -1;
-    PyObject *disjoint = PyObject_CallMethod(dpids, "isdisjoint", "O", visits);
+    }
+    PyObject *small = dpids, *big = visits;
+    if (PySet_GET_SIZE(visits) < PySet_GET_SIZE(dpids)) {
+        small = visits;
+        big = dpids;
+    }
+    int meets = 0;
+    PyObject *it = PyObject_GetIter(small), *d;
+    if (it == NULL) {
+        Py_DECREF(visits);
+        return -1;
+    }
+    while (!meets && (d = PyIter_Next(it)) != NULL) {
+        meets = PySet_Contains(big, d);
+        Py_DECREF(d);
+    }
+    Py_DECREF(it);
     Py_DECREF(visits);
-    if (disjoint == NULL)
+    if (meets < 0 || PyErr_Occurred())
         return -1;
-    int d = PyObject_IsTrue(disjoint);
-    Py_DECREF(disjoint);
-    if (d < 0)
+    if (PyDict_SetItem(crosses, node, meets ? Py_True : Py_False) < 0)
         return -1;
-    if (PyDict_SetItem(crosses, node, d ? Py_False : Py_True) < 0)
-        return -1;
-    return !d;
+    return meets;
 }
 
 /* any(h.dpid in dpids for h in hops). 1, 0, or -1 on error. */
@@ -633,7 +662,9 @@ PyInit__walkc(void)
     str_first_made = PyUnicode_InternFromString("_first");
     str_first_ports = PyUnicode_InternFromString("first_ports");
     zero = PyLong_FromLong(0);
-    if (zero == NULL || str_egresses == NULL || str_egresses_made == NULL || str_idx == NULL ||
+    str_dpids = PyUnicode_InternFromString("dpids");
+    str_dpids_made = PyUnicode_InternFromString("_dpids");
+    if (zero == NULL || str_dpids == NULL || str_dpids_made == NULL || str_egresses == NULL || str_egresses_made == NULL || str_idx == NULL ||
         str_groups == NULL || str_first_made == NULL || str_first_ports == NULL)
         return NULL;
     return PyModule_Create(&module);
