@@ -492,6 +492,7 @@ class Walker:
         self.suffixes = {}
         self.stored = 0
         self._entries: dict[Node, SharedEntry] = {}
+        self._links: dict[tuple, Link] = {}
 
     def _plan(self, beh):
         """Outputs of a behaviour that only outputs (directly or via groups), else None."""
@@ -705,10 +706,26 @@ class Walker:
                     memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
-                    res.links.append(Link(st.ingress, st.hops, st.vport, st.alternative, suffix))
+                    if st.hops:
+                        link = Link(st.ingress, st.hops, st.vport, st.alternative, suffix)
+                    else:
+                        link = self._ingress_link(st, suffix)
+                    res.links.append(link)
                     self._linked(suffix)
                     return
         self._switch_direct(res, st, local)
+
+    def _ingress_link(self, st: State, suffix: Node) -> Link:
+        """The link of a walk that enters suffix right at its ingress: one object for every
+        class walk that does (an ingress walked on its own, such as an edge port that its
+        switch's first hop outputs to: 21 of every class walk on the Stanford backbone with
+        ACLs). Shared, a re-walk reads objects it read for other classes, not one copy per
+        class. Kept with the stored suffixes, as _entry_of's entries."""
+        key = (st.ingress, st.vport, st.alternative, suffix)
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = Link(st.ingress, (), st.vport, st.alternative, suffix)
+        return link
 
     def _suffix(self, res: WalkResult, st: State, local: bool) -> Node | None:
         """The Node from this switch on (zero tags, no history); None if not shareable.
