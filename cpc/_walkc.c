@@ -1,15 +1,18 @@
-/* The two loops of cpc.walk that run for every class an update re-walks, in C.
+/* The loops of cpc.walk that run for every class an update re-walks, in C.
  *
  * split_via(outcomes, links, entries, dpids, crosses): WalkResult.split_via's partition of
  *     a class walk into what stays valid and what must be walked again.
  * trie_find(trie, owners, leaf): the cross-class suffix memo's lookup (Walker._suffix).
+ * memo_entries(switches, owners, ...): Walker._memo_entries, a re-walk's switches entered
+ *     through stored nodes (what Walker._edge_switch does when the memo has them).
  * pairs(outcomes, links, entries, whole, redo): WalkResult.pairs, the (ingress, egress)
  *     pairs of a walk or of the paths a re-walk dropped (read by the daemon after every
  *     update).
  *
- * Both only read Python objects that the walker made (tuples, lists, dicts, sets) and do
+ * They only read Python objects that the walker made (tuples, lists, dicts, sets) and do
  * what the Python in cpc/walk.py's docstrings says, step for step; tests/cpc/test_walkc.py
- * checks them against plain Python versions on random inputs.
+ * and tests/cpc/test_model_vs_bruteforce.py check them against plain Python versions on
+ * random inputs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -204,7 +207,7 @@ split_via(PyObject *self, PyObject *args)
         return NULL;
     }
     PyObject *whole = PySet_New(NULL), *redo = PySet_New(NULL);
-    PyObject *kept_o = NULL, *kept_l = NULL, *kept_e = NULL;
+    PyObject *kept_o = NULL, *kept_l = NULL, *kept_e = NULL, *gone_e = NULL;
     if (whole == NULL || redo == NULL)
         goto fail;
     /* Entry nodes: a switch whose node visits dpids is walked again at every edge port. */
@@ -230,10 +233,13 @@ split_via(PyObject *self, PyObject *args)
         redo_paths(links, 1, 4, dpids, crosses, whole, redo) < 0)
         goto fail;
     if (PySet_GET_SIZE(whole) == 0 && PySet_GET_SIZE(redo) == 0)
-        return Py_BuildValue("(NNOOO)", whole, redo, outcomes, links, entries);
+        return Py_BuildValue("(NNOOON)", whole, redo, outcomes, links, entries, PyList_New(0));
     kept_o = kept_paths(outcomes, whole, redo);
     kept_l = kept_o ? kept_paths(links, whole, redo) : NULL;
     if (kept_l == NULL)
+        goto fail;
+    gone_e = PyList_New(0);
+    if (gone_e == NULL)
         goto fail;
     if (hits == 0) { /* no entry goes: the list as it is (never changed once stored) */
         kept_e = Py_NewRef(entries);
@@ -248,17 +254,18 @@ split_via(PyObject *self, PyObject *args)
             if (sw == NULL)
                 goto fail;
             int gone = PySet_Contains(whole, sw);
-            if (gone < 0 || (!gone && PyList_Append(kept_e, e) < 0))
+            if (gone < 0 || PyList_Append(gone ? gone_e : kept_e, e) < 0)
                 goto fail;
         }
     }
-    return Py_BuildValue("(NNNNN)", whole, redo, kept_o, kept_l, kept_e);
+    return Py_BuildValue("(NNNNNN)", whole, redo, kept_o, kept_l, kept_e, gone_e);
 fail:
     Py_XDECREF(whole);
     Py_XDECREF(redo);
     Py_XDECREF(kept_o);
     Py_XDECREF(kept_l);
     Py_XDECREF(kept_e);
+    Py_XDECREF(gone_e);
     return NULL;
 }
 
@@ -635,7 +642,7 @@ fail:
 static PyMethodDef methods[] = {
     {"split_via", split_via, METH_VARARGS,
      "split_via(outcomes, links, entries, dpids, crosses) -> (whole, redo, kept outcomes, "
-     "kept links, kept entries); the lists as given when nothing is walked again."},
+     "kept links, kept entries, entries dropped); a list as given when it keeps everything."},
     {"pairs", pairs, METH_VARARGS,
      "pairs(outcomes, links, entries, whole, redo) -> frozenset of (ingress, egress) of every path "
      "(whole None), or of those a re-walk dropped (see split_via)."},

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .results import Port
-from .walk import Walker, WalkResult
+from .walk import Walker, WalkResult, path_pairs
 
 # Stored suffixes kept across updates (the Stanford replay peaks at 42,574, 120 MB);
 # beyond, the walker starts afresh.
@@ -25,15 +25,84 @@ HOPS_MAX = 1_000_000
 
 class Dropped:
     """The paths of a walk that a partial re-walk did not keep (WalkResult.split_via), whose
-    pairs are found only when Update.pairs is read."""
+    pairs are found only when Update.pairs is read: the shared entries of the switches in
+    whole, and whether any other path went (an ingress in redo, or of a switch in whole)."""
 
-    __slots__ = ("walk", "whole", "redo")
+    __slots__ = ("walk", "whole", "redo", "entries", "paths")
 
-    def __init__(self, walk: WalkResult, whole: set, redo: set) -> None:
+    def __init__(self, walk: WalkResult, whole: set, redo: set, entries: list, paths: bool):
         self.walk, self.whole, self.redo = walk, whole, redo
+        self.entries, self.paths = entries, paths
 
-    def pair_set(self) -> frozenset:
-        return self.walk.pairs(self.whole, self.redo)
+
+def pair_changes(pair_diffs) -> frozenset:
+    """The (ingress, egress) pairs in one walk of each (before, after) but not in the other
+    (Update.pairs); a side is a WalkResult, the Dropped paths of a re-walk, or None.
+
+    Whole walks (a class walked anew, headers that joined another class) are compared by
+    their pair sets, which they keep. A re-walk's dropped paths against its new ones: a
+    switch whose edge ingresses share an entry node on both sides (one ingress list
+    object: a switch walked again at all its edge ports keeps it) changes the pairs of
+    those ingresses by the egresses that the two nodes do not share. Those are compared
+    per switch, and spelled out once for all the classes, instead of every (ingress,
+    egress) pair of both sides (an edge switch of a few ports and a node of dozens of
+    egresses: hundreds of pairs a side, for each class). Its other paths are compared pair
+    by pair: their ingresses are not those of a switch compared (an ingress's paths are in
+    one place of a walk)."""
+    out: set = set()
+    by_ingresses: dict[int, tuple] = {}  # id(ingress list) -> (it, egresses gained or lost)
+    for before, after in pair_diffs:
+        if type(before) is not Dropped:
+            # Per switch measured slower here: both sides list every switch, and their
+            # kept pair sets are compared in C.
+            a = before.pair_set() if before is not None else _NONE
+            out |= a ^ (after.pair_set() if after is not None else _NONE)
+            continue
+        old = before.entries
+        new = {id(e.ingresses): e.node for e in after.entries} if after is not None else {}
+        old_rest, matched = [], 0
+        for entry in old:
+            node, ivs = entry
+            now = new.get(id(ivs))
+            if now is None:
+                old_rest.append(entry)
+                continue
+            matched += 1
+            if now is not node:
+                changed = node.egresses() ^ now.egresses()
+                if changed:
+                    got = by_ingresses.get(id(ivs))
+                    if got is None:
+                        by_ingresses[id(ivs)] = (ivs, set(changed))
+                    else:
+                        got[1].update(changed)
+        if matched < len(new):
+            seen = {id(e.ingresses) for e in old}
+            new_rest = [e for e in after.entries if id(e.ingresses) not in seen]
+        else:
+            new_rest = []
+        a, b = _rest_pairs(before, old_rest), _rest_pairs(after, new_rest)
+        if a or b:
+            out |= a ^ b
+    for ivs, egresses in by_ingresses.values():
+        out.update((iv[0], e) for iv in ivs for e in egresses)
+    return frozenset(out)
+
+
+_NONE = frozenset()
+
+
+def _rest_pairs(side, entries: list) -> frozenset:
+    """pair_changes' pairs of a side's paths other than the shared entries it compared."""
+    if side is None:
+        return _NONE
+    if type(side) is Dropped:
+        if not side.paths:
+            return path_pairs([], [], entries, side.whole, side.redo) if entries else _NONE
+        return path_pairs(side.walk.outcomes, side.walk.links, entries, side.whole, side.redo)
+    if not side.outcomes and not side.links and not entries:
+        return _NONE
+    return path_pairs(side.outcomes, side.links, entries, None, _NONE)
 
 
 class WalkIndex:
@@ -145,7 +214,9 @@ class WalkIndex:
             return None
         changed = frozenset([self._elems[e].dpid for e in part.changed_at.get(class_id, ())])
         memo = crosses.setdefault(changed, {}) if crosses is not None else None
-        keep, whole, redo = old.split_via(changed, memo)
+        keep, whole, redo, gone = old.split_via(changed, memo)
+        # split_via keeps a list of the walk as it is when none of it goes
+        paths = keep.outcomes is not old.outcomes or keep.links is not old.links
         if base != class_id:
             keep.outcomes = [o._replace(final_class=class_id) for o in keep.outcomes]
             groups = self.groups_of.get(base, ())
@@ -156,7 +227,7 @@ class WalkIndex:
             keep,
             whole,
             sorted(redo, key=self._ingress_pos.__getitem__),
-            Dropped(old, whole, redo),
+            Dropped(old, whole, redo, gone, paths),
         )
 
     def walk(self, class_id: int, plan=None) -> WalkResult:

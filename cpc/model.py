@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import flowmod, ofctl
 from .gcpause import gc_paused, gc_paused_update
-from .index import WalkIndex
+from .index import WalkIndex, pair_changes
 from .partition import FILTER, FORWARDING, Partition
 from .results import Delivery, Expected, Hop, Port
 from .routes import cut_route_classes
@@ -82,11 +82,7 @@ class Update:
         """(ingress, egress) pairs whose S_i may have changed: headers gained or lost an
         outcome there. Computed when first read (set differences of large pair sets are
         the costliest part of a small update, and not every subscriber needs them)."""
-        out: set = set()
-        none = frozenset()
-        for before, after in self.pair_diffs:
-            out |= (before.pair_set() if before else none) ^ (after.pair_set() if after else none)
-        return frozenset(out)
+        return pair_changes(self.pair_diffs)
 
 
 @dataclass(frozen=True)

@@ -399,9 +399,11 @@ class WalkResult:
         update re-walks, in C (cpc/_walkc.c)."""
         return _pairs(self.outcomes, self.links, self.entries, whole, redo)
 
-    def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set]:
+    def split_via(self, dpids, crosses: dict | None = None) -> tuple[WalkResult, set, set, list]:
         """This walk minus the paths through one of these switches: (what is kept, the
-        switches whose every edge ingress must be walked again, other ingresses to walk).
+        switches whose every edge ingress must be walked again, other ingresses to walk,
+        the shared entries dropped). A list of the kept walk is this walk's own when it
+        keeps all of it.
 
         The ingresses behind a shared entry node go with it, and then every ingress of that
         switch goes; a kept node keeps its ingress list as it is (never changed once stored).
@@ -413,10 +415,15 @@ class WalkResult:
         # classes (cpc.walk.Walker.xmemo), so each is tested once per set of switches; links
         # share the same nodes and the same answers. This runs for every class an update
         # re-walks (5,000 for a default route with ACLs), in C (cpc/_walkc.c).
-        whole, redo, outcomes, links, entries = _split_via(
+        whole, redo, outcomes, links, entries, gone = _split_via(
             self.outcomes, self.links, self.entries, dpids, {} if crosses is None else crosses
         )
-        return WalkResult(outcomes, links, entries, None, None), whole, redo  # paths only
+        return WalkResult(outcomes, links, entries, None, None), whole, redo, gone  # paths only
+
+
+def path_pairs(outcomes, links, entries, whole=None, redo=frozenset()) -> frozenset:
+    """WalkResult.pairs of these paths of a walk (in C, cpc/_walkc.c)."""
+    return _pairs(outcomes, links, entries, whole, redo)
 
 
 class Pipeline(Protocol):

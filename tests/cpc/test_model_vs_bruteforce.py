@@ -8,6 +8,8 @@ from collections import Counter
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
+from cpc import ofctl
+from cpc.index import Dropped
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowMod, Group, Instructions, Match, ModelError
@@ -398,6 +400,81 @@ def test_memo_entries_take_the_groups_of_a_stored_node():
     assert answered["with groups"] == 1
     h = {"eth_type": 0x0800, "ipv4_dst": 0x0A000002}
     assert [d.egress for d in model.trace((1, 1), h)] == [(4, 2)]
+
+
+def pairs_pair_by_pair(pair_diffs) -> set:
+    """Update.pairs as it is defined: every (ingress, egress) pair of one side of a diff and
+    not of the other, each side's pairs spelled out."""
+    out: set = set()
+    for before, after in pair_diffs:
+        if isinstance(before, Dropped):
+            old = before.walk.pairs(before.whole, before.redo)
+        else:
+            old = before.pairs() if before is not None else frozenset()
+        out |= old ^ (after.pairs() if after is not None else frozenset())
+    return out
+
+
+def replay_comparing_pairs(sc) -> Counter:
+    """Replay a scenario, check_pairs of every update."""
+    topo, groups, fms, _ = sc
+    model = Model(topo)
+    model.add_entries([], groups)
+    compared = Counter()
+    for fm in fms:
+        if fm.command == "add" and not unique_priorities(model, fm):
+            continue
+        try:
+            upd = model.apply(fm)
+        except ModelError:
+            continue
+        compared += check_pairs(upd)
+    return compared
+
+
+def check_pairs(upd) -> Counter:
+    """Update.pairs must equal the pairs spelled out. Counts the switches of re-walks whose
+    new entry node reaches egresses the old did not, and the other way round (what
+    Update.pairs compares switch by switch)."""
+    assert upd.pairs == pairs_pair_by_pair(upd.pair_diffs)
+    compared = Counter()
+    for before, after in upd.pair_diffs:
+        if isinstance(before, Dropped) and after is not None:
+            new = {id(e.ingresses): e.node for e in after.entries}
+            for node, ivs in before.entries:
+                now = new.get(id(ivs), node).egresses()
+                compared["gained"] += bool(now - node.egresses())
+                compared["lost"] += bool(node.egresses() - now)
+    return compared
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_update_pairs_equal_the_pairs_spelled_out(sc):
+    replay_comparing_pairs(sc)
+
+
+def test_update_pairs_of_switches_that_gain_and_lose_an_egress():
+    """s1 - s2 - s3 in a line, 10/8 forwarded towards s3. s3 forwarding it out of s3:2
+    makes s1's and s2's edge ports gain that egress (their entry nodes cross s3); s3
+    dropping it again makes them lose it."""
+    topo = Topology()
+    for dpid in (1, 2, 3):
+        topo.add_switch(dpid, f"s{dpid}", [1, 2, 3])
+    topo.add_link((1, 2), (2, 1))
+    topo.add_link((2, 2), (3, 1))
+    for edge in [(1, 1), (1, 3), (2, 3), (3, 2), (3, 3)]:
+        topo.add_edge(edge)
+    model = Model(topo)
+    model.add_entries([])
+    for dpid in (1, 2):
+        check_pairs(model.add_flow(dpid, "priority=8,ip,nw_dst=10.0.0.0/8,actions=output:2"))
+    gained = check_pairs(model.add_flow(3, "priority=8,ip,nw_dst=10.0.0.0/8,actions=output:2"))
+    assert gained["gained"] == 2
+    fm = ofctl.parse_flow("priority=8,ip,nw_dst=10.0.0.0/8", 3, "delete_strict")
+    upd = model.apply(fm)
+    assert check_pairs(upd)["lost"] == 2
+    assert ((1, 1), (3, 2)) in upd.pairs and ((2, 3), (3, 2)) in upd.pairs
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -56,13 +56,14 @@ def py_split_via(outcomes, links, entries, dpids, crosses):
             if hit or any(h.dpid in dpids for h in hops):
                 redo.add(ing)
     if not redo and not whole:
-        return whole, redo, outcomes, links, entries
+        return whole, redo, outcomes, links, entries, []
     return (
         whole,
         redo,
         [o for o in outcomes if o.ingress[0] not in whole and o.ingress not in redo],
         [k for k in links if k.ingress[0] not in whole and k.ingress not in redo],
         [e for e in entries if e.ingresses[0][0][0] not in whole],
+        [e for e in entries if e.ingresses[0][0][0] in whole],
     )
 
 
@@ -160,6 +161,10 @@ def test_split_via_as_the_python_loop(walk):
     assert got[:2] == want[:2]  # whole, redo
     for g, w in zip(got[2:], want[2:], strict=True):  # the same objects kept, in order
         assert [id(x) for x in g] == [id(x) for x in w]
+    # A list kept whole is the walk's own (cpc.index.Dropped.paths relies on it), and only
+    # then: a kept list is never one that lost paths.
+    for g, mine in zip(got[2:5], (outcomes, links, entries), strict=True):
+        assert (g is mine) == (len(g) == len(mine))
     assert c_memo == py_memo
 
 
