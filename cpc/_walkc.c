@@ -8,6 +8,8 @@
  * pairs(outcomes, links, entries, whole, redo): WalkResult.pairs, the (ingress, egress)
  *     pairs of a walk or of the paths a re-walk dropped (read by the daemon after every
  *     update).
+ * entry_changes(old, new, by, old_rest, new_rest): cpc.index.pair_changes' comparison of
+ *     two walks' shared entries switch by switch; same_objects(a, b), of their other paths.
  *
  * They only read Python objects that the walker made (tuples, lists, dicts, sets) and do
  * what the Python in cpc/walk.py's docstrings says, step for step; tests/cpc/test_walkc.py
@@ -271,6 +273,25 @@ fail:
 
 static PyObject *str_egresses, *str_egresses_made; /* interned at import */
 
+/* A node's egresses (Node.egresses()), read without a call once made (most nodes are asked
+ * again and again). New reference. */
+static PyObject *
+node_egresses(PyObject *node)
+{
+    PyObject *eg = PyObject_GetAttr(node, str_egresses_made);
+    if (eg == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+    }
+    if (eg == NULL || eg == Py_None) {
+        Py_XDECREF(eg);
+        eg = PyObject_CallMethodNoArgs(node, str_egresses);
+    }
+    return eg;
+}
+
+
 /* Whether the path from ingress ing is counted: every path when whole is NULL, else those
  * that a re-walk dropped. 1, 0, or -1 on error. */
 static int
@@ -288,20 +309,9 @@ add_node_pairs(PyObject *out, PyObject *ing, PyObject *ivs, PyObject *node)
     Py_ssize_t n = ivs == NULL ? 1 : PyObject_Length(ivs);
     if (n < 0)
         return -1;
-    /* node._egresses once made (Node.egresses), read without a call: most nodes are asked
-     * again and again */
-    PyObject *eg = PyObject_GetAttr(node, str_egresses_made);
-    if (eg == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-    }
-    if (eg == NULL || eg == Py_None) {
-        Py_XDECREF(eg);
-        eg = PyObject_CallMethodNoArgs(node, str_egresses);
-        if (eg == NULL)
-            return -1;
-    }
+    PyObject *eg = node_egresses(node);
+    if (eg == NULL)
+        return -1;
     PyObject *it = PyObject_GetIter(eg), *e;
     Py_DECREF(eg);
     if (it == NULL)
@@ -401,6 +411,160 @@ pairs(PyObject *self, PyObject *args)
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* by[id(ivs)] = (ivs, set of egresses) |= changed. 0, or -1 on error. */
+static int
+add_changed(PyObject *by, PyObject *ivs, PyObject *changed)
+{
+    PyObject *key = PyLong_FromVoidPtr(ivs);
+    if (key == NULL)
+        return -1;
+    PyObject *got = PyDict_GetItemWithError(by, key);
+    int bad = 0;
+    if (got != NULL) {
+        PyObject *acc = item(got, 1);
+        PyObject *res = acc == NULL ? NULL : PyNumber_InPlaceOr(acc, changed);
+        bad = res == NULL;
+        Py_XDECREF(res);
+    }
+    else if (PyErr_Occurred()) {
+        bad = 1;
+    }
+    else {
+        PyObject *acc = PySet_New(changed);
+        PyObject *val = acc == NULL ? NULL : PyTuple_Pack(2, ivs, acc);
+        Py_XDECREF(acc);
+        bad = val == NULL || PyDict_SetItem(by, key, val) < 0;
+        Py_XDECREF(val);
+    }
+    Py_DECREF(key);
+    return bad ? -1 : 0;
+}
+
+/* entry_changes(old, new, by, old_rest, new_rest): see cpc.index.pair_changes. Shared
+ * entries (node, ingresses) of the two sides with the same ingress list object are matched;
+ * where their nodes differ, the egresses one reaches and the other does not are added to
+ * by[id(ingresses)] = (ingresses, egresses). The entries left unmatched are appended to
+ * old_rest and new_rest. */
+static PyObject *
+entry_changes(PyObject *self, PyObject *args)
+{
+    PyObject *old, *new, *by, *old_rest, *new_rest;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyList_Type, &old, &PyList_Type, &new,
+                          &PyDict_Type, &by, &PyList_Type, &old_rest, &PyList_Type, &new_rest))
+        return NULL;
+    /* An open-addressing table of the new side's ingress lists (borrowed pointers). */
+    Py_ssize_t n = PyList_GET_SIZE(new), cap = 8;
+    while (cap < 2 * n)
+        cap *= 2;
+    PyObject **keys = PyMem_Calloc(cap, sizeof(PyObject *));
+    Py_ssize_t *at = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    char *used = PyMem_Calloc(n ? n : 1, 1);
+    if (keys == NULL || at == NULL || used == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ivs = item(PyList_GET_ITEM(new, i), 1);
+        if (ivs == NULL)
+            goto fail;
+        size_t h = ((size_t)ivs >> 4) & (cap - 1);
+        while (keys[h] != NULL && keys[h] != ivs)
+            h = (h + 1) & (cap - 1);
+        if (keys[h] == NULL) { /* the same list twice on a side: the first is matched */
+            keys[h] = ivs;
+            at[h] = i;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(old); i++) {
+        PyObject *e = PyList_GET_ITEM(old, i);
+        PyObject *node = item(e, 0), *ivs = node ? item(e, 1) : NULL;
+        if (ivs == NULL)
+            goto fail;
+        size_t h = ((size_t)ivs >> 4) & (cap - 1);
+        while (keys[h] != NULL && keys[h] != ivs)
+            h = (h + 1) & (cap - 1);
+        if (keys[h] == NULL || used[at[h]]) {
+            if (PyList_Append(old_rest, e) < 0)
+                goto fail;
+            continue;
+        }
+        used[at[h]] = 1;
+        PyObject *now = item(PyList_GET_ITEM(new, at[h]), 0);
+        if (now == NULL)
+            goto fail;
+        if (now == node)
+            continue;
+        PyObject *a = node_egresses(node), *b = a ? node_egresses(now) : NULL;
+        PyObject *changed = b ? PyNumber_Xor(a, b) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (changed == NULL)
+            goto fail;
+        Py_ssize_t size = PyObject_Length(changed);
+        int bad = size < 0 || (size > 0 && add_changed(by, ivs, changed) < 0);
+        Py_DECREF(changed);
+        if (bad)
+            goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!used[i] && PyList_Append(new_rest, PyList_GET_ITEM(new, i)) < 0)
+            goto fail;
+    PyMem_Free(keys);
+    PyMem_Free(at);
+    PyMem_Free(used);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(keys);
+    PyMem_Free(at);
+    PyMem_Free(used);
+    return NULL;
+}
+
+/* same_objects(a, b): whether lists a and b hold the same objects, each as often, in any
+ * order (identity, not equality: no object's __eq__ or __hash__ is called). */
+static PyObject *
+same_objects(PyObject *self, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &a, &PyList_Type, &b))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(a), cap = 8;
+    if (n != PyList_GET_SIZE(b))
+        Py_RETURN_FALSE;
+    if (n == 0)
+        Py_RETURN_TRUE;
+    while (cap < 2 * n)
+        cap *= 2;
+    PyObject **keys = PyMem_Calloc(cap, sizeof(PyObject *));
+    Py_ssize_t *count = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+    if (keys == NULL || count == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(count);
+        return PyErr_NoMemory();
+    }
+    int same = 1;
+    for (int side = 0; side < 2 && same; side++) {
+        PyObject *list = side ? b : a;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PyList_GET_ITEM(list, i);
+            size_t h = ((size_t)x >> 4) & (cap - 1);
+            while (keys[h] != NULL && keys[h] != x)
+                h = (h + 1) & (cap - 1);
+            if (side == 0) {
+                keys[h] = x;
+                count[h]++;
+            }
+            else if (keys[h] == NULL || count[h]-- == 0) {
+                same = 0;
+                break;
+            }
+        }
+    }
+    PyMem_Free(keys);
+    PyMem_Free(count);
+    return PyBool_FromLong(same);
 }
 
 /* trie = {element: {action there: next level}, leaf: node}: the first node (depth-first,
@@ -646,6 +810,11 @@ static PyMethodDef methods[] = {
     {"pairs", pairs, METH_VARARGS,
      "pairs(outcomes, links, entries, whole, redo) -> frozenset of (ingress, egress) of every path "
      "(whole None), or of those a re-walk dropped (see split_via)."},
+    {"entry_changes", entry_changes, METH_VARARGS,
+     "entry_changes(old, new, by, old_rest, new_rest) -> None; the egresses changed per ingress "
+     "list shared by both sides' entries, into by (see cpc.index.pair_changes)."},
+    {"same_objects", same_objects, METH_VARARGS,
+     "same_objects(a, b) -> whether the lists hold the same objects, as often, in any order."},
     {"trie_find", trie_find, METH_VARARGS,
      "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
     {"memo_entries", memo_entries, METH_VARARGS,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .results import Port
-from .walk import Walker, WalkResult, path_pairs
+from .walk import Walker, WalkResult, entry_changes, path_pairs, same_objects
 
 # Stored suffixes kept across updates (the Stanford replay peaks at 42,574, 120 MB);
 # beyond, the walker starts afresh.
@@ -39,49 +39,39 @@ def pair_changes(pair_diffs) -> frozenset:
     """The (ingress, egress) pairs in one walk of each (before, after) but not in the other
     (Update.pairs); a side is a WalkResult, the Dropped paths of a re-walk, or None.
 
-    Whole walks (a class walked anew, headers that joined another class) are compared by
-    their pair sets, which they keep. A re-walk's dropped paths against its new ones: a
-    switch whose edge ingresses share an entry node on both sides (one ingress list
-    object: a switch walked again at all its edge ports keeps it) changes the pairs of
-    those ingresses by the egresses that the two nodes do not share. Those are compared
-    per switch, and spelled out once for all the classes, instead of every (ingress,
-    egress) pair of both sides (an edge switch of a few ports and a node of dozens of
-    egresses: hundreds of pairs a side, for each class). Its other paths are compared pair
-    by pair: their ingresses are not those of a switch compared (an ingress's paths are in
-    one place of a walk)."""
+    A switch whose edge ingresses share an entry node on both sides (one ingress list
+    object: a switch entered at all its edge ports keeps it, in every walk) changes the
+    pairs of those ingresses by the egresses that the two nodes do not share. Those are
+    compared per switch (entry_changes, in C), and spelled out once for all the classes,
+    instead of every (ingress, egress) pair of both sides (an edge switch of a few ports and
+    a node of dozens of egresses: hundreds of pairs a side, for each class). The other
+    paths are compared pair by pair: their ingresses are not those of a switch compared
+    (an ingress's paths are in one place of a walk)."""
     out: set = set()
     by_ingresses: dict[int, tuple] = {}  # id(ingress list) -> (it, egresses gained or lost)
     for before, after in pair_diffs:
-        if type(before) is not Dropped:
-            # Per switch measured slower here: both sides list every switch, and their
-            # kept pair sets are compared in C.
-            a = before.pair_set() if before is not None else _NONE
-            out |= a ^ (after.pair_set() if after is not None else _NONE)
-            continue
-        old = before.entries
-        new = {id(e.ingresses): e.node for e in after.entries} if after is not None else {}
-        old_rest, matched = [], 0
-        for entry in old:
-            node, ivs = entry
-            now = new.get(id(ivs))
-            if now is None:
-                old_rest.append(entry)
-                continue
-            matched += 1
-            if now is not node:
-                changed = node.egresses() ^ now.egresses()
-                if changed:
-                    got = by_ingresses.get(id(ivs))
-                    if got is None:
-                        by_ingresses[id(ivs)] = (ivs, set(changed))
-                    else:
-                        got[1].update(changed)
-        if matched < len(new):
-            seen = {id(e.ingresses) for e in old}
-            new_rest = [e for e in after.entries if id(e.ingresses) not in seen]
+        old_rest: list = []
+        new_rest: list = []
+        entry_changes(
+            before.entries if before is not None else [],
+            after.entries if after is not None else [],
+            by_ingresses,
+            old_rest,
+            new_rest,
+        )
+        if (
+            type(before) is WalkResult
+            and after is not None
+            and same_objects(before.links, after.links)
+            and same_objects(before.outcomes, after.outcomes)
+        ):
+            # Two whole walks with the same other paths, in any order (the ingress links
+            # that every class shares, cpc.walk.Walker._ingress_link): only the entries left
+            # unmatched differ.
+            a = path_pairs([], [], old_rest) if old_rest else _NONE
+            b = path_pairs([], [], new_rest) if new_rest else _NONE
         else:
-            new_rest = []
-        a, b = _rest_pairs(before, old_rest), _rest_pairs(after, new_rest)
+            a, b = _rest_pairs(before, old_rest), _rest_pairs(after, new_rest)
         if a or b:
             out |= a ^ b
     for ivs, egresses in by_ingresses.values():

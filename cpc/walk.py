@@ -24,8 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from ._walkc import entry_changes as _entry_changes
 from ._walkc import memo_entries as _memo_entries
 from ._walkc import pairs as _pairs
+from ._walkc import same_objects
 from ._walkc import split_via as _split_via
 from ._walkc import trie_find as _trie_find
 from .fields import OFPVID_PRESENT, WIDTH
@@ -424,6 +426,14 @@ class WalkResult:
 def path_pairs(outcomes, links, entries, whole=None, redo=frozenset()) -> frozenset:
     """WalkResult.pairs of these paths of a walk (in C, cpc/_walkc.c)."""
     return _pairs(outcomes, links, entries, whole, redo)
+
+
+def entry_changes(old: list, new: list, by: dict, old_rest: list, new_rest: list) -> None:
+    """Two walks' shared entries matched by their ingress list (one object: a switch entered
+    at all its edge ports); where the nodes differ, the egresses that one reaches and the
+    other does not go into by[id(ingresses)] = (ingresses, egresses). The entries left
+    unmatched are appended to old_rest and new_rest (in C, cpc/_walkc.c)."""
+    _entry_changes(old, new, by, old_rest, new_rest)
 
 
 class Pipeline(Protocol):

@@ -5,13 +5,14 @@ clear error for input that is not a walk."""
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from itertools import product
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc._walkc import memo_entries, pairs, split_via, trie_find
+from cpc._walkc import entry_changes, memo_entries, pairs, same_objects, split_via, trie_find
 from cpc.results import Hop
 from cpc.walk import _LEAF, Link, Node, Outcome, SharedEntry, _trie_add
 
@@ -238,6 +239,59 @@ def test_no_reference_is_leaked():
     assert after == before
 
 
+def py_entry_changes(old, new):
+    """entry_changes in Python: (by, old_rest, new_rest)."""
+    by, fresh, used = {}, {}, set()
+    for i, e in enumerate(new):
+        fresh.setdefault(id(e.ingresses), i)
+    old_rest = []
+    for e in old:
+        i = fresh.get(id(e.ingresses))
+        if i is None or i in used:
+            old_rest.append(e)
+            continue
+        used.add(i)
+        changed = e.node.egresses() ^ new[i].node.egresses()
+        if changed:
+            by.setdefault(id(e.ingresses), (e.ingresses, set()))[1].update(changed)
+    return by, old_rest, [e for i, e in enumerate(new) if i not in used]
+
+
+@st.composite
+def entry_pairs(draw):
+    """Two walks' shared entries over a few ingress lists and nodes, in any order."""
+    lists = [tuple((((d, p)), 1) for p in range(draw(st.integers(1, 3)))) for d in range(4)]
+    nodes = [FakeNode({1}, draw(st.sets(st.integers(0, 5), max_size=4))) for _ in range(4)]
+
+    def side():
+        idx = draw(st.lists(st.integers(0, 3), max_size=5))
+        return [SharedEntry(draw(st.sampled_from(nodes)), lists[i]) for i in idx]
+
+    return side(), side()
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry_pairs())
+def test_entry_changes_as_the_python_loop(case):
+    old, new = case
+    by, old_rest, new_rest = {}, [], []
+    entry_changes(old, new, by, old_rest, new_rest)
+    want_by, want_old, want_new = py_entry_changes(old, new)
+    assert by == want_by
+    assert [id(e) for e in old_rest] == [id(e) for e in want_old]
+    assert [id(e) for e in new_rest] == [id(e) for e in want_new]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 5)), st.lists(st.integers(0, 5)))
+def test_same_objects_counts_identities(a, b):
+    objs = [object() for _ in range(6)]
+    la, lb = [objs[i] for i in a], [objs[i] for i in b]
+    assert same_objects(la, lb) == (Counter(map(id, la)) == Counter(map(id, lb)))
+    assert same_objects(la, list(reversed(la)))
+    assert not same_objects([(1, 2)], [(1, 2)][:0] + [tuple([1, 2])])  # equal, not the same
+
+
 class FakeElement:
     idx = 4
 
@@ -265,7 +319,28 @@ def test_memo_entries_leak_no_reference():
     assert [sys.getrefcount(x) for x in objs] == before
 
 
+def test_entry_changes_leak_no_reference():
+    a, b = FakeNode({1}, {(3, 1)}), FakeNode({1}, {(3, 2)})
+    ivs = (((1, 1), 2),)
+    old, new = [SharedEntry(a, ivs)], [SharedEntry(b, ivs), SharedEntry(a, ((((2, 1)), 2),))]
+    objs = (a, b, ivs, *old, *new, a._egresses, b._egresses)
+    before = [sys.getrefcount(x) for x in objs]
+    for _ in range(1000):
+        by, old_rest, new_rest = {}, [], []
+        entry_changes(old, new, by, old_rest, new_rest)
+        assert by[id(ivs)][1] == {(3, 1), (3, 2)} and len(new_rest) == 1
+        assert same_objects(new, list(reversed(new)))
+    del by, old_rest, new_rest
+    assert [sys.getrefcount(x) for x in objs] == before
+
+
 def test_input_that_is_not_a_walk_is_an_error():
+    with pytest.raises(TypeError, match="tuple or a list"):
+        entry_changes([42], [], {}, [], [])  # not an entry
+    with pytest.raises(IndexError):
+        entry_changes([], [(FakeNode({1}),)], {}, [], [])  # an entry without ingresses
+    with pytest.raises(TypeError):
+        same_objects((1,), [1])
     with pytest.raises(TypeError, match="set or a frozenset"):
         memo_entries([1], {}, {}, {}, {}, [1], {}, _LEAF, SharedEntry)
     with pytest.raises(TypeError, match="set or a frozenset"):
