@@ -67,15 +67,25 @@ def apply_checking_updates(model: Model, fms, after_each=None) -> None:
             after_each()
 
 
-def run_flowmods(topo, groups, fms):
-    model = Model(topo)
-    model.add_entries([], groups)
+def apply_flowmods(model: Model, fms, after_each=None) -> Model:
+    """Apply each FlowMod the model accepts (with unique priorities), then after_each(its
+    Update)."""
     for fm in fms:
         if fm.command == "add" and not unique_priorities(model, fm):
             continue
-        with contextlib.suppress(ModelError):
-            model.apply(fm)
+        try:
+            upd = model.apply(fm)
+        except ModelError:
+            continue
+        if after_each is not None:
+            after_each(upd)
     return model
+
+
+def run_flowmods(topo, groups, fms):
+    model = Model(topo)
+    model.add_entries([], groups)
+    return apply_flowmods(model, fms)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -350,11 +360,7 @@ def replay_comparing_memo_entries(sc) -> Counter:
     model = Model(topo)
     model.add_entries([], groups)
     with comparing_memo_entries(model) as answered:
-        for fm in fms:
-            if fm.command == "add" and not unique_priorities(model, fm):
-                continue
-            with contextlib.suppress(ModelError):
-                model.apply(fm)
+        apply_flowmods(model, fms)
     return answered
 
 
@@ -418,17 +424,10 @@ def pairs_pair_by_pair(pair_diffs) -> set:
 def replay_comparing_pairs(sc) -> Counter:
     """Replay a scenario, check_pairs of every update."""
     topo, groups, fms, _ = sc
-    model = Model(topo)
-    model.add_entries([], groups)
     compared = Counter()
-    for fm in fms:
-        if fm.command == "add" and not unique_priorities(model, fm):
-            continue
-        try:
-            upd = model.apply(fm)
-        except ModelError:
-            continue
-        compared += check_pairs(upd)
+    run = Model(topo)
+    run.add_entries([], groups)
+    apply_flowmods(run, fms, lambda upd: compared.update(check_pairs(upd)))
     return compared
 
 
