@@ -80,8 +80,9 @@ class Update:
     @cached_property
     def pairs(self) -> frozenset[tuple[Port, Port]]:
         """(ingress, egress) pairs whose S_i may have changed: headers gained or lost an
-        outcome there. Computed when first read (set differences of large pair sets are
-        the costliest part of a small update, and not every subscriber needs them)."""
+        outcome there. Computed when first read (comparing the walks before and after is a
+        large part of a small update, and not every subscriber needs it): see
+        cpc.index.pair_changes."""
         return pair_changes(self.pair_diffs)
 
 

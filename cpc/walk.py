@@ -27,7 +27,7 @@ from typing import NamedTuple, Protocol
 from ._walkc import entry_changes as _entry_changes
 from ._walkc import memo_entries as _memo_entries
 from ._walkc import pairs as _pairs
-from ._walkc import same_objects
+from ._walkc import same_objects as _same_objects
 from ._walkc import split_via as _split_via
 from ._walkc import trie_find as _trie_find
 from .fields import OFPVID_PRESENT, WIDTH
@@ -436,6 +436,12 @@ def entry_changes(old: list, new: list, by: dict, old_rest: list, new_rest: list
     _entry_changes(old, new, by, old_rest, new_rest)
 
 
+def same_objects(a: list, b: list) -> bool:
+    """Whether two lists hold the same objects, each as often, in any order (by identity;
+    in C, cpc/_walkc.c)."""
+    return _same_objects(a, b)
+
+
 class Pipeline(Protocol):
     """What a walk reads of the network's forwarding state; cpc.model.Model implements it.
 
@@ -723,7 +729,7 @@ class Walker:
                     memo[key] = None  # re-entered while computing it: walk that path directly
                     suffix = memo[key] = self._suffix(res, st, local)
                 if suffix is not None and suffix.states.isdisjoint(st.visited):
-                    if st.hops:
+                    if st.hops or self.xmemo is None:
                         link = Link(st.ingress, st.hops, st.vport, st.alternative, suffix)
                     else:
                         link = self._ingress_link(st, suffix)
@@ -737,7 +743,8 @@ class Walker:
         class walk that does (an ingress walked on its own, such as an edge port that its
         switch's first hop outputs to: 21 of every class walk on the Stanford backbone with
         ACLs). Shared, a re-walk reads objects it read for other classes, not one copy per
-        class. Kept with the stored suffixes, as _entry_of's entries."""
+        class. Kept with the stored suffixes, as _entry_of's entries (only while they are
+        kept: a walk outside a build or a commit stores no node)."""
         key = (st.ingress, st.vport, st.alternative, suffix)
         link = self._links.get(key)
         if link is None:
