@@ -51,6 +51,24 @@ path(PyObject *obj, const Py_ssize_t *idx, int n)
 
 static PyObject *str_dpids, *str_dpids_made; /* interned at import */
 
+/* node.<made>, a value a node makes once and keeps (Node.dpids, egresses, first_ports), read
+ * without a call once made; else node.<method>(). New reference, NULL on error. */
+static PyObject *
+made_or_call(PyObject *node, PyObject *made, PyObject *method)
+{
+    PyObject *x = PyObject_GetAttr(node, made);
+    if (x == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+    }
+    if (x == NULL || x == Py_None) {
+        Py_XDECREF(x);
+        x = PyObject_CallMethodNoArgs(node, method);
+    }
+    return x;
+}
+
 /* Whether node visits one of dpids (node.dpids() meets dpids), kept in crosses (node ->
  * bool). node._dpids, once made, is read without a call, and the smaller set is iterated
  * (dpids: the switches one update changed, mostly one). 1, 0, or -1 on error. */
@@ -62,18 +80,9 @@ node_hits(PyObject *node, PyObject *dpids, PyObject *crosses)
         return PyObject_IsTrue(hit);
     if (PyErr_Occurred())
         return -1;
-    PyObject *visits = PyObject_GetAttr(node, str_dpids_made);
-    if (visits == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-    }
-    if (visits == NULL || visits == Py_None) {
-        Py_XDECREF(visits);
-        visits = PyObject_CallMethodNoArgs(node, str_dpids);
-        if (visits == NULL)
-            return -1;
-    }
+    PyObject *visits = made_or_call(node, str_dpids_made, str_dpids);
+    if (visits == NULL)
+        return -1;
     if (!PyAnySet_Check(visits)) {
         Py_DECREF(visits);
         PyErr_SetString(PyExc_TypeError, "a node's dpids must be a set or a frozenset");
@@ -278,17 +287,7 @@ static PyObject *str_egresses, *str_egresses_made; /* interned at import */
 static PyObject *
 node_egresses(PyObject *node)
 {
-    PyObject *eg = PyObject_GetAttr(node, str_egresses_made);
-    if (eg == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
-    }
-    if (eg == NULL || eg == Py_None) {
-        Py_XDECREF(eg);
-        eg = PyObject_CallMethodNoArgs(node, str_egresses);
-    }
-    return eg;
+    return made_or_call(node, str_egresses_made, str_egresses);
 }
 
 
@@ -723,11 +722,7 @@ memo_entry(PyObject *dpid, PyObject *owners, PyObject *xmemo, PyObject *elements
     if (node == NULL || node == Py_None)
         return Py_XNewRef(node);
     /* Every edge ingress shares the node unless its first hop outputs to one of them. */
-    PyObject *first = PyObject_GetAttr(node, str_first_made);
-    if (first == Py_None) {
-        Py_DECREF(first);
-        first = PyObject_CallMethodNoArgs(node, str_first_ports);
-    }
+    PyObject *first = made_or_call(node, str_first_made, str_first_ports);
     if (first == NULL)
         return NULL;
     int apart = PyAnySet_Check(ports) ? each_in(first, ports, 0) : -2;
@@ -840,8 +835,9 @@ PyInit__walkc(void)
     zero = PyLong_FromLong(0);
     str_dpids = PyUnicode_InternFromString("dpids");
     str_dpids_made = PyUnicode_InternFromString("_dpids");
-    if (zero == NULL || str_dpids == NULL || str_dpids_made == NULL || str_egresses == NULL || str_egresses_made == NULL || str_idx == NULL ||
-        str_groups == NULL || str_first_made == NULL || str_first_ports == NULL)
+    if (zero == NULL || str_dpids == NULL || str_dpids_made == NULL || str_egresses == NULL ||
+        str_egresses_made == NULL || str_idx == NULL || str_groups == NULL ||
+        str_first_made == NULL || str_first_ports == NULL)
         return NULL;
     return PyModule_Create(&module);
 }
