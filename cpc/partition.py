@@ -25,6 +25,7 @@ from __future__ import annotations
 import weakref
 from collections import defaultdict
 from collections.abc import Mapping
+from functools import partial
 
 from ._leqc import classes_meeting as _classes_meeting
 from .space import CLASS_ID_BITS, HeaderSpace
@@ -244,6 +245,21 @@ class Projection(Labels):
             self._relabel(part, other)
             out[pid] = other
         return out
+
+
+def _classes_meeting_py(disjoint, x, x_first, ys, pair, out, whole, inter, rest, ry_of) -> None:
+    """cpc/_leqc.c's classes_meeting in Python, with the given disjointness test: for each
+    projection y of ys, the classes of (x, y) as (class, None, whole), all of them when whole
+    is given, else those whose region meets inter, whole when it misses rest."""
+    for y in ys:
+        w = whole
+        if whole is None:
+            ry = ry_of[y]
+            if disjoint(inter, ry):
+                continue
+            w = disjoint(rest, ry)
+        for c in pair[(x, y) if x_first else (y, x)]:
+            out.append((c, None, w))
 
 
 def _sig_of(owners: dict) -> int:
@@ -663,44 +679,28 @@ class Partition:
             return out
         mine, theirs = self.proj[group], self.proj[1 - group]
         region, with_, pair = mine.region, self._with[group], self._pair
-        within, disjoint = self.space.within, self.space.disjoint
-        leq = self.space.leq_args
-        if leq is not None:  # the same loop, in C (cpc/_leqc.c): a test costs no Python call
-            fwd = group == FORWARDING
-            ry_of = theirs.region
-            for x in mine.candidates(pred):
-                rx = region[x]
-                others = with_[x]
-                whole = within(rx, pred)
-                if whole or len(others) == 1:
-                    _classes_meeting(leq, x, fwd, others, pair, out, whole, None, None, None)
-                else:
-                    _classes_meeting(
-                        leq, x, fwd, others, pair, out, None, rx & pred, rx & ~pred, ry_of
-                    )
-            return out
+        within, leq = self.space.within, self.space.leq_args
+        # The tests of X's classes, in C (cpc/_leqc.c: a test costs no Python call), or in
+        # Python where dd has no native Cudd_bddLeq.
+        if leq is not None:
+            meeting = partial(_classes_meeting, leq)
+        else:
+            meeting = partial(_classes_meeting_py, self.space.disjoint)
+        fwd, ry_of = group == FORWARDING, theirs.region
         for x in mine.candidates(pred):
             rx = region[x]
             others = with_[x]
             whole = within(rx, pred)
             if whole or len(others) == 1:
                 # Inside pred, or X is one class: all of it, or a part of it.
-                for y in others:
-                    for c in pair[(x, y) if group == FORWARDING else (y, x)]:
-                        out.append((c, None, whole))
-                continue
-            # Which of X's classes meet pred, and which lie inside it: two tests per class
-            # with the other group's projections, which build no BDD (cpc.leq).
-            # (The other label could say it in two lookups for all of X's classes, but a
-            # lookup costs with that label's size: milliseconds on networks with
-            # hundreds of filter projections.)
-            ry_of, inter, rest = theirs.region, rx & pred, rx & ~pred
-            for y in others:
-                ry = ry_of[y]
-                if not disjoint(inter, ry):
-                    whole = disjoint(rest, ry)
-                    for c in pair[(x, y) if group == FORWARDING else (y, x)]:
-                        out.append((c, None, whole))
+                meeting(x, fwd, others, pair, out, whole, None, None, None)
+            else:
+                # Which of X's classes meet pred, and which lie inside it: two tests per
+                # class with the other group's projections, which build no BDD (cpc.leq).
+                # (The other label could say it in two lookups for all of X's classes, but
+                # a lookup costs with that label's size: milliseconds on networks with
+                # hundreds of filter projections.)
+                meeting(x, fwd, others, pair, out, None, rx & pred, rx & ~pred, ry_of)
         return out
 
     def candidates(self, pred, group: int = FORWARDING) -> list[int]:

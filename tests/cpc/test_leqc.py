@@ -1,6 +1,7 @@
 """cpc._leqc, the partition's per-class tests in C, against the Python loop it replaces
-(with dd's own operators as the oracle): the same classes in the same order with the same
-flags, no reference leaked, and a clear error for input that is not the partition's."""
+(with dd's own operators as the oracle), as is the partition's Python fallback: the same
+classes in the same order with the same flags, no reference leaked, and a clear error for
+input that is not the partition's."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpc._leqc import classes_meeting
+from cpc.partition import _classes_meeting_py
 from tests.cpc.test_leq import SPACE, regions
 
 LEQ = SPACE.leq_args
+
+
+def DD_DISJOINT(u, v) -> bool:  # noqa: N802 - a constant of the test, as LEQ
+    return u & v == SPACE.false
 
 
 def py_classes_meeting(x, x_first, ys, pair, whole, inter, rest, ry_of):
@@ -56,7 +62,12 @@ def test_classes_meeting_as_the_python_loop(case):
     x, x_first, ys, pair, whole, inter, rest, ry_of = case
     out = [("before", None, False)]
     classes_meeting(LEQ, x, x_first, ys, pair, out, whole, inter, rest, ry_of)
-    assert out == [("before", None, False), *py_classes_meeting(*case)]
+    want = py_classes_meeting(*case)
+    assert out == [("before", None, False), *want]
+    # The partition's Python fallback, for a dd without the native path, with dd's operators.
+    fallback: list = []
+    _classes_meeting_py(DD_DISJOINT, x, x_first, ys, pair, fallback, whole, inter, rest, ry_of)
+    assert fallback == want
 
 
 def test_no_reference_is_leaked():
