@@ -235,10 +235,7 @@ class WalkIndex:
                     keep.outcomes, keep.links, keep.entries + entries, None, None
                 )
                 self._forget_templates(class_id, ())
-                if groups:
-                    for g in groups:
-                        self.group_users[g].add(class_id)
-                    self.groups_of[class_id].update(groups)
+                self._index_groups(class_id, groups or ())
                 return WalkResult([], [], entries, None, None)  # paths only
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
             fresh = WalkResult(res.outcomes, res.links, res.entries, None, None)  # paths only
@@ -252,12 +249,16 @@ class WalkIndex:
             self.rewriting.add(class_id)
         for t in res.through:
             self.through[t].add(class_id)
-        for g in res.groups:
-            self.group_users[g].add(class_id)
-        if res.groups:
-            self.groups_of[class_id].update(res.groups)
+        self._index_groups(class_id, res.groups)
         res.through = res.groups = None  # indexed; the walk keeps only its paths
         return fresh
+
+    def _index_groups(self, class_id: int, groups) -> None:
+        """The class's walk uses these groups (re-walked when one changes)."""
+        for g in groups:
+            self.group_users[g].add(class_id)
+        if groups:
+            self.groups_of[class_id].update(groups)
 
     def unwalk(self, class_id: int) -> None:
         walk = self.walks.pop(class_id, None)
