@@ -181,17 +181,11 @@ class Projection(Labels):
 
     def _index(self, pid: int, owners: dict, sig: int) -> None:
         self.owners[pid] = owners
-        self._sig[pid] = sig
-        self._by_sig[sig].add(pid)
-        members = self.members
-        for e, k in owners.items():
-            _member_add(members[e], k, pid)
+        _index_owners(self.members, self._sig, self._by_sig, pid, owners, sig)
 
     def _unindex(self, pid: int) -> None:
-        _unindex_sig(self._by_sig, pid, self._sig.pop(pid))
-        members = self.members
-        for e, k in self.owners.pop(pid).items():
-            self.emptied |= _member_discard(members[e], k, pid)
+        owners = self.owners.pop(pid)
+        self.emptied |= _unindex_owners(self.members, self._sig, self._by_sig, pid, owners)
 
     def _reindex(self, pid: int, elem: int, old, key, owners: dict, sig: int) -> None:
         """pid's owners are now `owners`, which differ from before only at elem."""
@@ -276,6 +270,24 @@ def _with_action(owners: dict, elem: int, key) -> dict:
     else:
         out[elem] = key
     return out
+
+
+def _index_owners(members: dict, sigs: dict, by_sig: dict, ident: int, owners: dict, sig: int):
+    """Index ident (a class or a projection) by its owners: element -> action -> the ids
+    with it there, and by the owners' signature."""
+    sigs[ident] = sig
+    by_sig[sig].add(ident)
+    for e, k in owners.items():
+        _member_add(members[e], k, ident)
+
+
+def _unindex_owners(members: dict, sigs: dict, by_sig: dict, ident: int, owners: dict) -> bool:
+    """_index_owners undone; True when some element lost its last id with an action."""
+    _unindex_sig(by_sig, ident, sigs.pop(ident))
+    emptied = False
+    for e, k in owners.items():
+        emptied |= _member_discard(members[e], k, ident)
+    return emptied
 
 
 def _member_add(keys: dict, key, ident: int) -> None:
@@ -482,10 +494,7 @@ class Partition:
         members = self._members = defaultdict(dict)
         sigs, by_sig = self._sig, self._by_sig = {}, defaultdict(set)
         for c, owners in self.owners.items():
-            for e, k in owners.items():
-                _member_add(members[e], k, c)
-            sigs[c] = sig = _sig_of(owners)
-            by_sig[sig].add(c)
+            _index_owners(members, sigs, by_sig, c, owners, _sig_of(owners))
 
     # --- what an element applies --------------------------------------------------------------
     def _keys(self, elem: int) -> dict | None:
@@ -727,11 +736,7 @@ class Partition:
         owners = dict(self.owners[class_id])
         self.owners[new] = owners
         if not self._lazy():
-            members = self._members
-            for elem, key in owners.items():
-                _member_add(members[elem], key, new)
-            sig = self._sig[new] = self._sig[class_id]
-            self._by_sig[sig].add(new)
+            _index_owners(self._members, self._sig, self._by_sig, new, owners, self._sig[class_id])
         if self.factored:
             self._set_pids(new, list(self.pids[class_id]))
         self.moved.add(new)
@@ -864,10 +869,7 @@ class Partition:
             self._relabel(part, keep)
         owners = self.owners.pop(drop)
         if not lazy:
-            members = self._members
-            for elem, key in owners.items():
-                _member_discard(members[elem], key, drop)
-            _unindex_sig(self._by_sig, drop, self._sig.pop(drop))
+            _unindex_owners(self._members, self._sig, self._by_sig, drop, owners)
         if self.factored:
             self._unset_pids(drop)
         self.direct._drop_id(drop)
