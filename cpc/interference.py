@@ -221,7 +221,7 @@ class InterferenceChecker:
 
     # --- feeding --------------------------------------------------------------------------
     def attach(self) -> None:
-        self.model.subscribe(self.on_update)
+        self.model.subscribe(self.on_update, weak=True)
         self.scan()
 
     def scan(self) -> None:

@@ -19,6 +19,7 @@ entries, and the Verify_Rule chain, for the concrete header.
 from __future__ import annotations
 
 import logging
+import weakref
 from binascii import crc_hqx
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -678,8 +679,14 @@ class Model:
             el.ident.drop_caches()
 
     # --- queries -----------------------------------------------------------------------------
-    def subscribe(self, fn: Callable[[Update], None]) -> None:
-        self._subscribers.append(fn)
+    def subscribe(self, fn: Callable[[Update], None], weak: bool = False) -> None:
+        """Call fn with every Update. weak=True holds a bound method by a weak reference:
+        an object that holds the model and subscribes its own method would otherwise make
+        a reference cycle, left to the cyclic collector, which may free the BDD manager
+        before the nodes in the cycle (dd then skips Cudd_Quit and keeps all of the
+        manager's memory)."""
+        self._subscribers = [f for f in self._subscribers if not _dead(f)]
+        self._subscribers.append(_WeakSubscriber(fn) if weak else fn)
 
     def classify(self, header) -> int:
         return self.part.classify(header)
@@ -966,3 +973,21 @@ class Model:
         for e in self.entries():
             by_id[e.identity()].append(e)
         return [v for v in by_id.values() if len(v) > 1]
+
+
+class _WeakSubscriber:
+    """A subscribed bound method, held weakly (Model.subscribe(weak=True))."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, method) -> None:
+        self.ref = weakref.WeakMethod(method)
+
+    def __call__(self, upd: Update) -> None:
+        method = self.ref()
+        if method is not None:
+            method(upd)
+
+
+def _dead(fn) -> bool:
+    return isinstance(fn, _WeakSubscriber) and fn.ref() is None

@@ -152,7 +152,7 @@ class Fuzzer:
         self._changed = self.space.false  # region changed since the last coverage trim
         self.set_pairs(pairs)
         if subscribe:
-            model.subscribe(self.on_update)
+            model.subscribe(self.on_update, weak=True)
 
     # --- configuration ------------------------------------------------------------------------
     def set_pairs(self, pairs: Iterable[tuple[Port, Port]] | None) -> None:

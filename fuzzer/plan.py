@@ -41,6 +41,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from cpc.fields import FIELD_NAMES, WIDTH
 from cpc.results import Port
@@ -173,7 +174,11 @@ class _Area:
         self.pair = pair  # (ingress, egress) of a sweep area
         self.weight = weight  # its share of the group's weighted turns
         self.stride = 0.0  # pass value of the weighted turns
-        self.draw = draw  # () -> header | None (None: nothing this turn); raises _Empty when done
+        # (plan) -> header | None (None: nothing this turn); raises _Empty when done. It takes
+        # the plan as an argument rather than holding it, so that a plan is freed by reference
+        # counting: a plan in a reference cycle would be left to the cyclic collector, which
+        # may free the BDD manager before the nodes the plan holds (dd then leaks it whole).
+        self.draw = draw
         self.sent = 0
         self.last: float | None = None
 
@@ -221,6 +226,56 @@ def shares_with_delivered(share: float, sampling: int = 1) -> dict[str, float]:
     (0 <= share < 1) going to the delivered group and the rest split as by default."""
     rest = {g: w * (1.0 - share) for g, w in default_shares(sampling).items()}
     return {**rest, "delivered": share}
+
+
+def _sweep_draw(p: PairArea, plan: IngressPlan) -> dict:
+    """The next header of a pair's sweep: an endless spread walk over V ∧ S_e ∧ ¬S_i."""
+    if p.sweep_iter is None:
+        p.sweep_iter = Sampler(plan.space, cache=plan.cache, u=p.sweep).spread(plan.rng)
+    return next(p.sweep_iter)
+
+
+class _CellDraw:
+    """An endless spread walk over a BDD inside a region (empty: _Empty)."""
+
+    __slots__ = ("bdd", "region", "it")
+
+    def __init__(self, bdd, region) -> None:
+        self.bdd, self.region, self.it = bdd, region, None
+
+    def __call__(self, plan: IngressPlan) -> dict:
+        if self.it is None:
+            cell = self.bdd & self.region
+            if cell == plan.space.false:
+                raise _Empty
+            self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
+        return next(self.it)
+
+
+class _FlipDraw:
+    """A bit-flip set's draws: every other one uniform over the set's headers, the others
+    over its disjoint cubes (a set holds the fat-fingers of /8 and /24 routes alike, and
+    by header count the /8s' would take every probe)."""
+
+    __slots__ = ("field_name", "smp", "turn")
+
+    def __init__(self, field_name: str, smp: Sampler) -> None:
+        self.field_name, self.smp, self.turn = field_name, smp, 0
+
+    def __call__(self, plan: IngressPlan) -> dict:
+        self.turn += 1
+        smp = self.smp
+        if self.turn % 2:
+            return smp.by_cube(plan.rng)
+        # The walk is shared by the ingresses: a hidden route repeated on every switch
+        # shows up from any ingress, and together they spread over the set faster.
+        return smp.header(plan._shared_index(("flip", self.field_name), smp.total))
+
+
+def _edge_iter(space: HeaderSpace, covered, max_cubes: int) -> Iterator[dict]:
+    """±1 range edges of the covered cubes (small fields first, then addresses)."""
+    for cube in space.cubes(covered, limit=max_cubes):
+        yield from boundary_regions(cube, 0)
 
 
 class IngressPlan:
@@ -278,25 +333,25 @@ class IngressPlan:
             self.pairs[egress] = p
             if sweep != space.false:
                 name = f"sweep {egress[0]}:{egress[1]}"
-                self._add("sweep", name, self._sweep_draw(p), (ingress, egress))
+                self._add("sweep", name, partial(_sweep_draw, p), (ingress, egress))
         self._residual = v & ~covered
         if self._residual != space.false:
-            self._add("random", "random", self._random_draw)
+            self._add("random", "random", IngressPlan._random_draw)
             for c in sorted(classes or {}):
-                self._add("class", f"class {c}", self._cell_draw(classes[c], self._residual))
+                self._add("class", f"class {c}", _CellDraw(classes[c], self._residual))
         if self.shares["delivered"] > 0:
             delivered = v & covered
             for k, m in sorted((matches or {}).items()):
-                self._add("delivered", f"delivered {k}", self._cell_draw(m, delivered))
+                self._add("delivered", f"delivered {k}", _CellDraw(m, delivered))
         self._random: Sampler | None = None
-        self._edges = self._edge_iter()
+        self._edges = _edge_iter(space, covered, max_cubes)
         self._edges_done = False
         self._edge_regions: list[dict] = []  # regions that gave a probe, cycled once done
         self._edge_next = 0
-        self._add("boundary", "edges", self._edge_draw)
+        self._add("boundary", "edges", IngressPlan._edge_draw)
         self._region: RegionEdges | None = None
         if self._residual != space.false and self.shares["region"] > 0:
-            self._add("region", "region", self._region_draw)
+            self._add("region", "region", IngressPlan._region_draw)
         self._flip_todo = [f for f in _EDGE_FIRST] + [
             f for f in FIELD_NAMES if f not in _EDGE_FIRST
         ]
@@ -318,34 +373,11 @@ class IngressPlan:
         step = max(1, (_GOLDEN * n) >> 128)
         return (int(shared[0] * n) + k * step) % n
 
-    def _sweep_draw(self, p: PairArea):
-        def draw():
-            if p.sweep_iter is None:
-                p.sweep_iter = Sampler(self.space, cache=self.cache, u=p.sweep).spread(self.rng)
-            return next(p.sweep_iter)
-
-        return draw
-
     def _random_draw(self):
         if self._random is None:
             self._random = Sampler(self.space, cache=self.cache, u=self._residual)
         smp = self._random
         return smp.header(self._shared_index(("random",), smp.total))
-
-    def _cell_draw(self, bdd, region):
-        """An endless spread walk over bdd inside region (empty: _Empty)."""
-        it = None
-
-        def draw():
-            nonlocal it
-            if it is None:
-                cell = bdd & region
-                if cell == self.space.false:
-                    raise _Empty
-                it = Sampler(self.space, cache=self.cache, u=cell).spread(self.rng)
-            return next(it)
-
-        return draw
 
     def _region_draw(self) -> dict | None:
         # Not in the first batch after a new corpus: the intervals and the sampler of
@@ -358,11 +390,6 @@ class IngressPlan:
         if h is None and self._region.empty:
             raise _Empty
         return h
-
-    def _edge_iter(self) -> Iterator[dict]:
-        """±1 range edges of the covered cubes (small fields first, then addresses)."""
-        for cube in self.space.cubes(self.covered, limit=self.max_cubes):
-            yield from boundary_regions(cube, 0)
 
     def _edge_draw(self, tries: int = 4) -> dict | None:
         """The next ±1 edge probe. The first pass walks the edge regions (looking at no
@@ -406,22 +433,6 @@ class IngressPlan:
             u = u | sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
         return u & self._residual
 
-    def _flip_draw(self, field_name: str, smp: Sampler):
-        """Every other draw uniform over the set's headers, the others over its disjoint
-        cubes: a set holds the fat-fingers of /8 and /24 routes alike, and by header count
-        the /8s' would take every probe."""
-        turn = [0]
-
-        def draw():
-            turn[0] += 1
-            if turn[0] % 2:
-                return smp.by_cube(self.rng)
-            # The walk is shared by the ingresses: a hidden route repeated on every switch
-            # shows up from any ingress, and together they spread over the set faster.
-            return smp.header(self._shared_index(("flip", field_name), smp.total))
-
-        return draw
-
     def _grow_boundary(self) -> None:
         """After the first `warmup` probes, build one bit-flip set per probe (small fields
         first): the first batch after a new corpus needs only the area BDDs and one sampler."""
@@ -433,7 +444,7 @@ class IngressPlan:
                 smp = Sampler(self.space, cache=self.cache, u=u)
                 # Weighted turns by the set's number of disjoint cubes: the ipv4_dst set
                 # holds a fat-finger region for every bit of every covered prefix.
-                self._add("boundary", f"flip {f}", self._flip_draw(f, smp), weight=smp.paths())
+                self._add("boundary", f"flip {f}", _FlipDraw(f, smp), weight=smp.paths())
 
     # --- the schedule -----------------------------------------------------------------------
     def _pick(self, group: str) -> int:
@@ -459,7 +470,7 @@ class IngressPlan:
             k = self._pick(group)
             a = areas[k]
             try:
-                h = a.draw()
+                h = a.draw(self)
             except (_Empty, StopIteration):
                 del areas[k]
                 continue
