@@ -231,10 +231,10 @@ class WalkIndex:
                 # Only stored nodes: no path spelled out, no rewrite (a walk that rewrites
                 # gets no plan), no class entered through one.
                 entries, groups = got
+                # (commit() unwalked the class first: its templates are forgotten.)
                 self.walks[class_id] = WalkResult(
                     keep.outcomes, keep.links, keep.entries + entries, None, None
                 )
-                self._forget_templates(class_id, ())
                 self._index_groups(class_id, groups or ())
                 return WalkResult([], [], entries, None, None)  # paths only
             res = self.walker.walk(class_id, ingresses, switches=sorted(whole))
