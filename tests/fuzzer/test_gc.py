@@ -6,16 +6,13 @@ harness, which makes a model and a fuzzer per case)."""
 
 from __future__ import annotations
 
-import gc
-import sys
-import weakref
-
 import pytest
 
 from cpc.interference import Apps, InterferenceChecker
 from cpc.model import Model
 from fuzzer.engine import Fuzzer
 from pazzdata.workloads import generate
+from tests.bdd_gc import assert_freed_by_refcount
 
 
 def _draw(fz: Fuzzer) -> None:
@@ -29,19 +26,9 @@ def _freed_by_refcount(make_holder, use=lambda holder: None) -> None:
     holder = make_holder(model)
     model.add_flow(1, "priority=30,ip,nw_dst=172.16.0.0/12,actions=output:2")  # an Update
     use(holder)
-    manager = weakref.ref(model.space.bdd)
-    unraisable = []
-    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
-    gc.collect()
-    gc.disable()
-    try:
-        del model, holder
-        assert manager() is None, "the BDD manager outlived the model and its subscribers"
-        gc.collect()
-    finally:
-        gc.enable()
-        sys.unraisablehook = hook
-    assert [str(u.exc_value) for u in unraisable] == []
+    held = [model, holder]
+    del model, holder
+    assert_freed_by_refcount(held)
 
 
 def test_a_subscribed_fuzzer_and_its_plans_go_with_the_model():
