@@ -158,7 +158,7 @@ def applied(data, after=lambda model, checker, fm: None):
     model.add_entries([], groups)
     checker = IntentChecker(model, pols)
     checker.check_all()
-    model.subscribe(checker.on_update)
+    model.subscribe(checker.on_update, weak=True)  # no cycle: the model goes with each example
     for fm in fms:
         if fm.command == "add" and not unique_priorities(model, fm):
             continue
