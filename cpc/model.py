@@ -23,6 +23,7 @@ import weakref
 from binascii import crc_hqx
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -69,6 +70,12 @@ class Update:
     reshaped: frozenset[int] = frozenset()
     # The entries changed, in order: (old, new) with None for an entry added or removed.
     changes: tuple[tuple[FlowEntry | None, FlowEntry | None], ...] = ()
+    # What caused it, as the caller of `Model.caused_by` said (the proxy's batch, an API
+    # call); None when nobody said.
+    cause: object = None
+    # A trial (`Model.trial`): the change is judged and then taken back; subscribers that
+    # keep state follow it, those that store or report findings do not.
+    trial: bool = False
 
     @cached_property
     def region(self):
@@ -159,6 +166,27 @@ class Model:
         self._id_groups: set[int] = set()  # the groups of the elements where it did
         self._touched_exits: set[Port] = set()
         self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
+        self._cause: object = None  # Update.cause of the updates made now
+        self._trial = False  # Update.trial of the updates made now
+
+    @contextmanager
+    def caused_by(self, cause):
+        """The updates made inside carry this cause (Update.cause)."""
+        before, self._cause = self._cause, cause
+        try:
+            yield
+        finally:
+            self._cause = before
+
+    @contextmanager
+    def trial(self):
+        """The updates made inside are a trial (Update.trial): changes that are judged and
+        taken back, as the intent guard does with a FlowMod before the switch sees it."""
+        before, self._trial = self._trial, True
+        try:
+            yield
+        finally:
+            self._trial = before
 
     # --- elements and lookups ------------------------------------------------------------
     def _element(
@@ -660,6 +688,8 @@ class Model:
             space=self.space,
             reshaped=frozenset(reshaped - gone - named),
             changes=tuple(self._changes),
+            cause=self._cause,
+            trial=self._trial,
         )
         self._touched.clear()
         self._changes.clear()

@@ -326,7 +326,7 @@ def cmd_intents(args) -> int:
             for p in conf.get("probes") or []:
                 seen = sorted({r["egress"] for r in p["reports"]})
                 print(
-                    f"{'':12}   {p['probe']} from {p['ingress']}: {p['verdict']}; expected at "
+                    f"{'':12}   {p['probe']} from {p['ingress']}: {p['fate']}; expected at "
                     f"{', '.join(p['expected_exits']) or 'no exit'}, reported at "
                     f"{', '.join(seen) or 'no exit'}"
                 )

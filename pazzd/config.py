@@ -21,7 +21,7 @@ from cpc import yamlpos
 from cpc.critical import CriticalFlow
 from cpc.fields import parse_header
 from cpc.intents import KINDS, Policy
-from cpc.interference import App, Apps
+from cpc.interference import UNKNOWN, App, Apps
 from cpc.ofctl import parse_flow
 from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
@@ -124,6 +124,8 @@ class Config:
     # Controller applications by cookie range or controller connection (cpc.interference);
     # [] leaves the check off.
     apps: list[App] = field(default_factory=list)
+    # (writer, owner) app pairs whose overwrites are allowed (apps[].may_overwrite)
+    overwrite_allowed: set[tuple[str, str]] = field(default_factory=set)
     # Switch agents (pazzd.entries): confirm each accepted entry in the data plane.
     agents_confirm: bool = True
     agents_delay: float = 1.0  # seconds after the commit and tester.settle
@@ -443,8 +445,9 @@ def _apps(r: _Reader, doc, cfg: Config) -> None:
     for i, e in enumerate(items):
         d = f"apps[{i}]"
         if not isinstance(e, dict):
-            r.fail(items, i, d, "must be a mapping {name, cookie, mask, controller}")
-        bad = sorted(str(k) for k in e if k not in {"name", "cookie", "mask", "controller"})
+            r.fail(items, i, d, "must be a mapping {name, cookie, mask, controller, may_overwrite}")
+        keys = {"name", "cookie", "mask", "controller", "may_overwrite"}
+        bad = sorted(str(k) for k in e if k not in keys)
         if bad:
             r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
         need = ("name", "cookie", "mask") if "controller" not in e or "cookie" in e else ("name",)
@@ -479,6 +482,21 @@ def _apps(r: _Reader, doc, cfg: Config) -> None:
         key = where.rsplit(".", 1)[1] if "." in where else "name"
         r.fail(items[i], key, where, msg)
     cfg.apps = apps
+    cfg.overwrite_allowed = set()
+    names = {a.name for a in apps} | {UNKNOWN}
+    for i, e in enumerate(items):
+        may = e.get("may_overwrite", [])
+        if not isinstance(may, list):
+            r.fail(e, "may_overwrite", f"apps[{i}].may_overwrite", "must be a list of app names")
+        for j, other in enumerate(may):
+            if str(other) not in names:
+                r.fail(
+                    may,
+                    j,
+                    f"apps[{i}].may_overwrite[{j}]",
+                    f"no app named {other!r} (apps: {', '.join(sorted(names))})",
+                )
+            cfg.overwrite_allowed.add((str(e["name"]), str(other)))
 
 
 def _controllers(r: _Reader, c, cfg: Config, rel) -> None:

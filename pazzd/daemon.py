@@ -1,13 +1,15 @@
-"""pazzd: one process that wires the model, the tester, the sFlow collector, the fuzzer,
-the OpenFlow proxy (optional), the metrics endpoint and the local API.
+"""pazzd: one process that hosts the checks over the model, the tester, the sFlow
+collector, the fuzzer, the OpenFlow proxy (optional), the metrics endpoint and the API.
 
     pazzd --config /etc/pazz/pazzd.yaml
 
 Start-up: load and validate the config (exit 2 on an error naming file, line and key),
 build the model (from the rule file, or empty and fed by the proxy), read the sFlow
-ifIndex map from OVSDB, start the collector, the API socket and the metrics endpoint,
-then tell systemd READY=1. SIGHUP reloads the config: on an error the last good one stays
-in force, the error is logged and pazz_config_load_error is 1. SIGTERM/SIGINT stop.
+ifIndex map from OVSDB, start the checks (pazzd.checks), the collector, the API socket and
+the metrics endpoint, then tell systemd READY=1. SIGHUP reloads the config: on an error the
+last good one stays in force, the error is logged and pazz_config_load_error is 1.
+SIGTERM/SIGINT stop. The daemon keeps the lifecycle; what happens on a FlowMod or a sample
+is the checks' (docs/daemon.md).
 """
 
 from __future__ import annotations
@@ -15,60 +17,49 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
-import fcntl
-import grp
 import logging
 import os
 import signal
-import socket
 import sqlite3
-import ssl
-import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
-from cpc.intents import IntentChecker
-from cpc.interference import Apps, InterferenceChecker
 from cpc.model import Model
-from cpc.ofctl import format_match, parse_flow
-from cpc.results import RuleRef
 from cpc.rules import ModelError
 from cpc.topology import TopologyError
 from tester.collector import SflowCollector
 from tester.engine import FaultEvent, LocalizationRequest, Tester
-from tester.ifmap import IfMap
 from tester.store import FaultStore
-from tester.timers import BlackholeMonitor, TransientGuard
+from tester.timers import TransientGuard
 
-from . import answers, version
-from .answers import fault_json
+from . import version, wiring
 from .api import ApiError, ApiServer
-from .audit import AUDIT, AuditFaults, audit_answer
+from .audit import AUDIT, audit_answer
+from .checks import REGISTRY
+from .commands import Commands, url_host
 from .config import Config, ConfigError, load_config
-from .confirm import Confirmations, exits
-from .entries import EntryConfirmations
-from .findings import IntentFindings
-from .guard import IntentGuard
-from .interference import InterferenceFindings
+from .confirm import Confirmations
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import FAULT_CLASSES, Metrics, config_hash
 from .notify import Notifier, setup_logging
-from .packetins import PacketInWatch
-from .probewatch import ProbeWatch
-from .ui.data import coverage_json, topology_json
+from .probes import ProbeService
+from .proxy import Proxy
+from .services import FindingSink, Services, Startup
+from .ui.server import UiServer, loop_answer
+from .wiring import StartError, resource
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
-__all__ = ["Daemon", "main", "fault_json"]
+__all__ = ["Daemon", "main"]
 
 STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 
 log = logging.getLogger("pazzd")
 
-_TICK = 0.5  # seconds between tester timer ticks
+_TICK = 0.5  # seconds between ticks of the tester and the checks
 # Settings that take effect at the next restart: a reload warns when they change and keeps
 # the running instance's.
 RESTART_ONLY = (
@@ -94,82 +85,7 @@ RESTART_ONLY = (
     "controller_name",
     "controllers",
 )
-PACKET_IN_RATE = 200.0  # PACKET_INs judged per second at most (each is a model trace)
 _STALL = 1.0  # a tick this much late means the loop was blocked
-CLONE_NEWNET = 0x40000000
-
-
-def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
-    """An AF_PACKET socket bound to ifname inside network namespace ns."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    with open("/proc/self/ns/net") as own, open(f"/run/netns/{ns}") as target:
-        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into {ns}")
-        try:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-            s.bind((ifname, 0))
-        finally:
-            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:  # pragma: no cover
-                raise OSError(ctypes.get_errno(), "setns back")
-    return s
-
-
-class StartError(Exception):
-    """A resource the start needs is unavailable; the message names it."""
-
-
-@contextlib.contextmanager
-def _resource(what: str):
-    """Start-up errors name the resource: which address is in use, which database is bad."""
-    try:
-        yield
-    except OSError as e:
-        raise StartError(f"{what}: {e.strerror or e}") from None
-    except sqlite3.Error as e:
-        raise StartError(f"{what}: {e}") from None
-
-
-def lock_instance(api_socket: str) -> int:
-    """Lock API_SOCKET.lock: one pazzd per API socket. Returns the lock's file descriptor
-    (held until the process exits); raises StartError naming the holder if another pazzd
-    has it."""
-    path = f"{api_socket}.lock"
-    with _resource(f"lock file {path} (next to api.socket)"):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise StartError(
-            f"another pazzd (pid {holder}) uses api.socket {api_socket}: its lock {path} is "
-            "held; stop it first, or give this one another api.socket"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-DEFAULT_API_GROUP = "pazz"
-
-
-def api_group(cfg: Config) -> str | None:
-    """The API socket's group: api.group, else "pazz" where that group exists."""
-    if cfg.api_group is not None:
-        return cfg.api_group
-    try:
-        grp.getgrnam(DEFAULT_API_GROUP)
-    except KeyError:
-        return None
-    return DEFAULT_API_GROUP
-
-
-def _int_arg(req: dict, name: str) -> int:
-    try:
-        return int(req[name])
-    except (TypeError, ValueError):
-        raise ApiError(f"{name} must be an integer, not {req[name]!r}") from None
 
 
 class Daemon:
@@ -178,34 +94,35 @@ class Daemon:
     ) -> None:
         self.config_path = config_path
         self.tester_workers = tester_workers  # --tester-workers, over the config's tester.workers
-        self.workers: WorkerPool | None = None
-        self.model_server: ModelServer | None = None
-        self.version_file: VersionFile | None = None
         self.notifier = notifier or Notifier()
-        self.cfg: Config | None = None
         self.started = time.time()
         self.stop_event = asyncio.Event()
         self.loop_errors = LoopErrorLimiter()
-        self.audit_store_errors = 0
-        self.metrics = Metrics(self.state)
+        me = weakref.ref(self)  # the metrics live as long as the daemon: no cycle with it
+        self.metrics = Metrics(lambda: me().state())
+        self.cfg: Config | None = None
+        self.svc: Services | None = None
+        self.checks: list = []
         self.model: Model | None = None
         self.tester: Tester | None = None
         self.store: FaultStore | None = None
-        self.collector: SflowCollector | None = None
-        self.api: ApiServer | None = None
         self.proxy = None
-        self.audit_faults: AuditFaults | None = None
         self.fuzzer = None
         self.injector = None
-        self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
+        self.probes: ProbeService | None = None
+        self.workers: WorkerPool | None = None
+        self.model_server: ModelServer | None = None
+        self.version_file: VersionFile | None = None
+        self.collector: SflowCollector | None = None
+        self.api: ApiServer | None = None
         self.localizer: Localizer | None = None
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
-        self.metrics_port = 0
         self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
-        self.ui_port = 0
+        self.metrics_port = self.ui_port = 0
         self.last_config_error: str | None = None
         self.reloads = 0
+        self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self._tasks: set[asyncio.Task] = set()
         self._last_datagram = 0.0
         self._switch_up: dict[int, bool] = {}
@@ -213,18 +130,6 @@ class Daemon:
         self._started = False
         self._reload_pending = False
         self._reload_lock = asyncio.Lock()
-        self.intents: IntentChecker | None = None
-        self.intent_findings: IntentFindings | None = None
-        self.interference: InterferenceFindings | None = None
-        self._interference_unsynced = self._interference_rescan = False
-        self.confirmations: Confirmations | None = None
-        self.entry_confirm: EntryConfirmations | None = None
-        self._intents_unsynced = False
-        self._intent_causes: dict[str, dict] = {}  # violation key -> what opened it
-        self._local_cause: dict | None = None  # what the model update being made is (API)
-        self.intent_guard: IntentGuard | None = None
-        self.packet_ins: PacketInWatch | None = None
-        self._packet_in_second = [0.0, 0]  # [start of the current second, judged in it]
 
     # --- state for metrics and status ----------------------------------------------------------
     def faults_open(self) -> dict[str, int]:
@@ -234,12 +139,13 @@ class Daemon:
                 out[r.kind] = out.get(r.kind, 0) + 1
         return out
 
-    def tester_stats(self) -> dict:
+    def tester_stats(self, checks: dict) -> dict:
         """The tester's counters: the in-process tester's plus every worker's latest."""
         if self.tester is None:
             return {}
         out = self.tester.stats.as_dict()
-        out["fault_store_errors"] = out.get("fault_store_errors", 0) + self.audit_store_errors
+        errors = checks.get("audit_store_errors", 0)
+        out["fault_store_errors"] = out.get("fault_store_errors", 0) + errors
         if self.workers is not None:
             for k, v in self.workers.totals().items():
                 out[k] = out.get(k, 0) + v
@@ -262,8 +168,11 @@ class Daemon:
             switches.update(self._switch_up)
             for d in self.proxy.switches:
                 switches[d] = True
-        return {
-            "tester": self.tester_stats(),
+        checks: dict = {"intents": {}, "interference": {}, "agents": {}}
+        for c in self.checks:
+            checks.update(c.state())
+        out = {
+            "tester": self.tester_stats(checks),
             "faults_open": self.faults_open(),
             "rules": m.rule_count() if m else 0,
             "classes": m.class_count() if m else 0,
@@ -273,112 +182,31 @@ class Daemon:
             "switches": switches,
             "controller_connected": self.proxy is not None and self.proxy.controller_connected,
             "proxy": self.proxy.drops() if self.proxy is not None else {},
-            "intents": self.intents_open(),
-            "interference": self.interference_open(),
-            "agents": self.entry_confirm.state() if self.entry_confirm is not None else {},
+            **checks,
         }
+        if self.svc is not None:
+            out["findings_opened"] = dict(self.svc.sink.opened)
+            out["startup"] = "done" if self.svc.startup.settled else "controller installing"
+        if self.probes is not None:
+            p = self.probes
+            out["probes"] = {"jobs": p.pending(), "rounds": p.rounds_sent, "retried": p.retried}
+        return out
 
-    def intents_open(self) -> dict[str, int]:
-        """Open intent findings per configured policy (every policy present)."""
-        if self.intent_findings is None or self.cfg is None:
-            return {}
-        return self.intent_findings.open_by_policy(self.cfg.intent_policies)
-
-    # --- set-up ------------------------------------------------------------------------------------
-    @staticmethod
-    def _ovs_runner(bin_dir: str):
-        def run(argv, **kw):
-            tool = Path(bin_dir) / argv[0]
-            return subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], **kw)
-
-        return run
-
-    def _ifmap(self, cfg: Config) -> IfMap:
-        ifmap = IfMap.from_config(cfg.sflow_interfaces)
-        done = set()
-        for sw in cfg.switches:
-            if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
-                done.add((sw.ovsdb, sw.agent))
-                n = ifmap.load_ovsdb(
-                    sw.agent or "0.0.0.0", sw.ovsdb, run=self._ovs_runner(cfg.ovs_bin_dir)
-                )
-                log.info(
-                    "sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent
-                )
-        return ifmap
-
-    def _blackholes(self, cfg: Config) -> BlackholeMonitor | None:
-        if not cfg.critical_flows:
-            return None
-        # The model derives each flow's header at its egress (rewrites applied).
-        return BlackholeMonitor(
-            cfg.critical_flows,
-            k=cfg.blackhole_k,
-            now=time.time(),
-            grace=cfg.blackhole_grace,
-            model=self.model,
-        )
-
-    def _rules_at(self):
-        cache: dict = {"v": -1, "by": {}}
-
-        def rules_at(dpid: int):
-            if cache["v"] != self.model.version:
-                by: dict[int, list[RuleRef]] = {}
-                for e in self.model.entries():
-                    by.setdefault(e.dpid, []).append(
-                        RuleRef(e.table, e.priority, e.cookie, e.rule_id)
-                    )
-                cache["by"], cache["v"] = by, self.model.version
-            return cache["by"].get(dpid, ())
-
-        return rules_at
-
+    # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
         cfg = load_config(self.config_path)  # ConfigError stops the start
-        self._lock_fd = lock_instance(cfg.api_socket)  # before anything binds or unlinks
+        self._lock_fd = wiring.lock_instance(cfg.api_socket)  # before anything binds or unlinks
         self.cfg = cfg
         self.metrics.set_config_hash(config_hash(self.config_path))
         # A flood of connections must not turn into one log line (and traceback) per accept.
         asyncio.get_running_loop().set_exception_handler(self.loop_errors)
         logging.getLogger().setLevel(cfg.log_level.upper())
-        t0 = time.monotonic()
-        self.model = Model(cfg.topology)
-        if cfg.rules:
-            n = self.model.load_rules(cfg.rules)
-            log.info(
-                "model: %d rules from %s, %d classes in %.2f s",
-                n,
-                cfg.rules,
-                self.model.class_count(),
-                time.monotonic() - t0,
-            )
-        else:
-            self.model.build()
-        # The tester's clock is wall time (sample timestamps): the guard must use the same.
-        self.guard = TransientGuard(settle=cfg.settle, clock=time.time)
-        self.model.subscribe(self.guard.on_model_update)
+        self._build_model(cfg)
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
-        with _resource(f"database {cfg.database}"):  # not a database, truncated, read-only
+        with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
             self.store = FaultStore(cfg.database)
-        self.rules_at = self._rules_at()
-        self.tester = Tester(
-            self.model,
-            self.store,
-            self._ifmap(cfg),
-            ports=None,
-            guard=self.guard,
-            blackholes=self._blackholes(cfg),
-            resolve_after=cfg.resolve_after,
-            on_fault=self._on_fault,
-            on_localize=self._on_localize,
-            rules_at=self.rules_at,
-        )
-        self.tester.agents = cfg.sflow_agents
-        self.tester.corroborate = cfg.corroborate
-        self.tester.corroborate_window = cfg.corroborate_window
-        self.tester.on_suspect = self._on_suspect
+        self._build_tester(cfg)
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(
@@ -386,7 +214,7 @@ class Daemon:
                 "(the workers share it), not ':memory:'"
             )
         if cfg.controller_enabled:
-            with _resource(f"controller.listen {cfg.listen_host}:{cfg.listen_port}"):
+            with resource(f"controller.listen {cfg.listen_host}:{cfg.listen_port}"):
                 await self._start_proxy(cfg)
         self.localizer = Localizer(
             self.model.entries,
@@ -408,26 +236,32 @@ class Daemon:
         if cfg.fuzz_enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
-            self._start_fuzzer(cfg)
-        self._start_intents(cfg, n_workers)
-        self._start_interference(cfg)
+            self.fuzzer, self.injector, self._fuzz_ingresses = wiring.start_fuzzer(
+                cfg, self.model, self.proxy, self._spawn, self.stop_event
+            )
+            if self.fuzzer is not None:
+                self._fuzz_critical(cfg)
+                self._spawn(self._fuzz_loop())
+        self._start_checks(cfg, n_workers)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
         else:
             self.collector = SflowCollector(
                 self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port, pass_source=True
             )
-            with _resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
+            with resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
                 await self.collector.start()
-        self.api = ApiServer(cfg.api_socket, self.handle, group=api_group(cfg))
-        with _resource(f"api.socket {cfg.api_socket}"):
+        self.api = ApiServer(
+            cfg.api_socket, Commands(self.svc, self).handle, group=wiring.api_group(cfg)
+        )
+        with resource(f"api.socket {cfg.api_socket}"):
             await self.api.start()
-        with _resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
+        with resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         if self.metrics._server is not None:
             limit_http_server(self.metrics._server, max_clients=32, timeout=10.0)
         if cfg.ui_enabled:
-            with _resource(f"ui.listen {cfg.ui_host}:{cfg.ui_port}"):
+            with resource(f"ui.listen {cfg.ui_host}:{cfg.ui_port}"):
                 self._start_ui(cfg)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
@@ -449,14 +283,92 @@ class Daemon:
             f"monitoring {len(cfg.topology.switches)} switches, {self.model.rule_count()} rules"
         )
 
-    def _start_ui(self, cfg: Config) -> None:
-        from .ui.server import UiServer, loop_answer
+    def _build_model(self, cfg: Config) -> None:
+        t0 = time.monotonic()
+        self.model = Model(cfg.topology)
+        if cfg.rules:
+            n = self.model.load_rules(cfg.rules)
+            log.info(
+                "model: %d rules from %s, %d classes in %.2f s",
+                n,
+                cfg.rules,
+                self.model.class_count(),
+                time.monotonic() - t0,
+            )
+        else:
+            self.model.build()
+        # The tester's clock is wall time (sample timestamps): the guard must use the same.
+        self.guard = TransientGuard(settle=cfg.settle, clock=time.time)
+        self.model.subscribe(self.guard.on_model_update)
 
+    def _build_tester(self, cfg: Config) -> None:
+        self.tester = t = Tester(
+            self.model,
+            self.store,
+            wiring.ifmap(cfg),
+            ports=None,
+            guard=self.guard,
+            blackholes=wiring.blackholes(cfg, self.model),
+            resolve_after=cfg.resolve_after,
+            on_fault=self._on_fault,
+            on_localize=self._on_localize,
+            rules_at=wiring.rules_at(self.model),
+        )
+        t.agents = cfg.sflow_agents
+        t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
+        t.on_suspect = self._on_suspect
+
+    def _start_checks(self, cfg: Config, n_workers: int) -> None:
+        """The services every check gets, then each check the config turns on."""
+        sink = FindingSink(self.store)
+        if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
+            self.fuzzer.confirm_share = cfg.agents_share
+            self.probes = ProbeService(
+                self.tester,
+                self.fuzzer,
+                self.model,
+                cfg.topology,
+                sampling_rate=cfg.sampling_rate,
+                probe_rate=cfg.fuzz_rate,
+                share=cfg.agents_share,
+            )
+            if cfg.intents_confirm:
+                sink.confirmations = Confirmations(self.store, self.probes)
+        elif cfg.intents_confirm and n_workers > 1:
+            log.info("findings are not confirmed by probes with tester workers")
+        self.svc = Services(
+            cfg=cfg,
+            model=self.model,
+            store=self.store,
+            tester=self.tester,
+            topology=cfg.topology,
+            sink=sink,
+            startup=Startup(time.time(), needs_controller=self.proxy is not None),
+            changes=self.changes,
+            metrics=self.metrics,
+            fuzzer=self.fuzzer,
+            proxy=self.proxy,
+            probes=self.probes,
+        )
+        self.model.subscribe(self._on_update, weak=True)
+        if self.proxy is not None:
+            self.proxy.hooks.commit.append(self._on_commit)
+        for cls in REGISTRY:
+            self._start_check(cls, cfg)
+
+    def _start_check(self, cls, cfg: Config) -> None:
+        if not cls.enabled(cfg, self.svc):
+            return
+        check = cls()
+        check.start(self.svc)
+        self.checks.append(check)
+
+    def _start_ui(self, cfg: Config) -> None:
         answer = loop_answer(asyncio.get_running_loop(), self.api.answer, timeout=10.0)
         self.ui = UiServer(cfg.topology, answer, cfg.ui_host, cfg.ui_port)
         self.ui_port = self.ui.start()
         limit_http_server(self.ui.server, max_clients=32, timeout=10.0)
-        log.info("web view: http://%s:%d/ui/ (read-only)", _url_host(cfg.ui_host), self.ui_port)
+        log.info("web view: http://%s:%d/ui/ (read-only)", url_host(cfg.ui_host), self.ui_port)
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
@@ -481,418 +393,18 @@ class Daemon:
         )
 
     async def _start_proxy(self, cfg: Config) -> None:
-        from pazzd.proxy import Proxy, ProxyConfig
-        from pazzd.proxy.proxy import Controller, tls_contexts
-
-        try:
-            switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
-            more = []
-            for c in cfg.controllers:
-                tls = c.tls or cfg.controller_tls
-                ctx = tls_contexts(None, c.tls)[1] if c.tls else controller_ssl
-                host = (tls or {}).get("server_hostname") or c.host
-                more.append(Controller(c.host, c.port, c.name, ctx, host))
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"{self.config_path}: controller TLS: {e}") from None
-        pc = ProxyConfig(
-            switch_ssl=switch_ssl,
-            controller_ssl=controller_ssl,
-            controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
-            or cfg.controller_host,
-            listen_host=cfg.listen_host,
-            listen_port=cfg.listen_port,
-            controller_host=cfg.controller_host,
-            controller_port=cfg.controller_port,
-            controller_name=cfg.controller_name,
-            controllers=more,
-            audit_interval=cfg.audit_interval,
-            audit_delay=cfg.audit_delay,
-            handshake_timeout=cfg.handshake_timeout,
-            idle_timeout=cfg.idle_timeout,
-            stall_timeout=cfg.stall_timeout,
-            max_connections=cfg.max_connections,
-            group_twice=cfg.agents_group_twice,
-            db_path=str(Path(cfg.database).with_suffix(".rules.db"))
-            if cfg.database != ":memory:"
-            else None,
-        )
+        pc = wiring.proxy_config(cfg, self.config_path)
 
         def on_switch(dpid: int, up: bool) -> None:
             self._switch_up[dpid] = up
             log.info("switch %#x %s", dpid, "connected" if up else "disconnected")
 
-        names = {d: s.name for d, s in cfg.topology.switches.items()}
-        self.audit_faults = AuditFaults(self.store, names)
         try:
-            self.proxy = Proxy(pc, self.model, on_switch=on_switch, on_audit=self._on_audit)
+            self.proxy = Proxy(pc, self.model, on_switch=on_switch)
         except sqlite3.Error as e:
             raise OSError(f"database {pc.db_path}: {e}") from None
-        self.proxy.on_commit = self._note_commit
         self.proxy.on_model_update = self.metrics.model_update.observe
         await self.proxy.start()
-
-    def _on_audit(self, dpid: int, findings) -> None:
-        """One completed audit of a switch: store its findings as faults, then report.
-        When the store fails, the next audit finds them again (nothing is reported now)."""
-        try:
-            events = self.audit_faults.round(dpid, findings, time.time())
-        except (sqlite3.Error, OSError) as e:
-            self.audit_store_errors += 1
-            log.error(
-                "audit of dpid:%d not stored (fault store: %s); the next audit retries", dpid, e
-            )
-            return
-        for ev in events:
-            f = ev.finding
-            if ev.what == "new":
-                self.metrics.faults_detected.labels(AUDIT).inc()
-                log.warning("fault #%d audit at dpid:%d: %s", ev.fault_id, dpid, f)
-            elif ev.what == "merged":
-                log.warning("fault #%d: the audit sees its entry too: %s", ev.fault_id, f)
-            elif ev.what == "merged_away":
-                log.info("fault #%d resolved: audit, merged into fault #%d", ev.fault_id, ev.into)
-            else:
-                log.info("fault #%d resolved: audit at dpid:%d", ev.fault_id, dpid)
-
-    def _note_commit(self, dpid: int, changes) -> None:
-        """Log the entries a committed batch of the proxy changed (for localization)."""
-        from pazzd import openflow as of
-
-        if self.entry_confirm is not None:
-            try:
-                self.entry_confirm.committed(dpid, changes)
-            except (sqlite3.Error, OSError) as e:
-                log.error("entry confirmation: %s", e)
-        for ch in changes:  # entry changes (proxy.table.EntryChange)
-            for e in (ch.entry, ch.old):
-                if e is None:
-                    continue
-                # A match the model cannot represent is in no intended table: never a finding.
-                with contextlib.suppress(ModelError):
-                    self.changes.note(dpid, e.table, e.priority, of.cpc_match(e.mkey))
-
-    # --- intent checks ------------------------------------------------------------------------
-    def _start_intents(self, cfg: Config, n_workers: int) -> None:
-        """Check the intended state now, then on every model update (cpc.intents)."""
-        self.intents = IntentChecker(self.model, cfg.intent_policies)
-        self.intent_findings = IntentFindings(self.store, cfg.topology)
-        probes = None
-        if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
-            self.fuzzer.confirm_share = cfg.agents_share
-            probes = ProbeWatch(self.tester, self.fuzzer, cfg.topology, cfg.sampling_rate)
-        if cfg.intents_confirm and probes is not None:
-            self.confirmations = Confirmations(
-                self.store,
-                self.tester,
-                self.fuzzer,
-                cfg.topology,
-                cfg.sampling_rate,
-                cfg.fuzz_rate,
-                probes=probes,
-                share=cfg.agents_share,
-            )
-        if cfg.agents_confirm and probes is not None and self.proxy is not None:
-            self.entry_confirm = EntryConfirmations(
-                self.model,
-                probes,
-                self.store,
-                cfg.topology,
-                probe_rate=cfg.fuzz_rate,
-                share=cfg.agents_share,
-                # reports of the changed headers are held for tester.settle
-                delay=cfg.settle + cfg.agents_delay,
-                probes_per_entry=cfg.agents_probes_per_entry,
-                max_pending=cfg.agents_max_pending,
-            )
-        elif cfg.intents_confirm and cfg.intent_policies and n_workers > 1:
-            log.info("intents: findings are not confirmed by probes with tester workers")
-        t0 = time.monotonic()
-        self.intents.check_all()
-        self._intents_sync({"source": "start-up"})
-        log.info(
-            "intents: %d policies checked in %.2f s, %d violations open",
-            len(cfg.intent_policies),
-            time.monotonic() - t0,
-            len(self.intents.open),
-        )
-        pending = self.proxy.pending_flowmods if self.proxy is not None else list
-        self.intent_guard = IntentGuard(self.model, self._enforced, pending)
-        self.model.subscribe(self._on_intents)
-        if self.proxy is not None:
-            self.proxy.guard = self.intent_guard.for_proxy
-            if cfg.intents_packet_ins:
-                self.packet_ins = PacketInWatch(
-                    self.model,
-                    cfg.topology,
-                    forgotten_after=cfg.intents_forgotten_after,
-                    resolve_after=cfg.intents_resolve_after,
-                )
-                self.proxy.on_packet_in = self._on_packet_in
-                self.proxy.on_release = self.packet_ins.released
-                note, watch = self.proxy.on_commit, self.packet_ins
-
-                def on_commit(dpid: int, changes) -> None:
-                    watch.committed(dpid)  # paths through dpid settle from now
-                    if note is not None:
-                        note(dpid, changes)
-
-                self.proxy.on_commit = on_commit
-
-    def _on_packet_in(self, dpid: int, msg: bytes) -> None:
-        from pazzd import openflow as of
-
-        sec, now = self._packet_in_second, time.monotonic()
-        if now - sec[0] >= 1.0:
-            sec[0], sec[1] = now, 0
-        if sec[1] >= PACKET_IN_RATE:
-            return  # a storm: judge a sample, at most PACKET_IN_RATE a second
-        sec[1] += 1
-        try:
-            buffer_id, in_port, frame = of.parse_packet_in(msg)
-        except of.ProtocolError:
-            self.packet_ins.unparsed += 1
-            return
-        self.packet_ins.packet_in(dpid, buffer_id, in_port, frame)
-
-    def _packet_ins_tick(self) -> None:
-        w = self.packet_ins
-        try:
-            for o in w.tick():
-                if o.stored:
-                    self.intent_findings.resolve_key(o.key)
-            for o in w.open.values():
-                if not o.stored:
-                    self.intent_findings.occurrence(o)
-                    o.stored = True
-        except (sqlite3.Error, OSError) as e:
-            log.error("packet-in findings not stored (%s); retrying", e)
-
-    def _intents_sync(self, cause: dict) -> None:
-        """Bring the findings table in step with the checker (start, reload, after a store
-        failure)."""
-        try:
-            new = self.intent_findings.sync(self.intents.open, cause)
-            self._intents_unsynced = False
-        except (sqlite3.Error, OSError) as e:
-            self._intents_unsynced = True
-            log.error("intent findings not stored (%s); retrying", e)
-            return
-        self._confirm(new)
-
-    def _on_intents(self, upd) -> None:
-        """Every model update: the checker's state now; the ticker stores what changed
-        (violations that open and close within one tick are never stored)."""
-        try:
-            ch = self.intents.on_update(upd)
-        except Exception:
-            log.exception("intent checks failed on model version %d", upd.version)
-            return
-        if self.intent_guard.collect(ch):  # the guard's trial: judged, not stored
-            return
-        if ch.opened or ch.resolved or ch.changed:
-            if ch.opened:
-                cause = self._cause()
-                for v in ch.opened:
-                    self._intent_causes.setdefault(v.key, cause)
-            self._intents_unsynced = True
-
-    def _intents_store(self) -> None:
-        """The ticker's half of _on_intents: store, then report."""
-        try:
-            new = self.intent_findings.reconcile(self.intents.open, self._intent_causes)
-            self._intents_unsynced = False
-        except (sqlite3.Error, OSError) as e:
-            log.error("intent findings not stored (%s); retrying", e)
-            return
-        self._confirm(new)
-
-    # --- interference between controller applications ----------------------------------------
-    def _start_interference(self, cfg: Config) -> None:
-        """With apps configured: find their interfering entries now, then on every update."""
-        if not cfg.apps:
-            return
-        checker = InterferenceChecker(self.model, Apps(cfg.apps))
-        self.interference = InterferenceFindings(self.store, cfg.topology, checker)
-        self.interference.on_new = self._confirm_interference
-        t0 = time.monotonic()
-        checker.scan()
-        self._interference_sync()
-        log.info(
-            "interference: %d apps, %d findings open, scanned in %.2f s",
-            len(cfg.apps),
-            len(checker.findings),
-            time.monotonic() - t0,
-        )
-        self.model.subscribe(self._on_interference)
-
-    def _interference_sync(self) -> None:
-        try:
-            if self._interference_rescan:  # the checker failed mid-update: start it afresh
-                self._interference_rescan = False
-                self.interference.checker.scan()
-            self.interference.sync()
-            self._interference_unsynced = False
-        except (sqlite3.Error, OSError) as e:
-            self._interference_unsynced = True
-            log.error("interference findings not stored (%s); retrying", e)
-
-    def _on_interference(self, upd) -> None:
-        try:
-            self.interference.checker.on_update(upd)
-            if not self._interference_unsynced:
-                self.interference.apply()
-        except (sqlite3.Error, OSError) as e:
-            self._interference_unsynced = True  # the ticker stores them again from the checker
-            log.error("interference findings not stored (%s); retrying", e)
-        except Exception:
-            self._interference_unsynced = self._interference_rescan = True
-            log.exception("interference check failed on model version %d", upd.version)
-
-    def _reload_apps(self, cfg: Config, old: Config) -> None:
-        """A changed apps section: every entry's owner is worked out again and every pair
-        judged again (a full scan); findings between entries that are no longer of two
-        owners resolve. Without apps left, nothing is of two owners."""
-        if cfg.apps == old.apps:
-            return
-        if self.interference is None:
-            self._start_interference(cfg)
-            return
-        self.interference.checker.apps = Apps(cfg.apps)
-        self._interference_rescan = True
-        t0 = time.monotonic()
-        self._interference_sync()
-        log.info(
-            "interference: apps changed (%d apps): %d findings open, rescanned in %.2f s",
-            len(cfg.apps),
-            len(self.interference.checker.findings),
-            time.monotonic() - t0,
-        )
-
-    def interference_open(self) -> dict:
-        return self.interference.open_counts() if self.interference is not None else {}
-
-    def _reload_agents(self, cfg: Config) -> None:
-        if self.proxy is not None:
-            self.proxy.config.group_twice = cfg.agents_group_twice
-        if self.fuzzer is not None:
-            self.fuzzer.confirm_share = cfg.agents_share
-        ec = self.entry_confirm
-        if ec is not None:
-            ec.delay = cfg.settle + cfg.agents_delay
-            ec.n, ec.max_pending = cfg.agents_probes_per_entry, cfg.agents_max_pending
-            ec.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)
-
-    def _enforced(self) -> set[str]:
-        return {p.name for p in self.cfg.intent_policies if p.enforce}
-
-    def _confirm_interference(self, fid: int, f) -> None:
-        """Probe an interference finding's witness from an edge port whose path reaches
-        the finding's switch (at its in_port); the verdict says which app's entry the
-        data plane obeyed: the model's winner if the reports carry the tags it expects."""
-        if self.confirmations is None:
-            return
-        for ing in self.cfg.topology.edge_ports():
-            paths = self.model.trace(ing, f.witness)
-            if any(
-                h.dpid == f.dpid and (f.in_port is None or h.in_port == f.in_port)
-                for d in paths
-                for h in d.hops
-            ):
-                side = {"a": f.a, "b": f.b}.get(f.winner)
-                winner = side.owner if side is not None else "another entry"
-                probe = [("witness", ing, f.witness, exits(paths))]
-                self.confirmations.start_probes(fid, probe, {"model_winner": winner})
-                return
-
-    def _confirm(self, new: list) -> None:
-        if self.confirmations is None:
-            return
-        for fid, v in new:
-            self.confirmations.start(fid, v)
-
-    def _cause(self) -> dict:
-        """What caused the model update being checked: the proxy's batch, or an API call."""
-        feeding = self.proxy.feeding if self.proxy is not None else None
-        if feeding is None:
-            return self._local_cause or {"source": "model update"}
-        from pazzd import openflow as of
-        from pazzd.proxy.table import GroupChange
-
-        dpid, changes, xids = feeding
-        entries = []
-        for ch in changes[:8]:
-            if isinstance(ch, GroupChange):
-                entries.append({"change": "group", "group_id": ch.group_id})
-                continue
-            kind, new = ch.kind, ch.entry
-            try:
-                match = format_match(of.cpc_match(new.mkey))
-            except (ModelError, of.ProtocolError):
-                match = "(not modelled)"
-            entries.append(
-                {
-                    "change": kind,
-                    "table": new.table,
-                    "priority": new.priority,
-                    "cookie": f"0x{new.cookie:x}",
-                    "match": match,
-                }
-            )
-        return {
-            "source": "controller",
-            "switch": self.cfg.topology.switches[dpid].name,
-            "xids": list(xids[:16]),
-            "changes": len(changes),
-            "entries": entries,
-        }
-
-    def _start_fuzzer(self, cfg: Config) -> None:
-        try:
-            from fuzzer.engine import Fuzzer
-            from fuzzer.inject import ByIngress, QueuedPacketOut, RawSocketInjector
-            from fuzzer.plan import shares_with_delivered
-        except Exception as e:
-            log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
-            return
-        socks = {}
-        try:
-            for port, spec in cfg.fuzz_inject.items():
-                if spec.startswith("netns:"):
-                    _, ns, ifname = spec.split(":", 2)
-                    socks[port] = netns_packet_socket(ns, ifname)
-            ifaces = {p: s for p, s in cfg.fuzz_inject.items() if not s.startswith("netns:")}
-            injectors = set(socks) | set(ifaces)
-            pairs = cfg.fuzz_pairs
-            if pairs is None:
-                eps = cfg.edge_ports
-                pairs = [(i, e) for i in eps for e in eps if i != e]
-            if self.proxy is None:
-                pairs = [(i, e) for i, e in pairs if i in injectors]
-            if not pairs:
-                log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
-                return
-            self.injector = RawSocketInjector(ifaces, sockets=socks)
-            self._fuzz_ingresses = injectors if self.proxy is None else None
-            if any(i not in injectors for i, _ in pairs):
-                # The other ingresses get their probes by PACKET_OUT through the proxy.
-                packet_out = QueuedPacketOut(self.proxy.send_packet_out)
-                self.injector = ByIngress(dict.fromkeys(injectors, self.injector), packet_out)
-                self._spawn(packet_out.run(self.stop_event))
-            self.fuzzer = Fuzzer(
-                self.model,
-                pairs,
-                rate=cfg.fuzz_rate,
-                window_s=cfg.fuzz_window,
-                seed=1,
-                shares=shares_with_delivered(cfg.fuzz_delivered_share, cfg.sampling_rate),
-            )
-        except Exception as e:
-            log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
-            self.fuzzer = None
-            return
-        self._fuzz_critical(cfg)
-        self._spawn(self._fuzz_loop())
-        log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
 
     def _fuzz_critical(self, cfg: Config) -> None:
         """The critical flows are probed from their ingress once a second too (those the
@@ -912,7 +424,23 @@ class Daemon:
         t.add_done_callback(self._tasks.discard)
         return t
 
-    # --- running ------------------------------------------------------------------------------------
+    # --- events, handed to every check ---------------------------------------------------------
+    def _on_update(self, upd) -> None:
+        for c in self.checks:
+            try:
+                c.on_update(upd)
+            except Exception:
+                log.exception("check %s failed on model version %d", c.name, upd.version)
+
+    def _on_commit(self, dpid: int, changes) -> None:
+        self.svc.startup.committed(time.time())
+        self.changes.committed(dpid, changes)
+        for c in self.checks:
+            try:
+                c.on_commit(dpid, changes)
+            except Exception:
+                log.exception("check %s failed on a commit of dpid %#x", c.name, dpid)
+
     def _datagram(self, data: bytes, source: str | None = None) -> None:
         self._last_datagram = time.time()
         self.tester.process_datagram(data, source=source)
@@ -999,6 +527,7 @@ class Daemon:
             self.tester.answer_localization(fid, ans)
         return ans
 
+    # --- running -------------------------------------------------------------------------------
     async def _ticker(self) -> None:
         last = time.monotonic()
         while not self.stop_event.is_set():
@@ -1012,28 +541,27 @@ class Daemon:
                 )
                 self.tester.blackholes.hold(time.time() + _STALL)
             last = now
-            try:
-                self.tester.tick()
-            except Exception:
-                log.exception("tester tick failed")
-            if self._intents_unsynced:
-                self._intents_store()
-            if self.packet_ins is not None:
-                self._packet_ins_tick()
-            if self._interference_unsynced:
-                self._interference_sync()
-            if self.confirmations is not None:
-                try:
-                    self.confirmations.tick()
-                except Exception:
-                    log.exception("confirmations tick failed")
-            if self.entry_confirm is not None:
-                try:
-                    self.entry_confirm.tick()
-                except Exception:
-                    log.exception("entry confirmations tick failed")
+            self._tick(time.time())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), _TICK)
+
+    def _tick(self, now: float) -> None:
+        try:
+            self.tester.tick()
+        except Exception:
+            log.exception("tester tick failed")
+        connected = self.proxy is not None and self.proxy.controller_connected
+        self.svc.startup.check(now, connected)
+        if self.probes is not None:
+            try:
+                self.probes.tick()
+            except Exception:
+                log.exception("probe service tick failed")
+        for c in self.checks:
+            try:
+                c.tick(now)
+            except Exception:
+                log.exception("check %s tick failed", c.name)
 
     async def _watchdog(self, interval: float) -> None:
         while not self.stop_event.is_set():
@@ -1076,39 +604,40 @@ class Daemon:
         for key in RESTART_ONLY:
             if getattr(old, key) != getattr(cfg, key):
                 log.warning("config: %s changed; it takes effect at the next restart", key)
+        # Keep the start-up-only settings of the running instance (the topology with its file).
+        for key in ("topology", *RESTART_ONLY):
+            setattr(cfg, key, getattr(old, key))
         logging.getLogger().setLevel(cfg.log_level.upper())
-        self._reload_agents(cfg)
-        self._reload_apps(cfg, old)
         t = self.tester
         t.resolve_after = cfg.resolve_after
         self.guard.settle = cfg.settle
-        if [c for c in cfg.critical_flows] != [c for c in old.critical_flows] or (
+        if list(cfg.critical_flows) != list(old.critical_flows) or (
             (cfg.blackhole_k, cfg.blackhole_grace) != (old.blackhole_k, old.blackhole_grace)
         ):
-            t.blackholes = self._blackholes(cfg)
-        t.ifmap = await loop.run_in_executor(None, self._ifmap, cfg)
+            t.blackholes = wiring.blackholes(cfg, self.model)
+        t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
         t.agents = cfg.sflow_agents  # workers get it when recycled below
         t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
+        if self.proxy is not None:
+            self.proxy.config.group_twice = cfg.agents_group_twice
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
+            self.fuzzer.confirm_share = cfg.agents_share
             self._fuzz_critical(cfg)
-        if cfg.intent_policies != old.intent_policies:
-            self.intents.set_policies(cfg.intent_policies)
-            self.intents.check_all()
-            self._intents_sync({"source": "config reload"})
-            log.info("intents: %d policies in force", len(cfg.intent_policies))
-        audit = (cfg.audit_interval, cfg.audit_delay)
-        if self.proxy is not None and audit != (old.audit_interval, old.audit_delay):
-            self.proxy.set_audit(*audit)  # the new period starts now
+        if self.probes is not None:
+            self.probes.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)
+        self.cfg = self.svc.cfg = cfg
+        for c in self.checks:
+            c.reload(cfg, old)
+        running = {type(c) for c in self.checks}
+        for cls in REGISTRY:  # a check the new config turns on (apps added, say)
+            if cls not in running:
+                self._start_check(cls, cfg)
         if self.workers is not None:
             self.workers.recycle()
-        # Keep the start-up-only settings of the running instance (the topology with its file).
-        for key in ("topology", *RESTART_ONLY):
-            setattr(cfg, key, getattr(old, key))
-        self.cfg = cfg
         self.last_config_error = None
         self.metrics.config_load_error.set(0)
         self.metrics.config_reloads.labels("ok").inc()
@@ -1153,159 +682,26 @@ class Daemon:
             if self._lock_fd is not None:  # the lock file stays: unlinking it would race
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            self._release()
 
-    # --- API -----------------------------------------------------------------------------------------
-    async def handle(self, req: dict):
-        cmd = req["cmd"]
-        fn = getattr(self, f"api_{cmd.replace('-', '_')}", None)
-        if fn is None:
-            raise ApiError(f"unknown command {cmd!r}")
-        # A request that lacks an argument or gives a bad value is the user's error: an
-        # answer in words, no traceback in the log.
-        try:
-            res = fn(req)
-            if asyncio.iscoroutine(res):
-                res = await res
-        except KeyError as e:
-            raise ApiError(f"the {cmd} request needs the argument {e.args[0]!r}") from None
-        except ValueError as e:  # int("x"), and TopologyError, ModelError, ConfigError
-            raise ApiError(f"{cmd}: {e}") from None
-        return res
-
-    def api_status(self, req) -> dict:
-        st = self.state()
-        t = st["tester"]
-        return {
-            "pid": os.getpid(),
-            "uptime_s": round(time.time() - self.started, 1),
-            "config": self.config_path,
-            "config_error": self.last_config_error,
-            "config_reloads": self.reloads,
-            "model": {
-                "rules": st["rules"],
-                "classes": st["classes"],
-                "version": st["version"],
-                "switches": len(self.cfg.topology.switches),
-                "edge_ports": len(self.cfg.edge_ports),
-            },
-            "tester": t,
-            "tester_workers": None
-            if self.workers is None
-            else [
-                {
-                    "index": i,
-                    "alive": self.workers.procs[i].poll() is None,
-                    "datagrams": self.workers.stats.get(i, {}).get("datagrams", 0),
-                    "reports": self.workers.stats.get(i, {}).get("reports", 0),
-                }
-                for i in sorted(self.workers.procs)
-            ],
-            "faults_open": st["faults_open"],
-            "intents_open": st["intents"],
-            "agents": st["agents"],
-            "fuzz": None
-            if st["fuzz"] is None
-            else {
-                k: st["fuzz"].get(k)
-                for k in (
-                    "probes_sent_total",
-                    "window_s",
-                    "areas",
-                    "areas_recent",
-                    "expected_detect_s_1_256",
-                    "error",
-                )
-            },
-            "controller": "proxy" if self.proxy is not None else "off (rules from file)",
-            "switches_connected": sorted(d for d, up in st["switches"].items() if up),
-            "controllers": self.proxy.controllers() if self.proxy is not None else None,
-            "metrics": f"http://{self.cfg.metrics_host}:{self.metrics_port}/metrics",
-            "ui": f"http://{_url_host(self.cfg.ui_host)}:{self.ui_port}/ui/"
-            if self.ui is not None
-            else None,
-            "sflow": f"{self.cfg.sflow_host}:{self.cfg.sflow_port}",
-        }
-
-    def api_faults(self, req) -> list:
-        state = req.get("state")
-        return [fault_json(r) for r in self.store.faults(state)]
-
-    def api_fault(self, req) -> dict:
-        row = self.store.get(_int_arg(req, "id"))
-        if row is None:
-            raise ApiError(f"no fault with id {req['id']}")
-        return fault_json(row)
-
-    async def api_localize(self, req) -> dict:
-        return await self.localize(_int_arg(req, "id"))
-
-    def api_trace(self, req) -> dict:
-        try:
-            return answers.trace(self.cfg.topology, self.model, req["ingress"], req["header"])
-        except answers.QueryError as e:
-            raise ApiError(str(e)) from None
-
-    def api_reach(self, req) -> dict:
-        limit = req.get("limit", 20)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100000:
-            raise ApiError(f"limit must be an integer from 0 to 100000, not {limit!r}")
-        try:
-            return answers.reach(self.cfg.topology, self.model, req["src"], req["dst"], limit)
-        except answers.QueryError as e:
-            raise ApiError(str(e)) from None
-
-    def api_flowmod(self, req) -> dict:
-        """Apply a FlowMod to the model (when the controller does not go through the proxy)."""
-        dpid = self.cfg.topology.resolve_switch(str(req["switch"]))
-        command = req.get("command", "add")
-        t0 = time.perf_counter()
-        try:
-            fm = parse_flow(req["flow"], dpid, command)
-            self._local_cause = {
-                "source": "api flowmod",
-                "switch": self.cfg.topology.switches[dpid].name,
-                "command": command,
-                "flow": str(req["flow"]),
-            }
-            upd = self.model.apply(fm)
-        except ModelError as e:
-            raise ApiError(str(e)) from None
-        finally:
-            self._local_cause = None
-        self.changes.note(dpid, fm.table, fm.priority, fm.match)
-        dt = time.perf_counter() - t0
-        self.metrics.model_update.observe(dt)
-        return {"version": upd.version, "classes_changed": len(upd.classes), "seconds": dt}
-
-    def api_findings(self, req) -> list:
-        """Findings about the intended state (kind: intent; state: open or resolved)."""
-        kind, state = req.get("kind"), req.get("state")
-        for name, v in (("kind", kind), ("state", state)):
-            if v is not None and not isinstance(v, str):
-                raise ApiError(f"{name} must be a string, not {v!r}")
-        return [f.as_json() for f in self.store.findings(kind, state)]
-
-    def api_finding(self, req) -> dict:
-        f = self.store.finding(_int_arg(req, "id"))
-        if f is None:
-            raise ApiError(f"no finding with id {req['id']}")
-        return f.as_json()
-
-    def api_topology(self, req) -> dict:
-        """Switches, ports (with their Verify_Port bits), links and edge ports."""
-        return topology_json(self.cfg.topology)
-
-    def api_coverage(self, req) -> dict:
-        """The fuzzer's coverage per ingress; with `ingress`, that ingress's areas."""
-        return coverage_json(self.fuzzer, self.cfg.topology, req.get("ingress"))
-
-    async def api_reload(self, req) -> dict:
-        ok = await self.reload()
-        return {"ok": ok, "error": self.last_config_error}
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+    def _release(self) -> None:
+        """Break the reference cycles through the daemon's callbacks, so that the model
+        and everything holding its BDDs go by reference counting once the daemon goes:
+        the cyclic collector may free the BDD manager before the nodes (dd then keeps all
+        of the manager's memory)."""
+        if self.tester is not None:
+            self.tester.on_fault = self.tester.on_localize = self.tester.on_suspect = None
+            self.tester.watches.clear()
+        if self.proxy is not None:
+            self.proxy.on_switch = self.proxy.on_audit = None
+            self.proxy.model = None  # the proxy's parts refer to each other
+            for subscribers in vars(self.proxy.hooks).values():
+                subscribers.clear()
+        if self.probes is not None:
+            self.probes.jobs.clear()  # their verdict callbacks hold the checks
+        self.checks = []
+        self.svc = None
+        self.model_server = self.collector = self.api = None
 
 
 def _setup_logging(level: str = "info") -> None:

@@ -1,22 +1,21 @@
 """Confirm in the data plane that a switch installed each entry it accepted.
 
 The model assumes the switch installs exactly what it accepted. When the proxy commits an
-ADD or MODIFY the switch accepted, the entry is checked `delay` seconds later (the daemon
-adds tester.settle, while reports of the changed headers are held): a few headers of
-the region the entry decides, and one just outside its match on each field it matches
-(cpc.entryprobes), go out through the fuzzer (a share of each probe batch, over random
-fuzzing) and the tester reports what the exits saw of them (pazzd.probewatch).
+ADD or MODIFY the switch accepted, the entry is checked `delay` seconds later: a few
+headers of the region the entry decides, and one just outside its match on each field it
+matches (cpc.entryprobes), go out through the probe service (pazzd.probes), which waits out
+the tester's hold-back of the changed headers, and each probe gets a fate.
 
-  confirmed  every probe with an exit in the model was reported there with the tags the
-             model allows, and no report of any probe came with other tags
-  diverged   an inside probe came with other tags ("not-there": the switch forwards the
-             entry's headers as if it were not there), an outside probe came with the
-             entry's tags ("wider": its match is wider than accepted), or no inside probe
-             with an exit in the model was seen at all ("unseen")
+  confirmed  every probe's fate is expected: each one the model forwards was reported where
+             it says with the tags it allows, each one it drops was not reported
+  diverged   an inside probe went elsewhere or with other tags ("not-there": the switch
+             forwards the entry's headers as if it were not there), an outside probe went
+             elsewhere or never arrived although the model forwards it ("wider": its match
+             is wider than accepted, a widened drop among them), or an inside probe the
+             model forwards never arrived ("dropped")
+  unjudged   nothing contradicted the model but something could not be judged (held back,
+             or no report reached the tester): counted, never a finding
 
-An entry is decided as soon as a report comes with other tags, or when every probe
-has an exit in the model and was seen there; one with a probe the model drops, seen
-as predicted, waits for the window (the copies' time, plus 10 s).
 A diverged entry is a finding of kind "agent" (the fault store's findings table), with
 the probes and their reports as witnesses; it resolves when the entry is confirmed after
 a later change, or deleted. At most `max_pending` entries are probed at once; the rest
@@ -29,17 +28,18 @@ import logging
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from cpc.entryprobes import EntryProbe, entry_probes
+from cpc.entryprobes import entry_probes
 from cpc.ofctl import format_match
 from cpc.rules import ModelError
 from cpc.topology import Topology
 from tester.engine import WATCH_FIELDS
 
+from . import openflow as of
 from .answers import delivery_json
 from .findings import header_text
-from .probewatch import ProbeWatch, Watch
+from .probes import DROPPED, ELSEWHERE, EXPECTED, Job, Probe, ProbeService, Watched
 
 __all__ = ["AGENT", "EntryConfirmations"]
 
@@ -58,9 +58,7 @@ class _Check:
     rule_id: int
     committed: float
     due: float
-    probes: list = field(default_factory=list)  # [(EntryProbe, Watch, expected exits)]
-    deadline: float = 0.0
-    evidence_at: float | None = None  # every probe with an exit seen allowed
+    job: Job | None = None
     entry: object = None
 
     @property
@@ -69,17 +67,16 @@ class _Check:
 
 
 class EntryConfirmations:
-    """model: the intended state; probes: ProbeWatch; store: the fault store."""
+    """model: the intended state; probes: the probe service; sink: the finding sink
+    (pazzd.services)."""
 
     def __init__(
         self,
         model,
-        probes: ProbeWatch,
-        store,
+        probes: ProbeService,
+        sink,
         topo: Topology,
         *,
-        probe_rate: float,
-        share: float,
         delay: float,
         probes_per_entry: int,
         max_pending: int,
@@ -87,23 +84,21 @@ class EntryConfirmations:
     ) -> None:
         self.model = model
         self.probes = probes
-        self.store = store
+        self.sink = sink
         self.topo = topo
         self.delay = delay
         self.n = probes_per_entry
         self.max_pending = max_pending
         self.clock = clock
-        self.rate = max(probe_rate * share, 1.0)  # confirmation probes per second, at most
         self.queue: deque[_Check] = deque()
         self.probing: dict[tuple, _Check] = {}
         self.confirmed = self.diverged = self.unprobed = self.superseded = self.dropped = 0
+        self.unjudged = 0
         self.times: deque[float] = deque(maxlen=RECENT)
 
     # --- in -----------------------------------------------------------------------------------
     def committed(self, dpid: int, changes) -> None:
-        """The proxy committed these changes of dpid's intended table (Proxy.on_commit)."""
-        from pazzd import openflow as of
-
+        """The proxy committed these changes of dpid's intended table (proxy hooks.commit)."""
         for ch in changes:  # proxy.table.EntryChange
             kind, new = getattr(ch, "kind", None), getattr(ch, "entry", None)
             if new is None or (kind == "modify" and new is ch.old):  # the proxy's re-ID
@@ -126,30 +121,20 @@ class EntryConfirmations:
         self.queue.append(_Check(dpid, table, priority, match, rule_id, now, now + self.delay))
 
     def deleted(self, dpid: int, table: int, priority: int, match) -> None:
-        self._gone(dpid, table, priority, match, self.clock())
-
-    def _gone(self, dpid, table, priority, match, now) -> None:
         key = (dpid, table, priority, match)
         c = self.probing.pop(key, None)
         if c is not None:
             self._close(c)
             self.superseded += 1
-        self.store.resolve_finding(AGENT, self._key(key), now)
+        self.sink.resolve(AGENT, self._key(key))
 
     # --- running ------------------------------------------------------------------------------
     def tick(self) -> None:
         now = self.clock()
-        for c in list(self.probing.values()):
-            # Every probe has an exit in the model and was seen there as the model says:
-            # nothing is left to learn. A probe the model drops waits for the window.
-            done = c.evidence_at is not None and all(exits for _, _, exits in c.probes)
-            bad = any(not r["allowed"] for _, w, _ in c.probes for r in w.reports)
-            if done or bad or now >= c.deadline:
-                self._finish(c, now)
         while self.queue and self.queue[0].due <= now and len(self.probing) < self.max_pending:
-            self._start(self.queue.popleft(), now)
+            self._start(self.queue.popleft())
 
-    def _start(self, c: _Check, now: float) -> None:
+    def _start(self, c: _Check) -> None:
         e = self.model.find_entry(c.dpid, c.table, c.priority, c.match)
         if e is None or (c.rule_id and e.rule_id != c.rule_id):
             self.superseded += 1  # deleted or replaced since: a later check covers it
@@ -168,58 +153,57 @@ class EntryConfirmations:
             found = []
         c.entry = e
         log.debug("%s: probes %s", self._name(c), [(p.kind, p.ingress, p.header) for p in found])
-        for p in found:
-            exits = {d.egress for d in p.deliveries if d.kind == "egress"}
-            w = self.probes.send(p.ingress, p.header, on_report=lambda w, r, c=c: self._seen(c))
-            if w is not None:
-                c.probes.append((p, w, exits))
-        if not any(p.kind == "inside" for p, _, _ in c.probes):
-            for _, w, _ in c.probes:
-                self.probes.close(w)
+        if not any(p.kind == "inside" for p in found):
             self.unprobed += 1
             return
-        copies = self.probes.copies * len(c.probes)
-        c.deadline = now + copies / self.rate + 10.0
+        probes = [
+            Probe(
+                p.kind,
+                p.ingress,
+                p.header,
+                frozenset(d.egress for d in p.deliveries if d.kind == "egress"),
+                about=p,
+            )
+            for p in found
+        ]
+        c.job = self.probes.start(probes, lambda job, c=c: self._finish(c, job))
+        if c.job is None:
+            self.unprobed += 1
+            return
         self.probing[c.key] = c
 
-    def _seen(self, c: _Check) -> None:
-        if c.evidence_at is None and all(
-            any(r["allowed"] for r in w.reports) for _, w, exits in c.probes if exits
-        ):
-            c.evidence_at = self.clock()
-
     def _close(self, c: _Check) -> None:
-        for _, w, _ in c.probes:
-            self.probes.close(w)
+        if c.job is not None:
+            self.probes.cancel(c.job)
 
-    def _finish(self, c: _Check, now: float) -> None:
+    def _finish(self, c: _Check, job: Job) -> None:
+        if self.probing.get(c.key) is not c:
+            return  # superseded meanwhile
         del self.probing[c.key]
-        self._close(c)
-        verdict, reason = verdict_of(c.probes)
-        log.debug(
-            "%s: %s %s: %s", self._name(c), verdict, reason, [w.reports for _, w, _ in c.probes]
-        )
+        items = [(w.probe.about, w) for w in job.probes]
+        verdict, reason = verdict_of(items)
+        log.debug("%s: %s %s: %s", self._name(c), verdict, reason, [w.reports for w in job.probes])
         key = self._key(c.key)
+        if verdict == "unjudged":
+            self.unjudged += 1
+            return
         if verdict == "confirmed":
             self.confirmed += 1
-            if c.evidence_at is not None:
-                self.times.append(c.evidence_at - c.committed)
-            if self.store.resolve_finding(AGENT, key, now) is not None:
+            if job.evidence_at is not None:
+                self.times.append(job.evidence_at - c.committed)
+            if self.sink.resolve(AGENT, key) is not None:
                 log.info("%s: confirmed in the data plane", self._name(c))
             return
         self.diverged += 1
-        detail = self._detail(c, reason)
-        fid, new = self.store.open_finding(
+        detail = self._detail(c, items, reason)
+        self.sink.open(
             AGENT,
             key,
             self.topo.switches[c.dpid].name,
-            "warning" if reason == "unseen" else "critical",
+            "critical",
             _summary(self._name(c), reason, detail),
             detail,
-            now,
         )
-        if new:
-            log.warning("agent finding #%d: %s", fid, _summary(self._name(c), reason, detail))
 
     # --- out ----------------------------------------------------------------------------------
     def _name(self, c: _Check) -> str:
@@ -232,7 +216,7 @@ class EntryConfirmations:
         dpid, table, priority, match = key
         return f"{dpid:#x}/{table}/{priority}/{format_match(match)}"
 
-    def _detail(self, c: _Check, reason: str) -> dict:
+    def _detail(self, c: _Check, items: list, reason: str) -> dict:
         e = c.entry
         name = self.topo.port_name
         return {
@@ -251,12 +235,14 @@ class EntryConfirmations:
                     "field": p.field,
                     "ingress": name(p.ingress),
                     "header": header_text(p.header),
-                    "expected_exits": sorted(name(x) for x in exits),
+                    "expected_exits": sorted(name(x) for x in w.probe.exits),
                     "paths": [delivery_json(self.topo, d) for d in p.deliveries],
                     "reports": w.reports,
-                    "verdict": probe_verdict(p, w, exits),
+                    "rounds": w.rounds,
+                    "fate": w.fate,
+                    "verdict": probe_verdict(w),
                 }
-                for p, w, exits in c.probes
+                for p, w in items
             ],
         }
 
@@ -265,6 +251,7 @@ class EntryConfirmations:
             "confirmed": self.confirmed,
             "diverged": self.diverged,
             "pending": len(self.queue) + len(self.probing),
+            "unjudged": self.unjudged,
             "unprobed": self.unprobed,
             "superseded": self.superseded,
             "dropped": self.dropped,
@@ -272,26 +259,29 @@ class EntryConfirmations:
         }
 
 
-def probe_verdict(p: EntryProbe, w: Watch, exits: set) -> str:
-    """other-tags: a report the model does not allow; unseen: an exit expected, none seen."""
+def probe_verdict(w: Watched) -> str:
+    """other-tags: a report the model does not allow; elsewhere: reported at an exit the
+    model does not predict; else the probe's fate (agrees for expected)."""
     if any(not r["allowed"] for r in w.reports):
         return "other-tags"
-    if exits and not w.reports:
-        return "unseen"
-    return "agrees"
+    if w.fate == ELSEWHERE:
+        return "elsewhere"
+    return "agrees" if w.fate == EXPECTED else (w.fate or "unseen")
 
 
-def verdict_of(probes) -> tuple[str, str]:
-    """(confirmed|diverged, reason) of an entry's probes (see the module doc)."""
-    vs = [(p.kind, probe_verdict(p, w, exits), exits) for p, w, exits in probes]
-    if any(k == "inside" and v == "other-tags" for k, v, _ in vs):
+def verdict_of(items) -> tuple[str, str]:
+    """(confirmed|diverged|unjudged, reason) of an entry's [(EntryProbe, Watched)] (see the
+    module doc)."""
+    fates = [(p.kind, w.fate) for p, w in items]
+    if any(k == "inside" and f == ELSEWHERE for k, f in fates):
         return "diverged", "not-there"
-    if any(k == "outside" and v == "other-tags" for k, v, _ in vs):
+    if any(k == "outside" and f in (ELSEWHERE, DROPPED) for k, f in fates):
         return "diverged", "wider"
-    inside = [v for k, v, exits in vs if k == "inside" and exits]
-    if inside and all(v == "unseen" for v in inside):
-        return "diverged", "unseen"
-    return "confirmed", ""
+    if any(k == "inside" and f == DROPPED for k, f in fates):
+        return "diverged", "dropped"
+    if fates and all(f == EXPECTED for _, f in fates):
+        return "confirmed", ""
+    return "unjudged", ""
 
 
 def _summary(name: str, reason: str, detail: dict) -> str:
@@ -300,17 +290,17 @@ def _summary(name: str, reason: str, detail: dict) -> str:
             {
                 p["field"]
                 for p in detail["probes"]
-                if p["kind"] == "outside" and p["verdict"] == "other-tags"
+                if p["kind"] == "outside" and p["fate"] != "expected"
             }
         )
         return (
             f"{name}: the switch accepted this entry but forwards headers outside its match "
             f"({', '.join(fields)}) as if it were wider"
         )
-    if reason == "unseen":
+    if reason == "dropped":
         return (
-            f"{name}: the switch accepted this entry but none of its probes reached an exit "
-            "the model predicts"
+            f"{name}: the switch accepted this entry but drops headers the model forwards "
+            "through it"
         )
     return (
         f"{name}: the switch accepted this entry but forwards its headers as if it were not there"

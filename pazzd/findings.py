@@ -2,20 +2,22 @@
 
 The intent checks (cpc.intents) say where the controller's rules break an operator's
 policy. Each violation becomes a row of the fault store's findings table (kind "intent",
-keyed by policy and detail) before it is logged; it resolves when a later update removes
-the cause. The row's detail is the JSON the API serves and pazzctl prints.
+keyed by policy and detail) through the finding sink (pazzd.services), which stores, logs
+and probes its witness; it resolves when a later update removes the cause. The row's
+detail is the JSON the API serves and pazzctl prints.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from cpc.fields import FIELD_NAMES, format_value
 from cpc.intents import Violation
 from cpc.topology import Topology
-from pazzd.answers import delivery_json
-from tester.store import OPEN, FaultStore
+from tester.store import OPEN
+
+from .answers import delivery_json
+from .probes import Probe
 
 __all__ = ["INTENT", "IntentFindings", "header_text"]
 
@@ -71,76 +73,74 @@ def summary(topo: Topology, v: Violation) -> str:
     return f"{p.name}: {what} ({v.classes} class{'es' if v.classes != 1 else ''})"
 
 
-class IntentFindings:
-    """Keeps the findings table in step with an IntentChecker's open violations."""
+def exits(paths) -> frozenset:
+    return frozenset(d.egress for d in paths if d.kind == "egress")
 
-    def __init__(self, store: FaultStore, topo: Topology) -> None:
-        self.store = store
+
+def witness_probes(v: Violation) -> list[Probe]:
+    """The probes that confirm a violation: its witness, and the reply of a reply policy."""
+    probes = [Probe("witness", v.ingress, v.witness, exits(v.paths))]
+    if v.reply is not None and v.policy.dst is not None:
+        probes.append(Probe("reply", v.policy.dst, v.reply, exits(v.reply_paths)))
+    return probes
+
+
+class IntentFindings:
+    """Keeps the findings table in step with an IntentChecker's open violations, through
+    the finding sink (pazzd.services.FindingSink)."""
+
+    def __init__(self, sink, topo: Topology) -> None:
+        self.sink = sink
+        self.store = sink.store
         self.topo = topo
         self.ids: dict[str, int] = {}  # violation key -> finding id
         self.opened_total = 0
 
-    def sync(self, open_now: dict[str, Violation], cause: dict | None) -> list[tuple]:
-        """After a full check (start-up, reload): open what is open now, resolve the rows a
-        previous run left open that are not. Returns (id, violation) of those newly opened."""
-        now = time.time()
-        new = self._open(open_now.values(), lambda key: cause, now)
-        for key, fid in self.store.open_finding_keys(INTENT).items():
+    def sync(self, open_now: dict[str, Violation], cause: dict | None) -> None:
+        """After a full check (the end of the start-up, reload): open what is open now,
+        resolve the rows a previous run left open that are not."""
+        self._open(open_now.values(), lambda key: cause)
+        for key in self.store.open_finding_keys(INTENT):
             if key not in open_now and key.split("|", 1)[0] not in PACKET_IN_CHECKS:
-                self.store.resolve_finding(INTENT, key, now)
+                self.sink.resolve(INTENT, key)
                 self.ids.pop(key, None)
-                log.info("intent finding #%d resolved: %s", fid, key)
-        return new
 
-    def reconcile(self, open_now: dict[str, Violation], causes: dict[str, dict]) -> list[tuple]:
+    def reconcile(self, open_now: dict[str, Violation], causes: dict[str, dict]) -> None:
         """Bring the table in step with the checker's open violations: store the new ones
         (causes: key -> the batch that opened it), those whose witness was picked again,
         and resolve the ones gone. Violations that opened and closed since the last call
-        are never stored. Returns (id, violation) of those newly opened."""
-        now = time.time()
+        are never stored."""
         fresh = [v for k, v in open_now.items() if k not in self.ids]
         again = [v for k, v in open_now.items() if k in self.ids and not v.picked]
 
         def cause_of(key: str):
             return causes.pop(key, None) or {"source": "model update"}
 
-        new = self._open(fresh, cause_of, now)
+        self._open(fresh, cause_of)
         for v in again:  # another witness: the cause stays
             old = self.store.finding(self.ids[v.key])
             kept = (old.detail or {}).get("cause") if old is not None else None
-            self._open([v], lambda key, c=kept: c, now)
+            self._open([v], lambda key, c=kept: c)
         for key in [k for k in self.ids if k not in open_now]:
-            fid = self.store.resolve_finding(INTENT, key, now)
+            self.sink.resolve(INTENT, key)
             del self.ids[key]
-            if fid is not None:
-                log.info("intent finding #%d resolved: %s", fid, key)
         causes.clear()
-        return new
 
-    def _open(self, violations, cause_of, now: float) -> list[tuple]:
-        new = []
+    def _open(self, violations, cause_of) -> None:
         for v in violations:
-            fid, fresh = self.store.open_finding(
+            fid, fresh = self.sink.open(
                 INTENT,
                 v.key,
                 v.policy.name,
                 SEVERITY.get(v.policy.kind, "critical"),
                 summary(self.topo, v),
                 violation_json(self.topo, v, cause_of(v.key)),
-                now,
+                probes=witness_probes(v),
+                log_text=f"{summary(self.topo, v)}; witness {header_text(v.witness)} "
+                f"from {self.topo.port_name(v.ingress)}",
             )
             self.ids[v.key] = fid
-            if fresh:
-                new.append((fid, v))
-                self.opened_total += 1
-                log.warning(
-                    "intent finding #%d %s; witness %s from %s",
-                    fid,
-                    summary(self.topo, v),
-                    header_text(v.witness),
-                    self.topo.port_name(v.ingress),
-                )
-        return new
+            self.opened_total += fresh
 
     def occurrence(self, occ) -> tuple[int, bool]:
         """Store a finding of the packet-in watch (pazzd.packetins), in the same form."""
@@ -167,18 +167,20 @@ class IntentFindings:
             detail["reply"] = header_text(d["reply"])
             detail["reply_header"] = d["reply"]
             detail["reply_paths"] = [delivery_json(self.topo, o) for o in d["reply_paths"]]
-        fid, fresh = self.store.open_finding(
-            INTENT, occ.key, occ.name, "warning", occ.summary, detail, time.time()
+        fid, fresh = self.sink.open(
+            INTENT,
+            occ.key,
+            occ.name,
+            "warning",
+            occ.summary,
+            detail,
+            log_text=f"{occ.summary}; packet {header_text(hdr)}",
         )
-        if fresh:
-            self.opened_total += 1
-            log.warning("intent finding #%d %s; packet %s", fid, occ.summary, header_text(hdr))
+        self.opened_total += fresh
         return fid, fresh
 
     def resolve_key(self, key: str) -> None:
-        fid = self.store.resolve_finding(INTENT, key, time.time())
-        if fid is not None:
-            log.info("intent finding #%d resolved: %s", fid, key)
+        self.sink.resolve(INTENT, key)
 
     def open_by_policy(self, policies) -> dict[str, int]:
         """Open findings per policy, every configured policy present (a bounded label set)."""

@@ -50,8 +50,8 @@ def _add(e: FlowEntry) -> FlowMod:
 
 
 class IntentGuard:
-    """The checker's subscriber hands each evaluation to collect() first: during a trial
-    the guard keeps it (it is not a change to store or report) and collect() says so.
+    """The trial's model updates carry Update.trial; the intents check hands the checker's
+    evaluation of each to collect(), which keeps it for the judgement.
     pending(): the raw FlowMods in flight, [(dpid, RawFlowMod)] in the order sent."""
 
     def __init__(
@@ -119,22 +119,23 @@ class IntentGuard:
         own = None  # the index of fm's update among the trial's
         self._trial = []
         try:
-            for p in [*pending[-MAX_PENDING:], fm]:
-                before = m.affected(p)
-                try:
-                    m.apply(p)
-                except ModelError:
-                    continue  # refused by the model as it will be by the switch
-                if p is fm:
-                    own = len(steps)
-                    for v in self._trial[own].opened if own < len(self._trial) else ():
-                        if v.policy.name in names:
-                            v.witness  # noqa: B018  picked now: the undo takes its state away
-                steps.append((p, before))
-            for p, before in reversed(steps):
-                _, errors = m.apply_many(_undo(p, before))
-                if errors:  # cannot happen: these entries were in the model a moment ago
-                    log.error("guard: the model did not take its entries back: %s", errors)
+            with m.trial():  # the checks' subscribers know not to store these
+                for p in [*pending[-MAX_PENDING:], fm]:
+                    before = m.affected(p)
+                    try:
+                        m.apply(p)
+                    except ModelError:
+                        continue  # refused by the model as it will be by the switch
+                    if p is fm:
+                        own = len(steps)
+                        for v in self._trial[own].opened if own < len(self._trial) else ():
+                            if v.policy.name in names:
+                                v.witness  # noqa: B018  picked now: the undo takes its state away
+                    steps.append((p, before))
+                for p, before in reversed(steps):
+                    _, errors = m.apply_many(_undo(p, before))
+                    if errors:  # cannot happen: these entries were in the model a moment ago
+                        log.error("guard: the model did not take its entries back: %s", errors)
         finally:
             changes, self._trial = self._trial, None
         opened = {}

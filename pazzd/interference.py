@@ -1,24 +1,44 @@
-"""Interference findings (cpc.interference) in the fault store: stored, then logged.
+"""Interference findings (cpc.interference) and cross-application writes, in the fault store.
 
-Each finding is a row of the findings table, kind "interference", keyed by the two entries;
-its detail is the finding's JSON (the two entries with their owners, the relation, the
-witness header and in_port, the entry the model picks for it), what the API serves and
-`pazzctl interference` prints.
+Each finding is a row of the findings table, kind "interference", stored, logged and probed
+through the finding sink (pazzd.services). Two sorts:
+- entries of two applications that meet (cpc.interference: shadowing, overrides, ...),
+  keyed by the two entries; detail: the entries with their owners, the relation, the
+  witness header and in_port, and the entry the model picks for it. The witness is probed
+  from an edge port whose path reaches the switch, and the verdict says which
+  application's entry the data plane obeyed;
+- overwrites: a DELETE or MODIFY (strict or not), or an ADD replacing an entry, from one
+  application that removes or changes entries another owns. The finding names both
+  applications, the entries and the FlowMod; it resolves when the owner writes each of
+  those entries again. A pair (writer, owner) in `apps[].may_overwrite` is allowed.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
-from cpc.interference import RELATIONS, Finding, InterferenceChecker
-from pazzd.findings import header_text
-from tester.store import OPEN, FaultStore
+from cpc.interference import (
+    RELATIONS,
+    UNKNOWN,
+    Apps,
+    Finding,
+    InterferenceChecker,
+    connection_source,
+)
+from cpc.ofctl import format_match
+from cpc.rules import ModelError
+from tester.store import OPEN
 
-__all__ = ["INTERFERENCE", "InterferenceFindings"]
+from . import openflow as of
+from .findings import exits, header_text
+from .probes import Probe
+
+__all__ = ["INTERFERENCE", "OVERWRITE", "InterferenceFindings", "overwrites"]
 
 log = logging.getLogger("pazzd.interference")
 INTERFERENCE = "interference"
+OVERWRITE = "overwrite"
+MAX_ENTRIES = 32  # entries named in one overwrite finding (the count says how many in all)
 
 
 def finding_json(topo, f: Finding) -> dict:
@@ -29,62 +49,98 @@ def finding_json(topo, f: Finding) -> dict:
 
 
 class InterferenceFindings:
-    """Keeps the findings table in step with an InterferenceChecker."""
+    """Keeps the findings table in step with an InterferenceChecker, and turns committed
+    changes into overwrite findings."""
 
-    def __init__(self, store: FaultStore, topo, checker: InterferenceChecker) -> None:
-        self.store = store
+    def __init__(self, sink, topo, checker: InterferenceChecker, model) -> None:
+        self.sink = sink
+        self.store = sink.store
         self.topo = topo
         self.checker = checker
-        # on_new(finding_id, Finding) after a new finding is stored (the daemon probes it)
-        self.on_new = None
+        self.model = model
+        self.allowed: set[tuple[str, str]] = set()  # (writer, owner) pairs allowed to
+        # overwrite key -> (owner, the entry keys it has not written again)
+        self._restore: dict[str, tuple[str, set]] = {}
 
-    def sync(self) -> int:
-        """After a full scan: open what is open now, resolve what a previous run left open.
-        Returns the number opened."""
+    def sync(self) -> None:
+        """After a full scan: open what is open now, resolve what a previous run left open."""
         self.checker.drain()
-        now = time.time()
-        n = self._open(self.checker.findings.values(), now)
-        for key, fid in self.store.open_finding_keys(INTERFERENCE).items():
-            if key not in self.checker.findings:
-                self.store.resolve_finding(INTERFERENCE, key, now)
-                log.info("interference finding #%d resolved: %s", fid, key)
-        return n
+        self._open(self.checker.findings.values())
+        for key in self.store.open_finding_keys(INTERFERENCE):
+            if key not in self.checker.findings and not key.startswith(OVERWRITE):
+                self.sink.resolve(INTERFERENCE, key)
 
-    def apply(self) -> int:
+    def apply(self) -> None:
         """Store what the checker opened and resolved since the last call."""
         opened, resolved = self.checker.drain()
-        now = time.time()
-        n = self._open(opened, now)
+        self._open(opened)
         for key in resolved:
-            fid = self.store.resolve_finding(INTERFERENCE, key, now)
-            if fid is not None:
-                log.info("interference finding #%d resolved: %s", fid, key)
-        return n
+            self.sink.resolve(INTERFERENCE, key)
 
-    def _open(self, findings, now: float) -> int:
-        n = 0
+    def _open(self, findings) -> None:
         for f in findings:
-            fid, fresh = self.store.open_finding(
+            probe = self.probe(f)
+            side = {"a": f.a, "b": f.b}.get(f.winner)
+            self.sink.open(
                 INTERFERENCE,
                 f.key,
                 f.apps,
                 f.severity,
                 f.summary(),
                 finding_json(self.topo, f),
-                now,
+                probes=[probe] if probe is not None else None,
+                extra={"model_winner": side.owner if side is not None else "another entry"},
+                log_text=f"{f.summary()}; witness {header_text(f.witness)}",
+                level=logging.INFO if f.severity == "info" else logging.WARNING,
             )
-            if fresh:
-                n += 1
-                if self.on_new is not None:
-                    self.on_new(fid, f)
-                log.log(
-                    logging.INFO if f.severity == "info" else logging.WARNING,
-                    "interference finding #%d %s; witness %s",
-                    fid,
-                    f.summary(),
-                    header_text(f.witness),
-                )
-        return n
+
+    def probe(self, f: Finding) -> Probe | None:
+        """The witness from an edge port whose path reaches the finding's switch (at its
+        in_port), or None when no edge port's path does."""
+        for ing in self.topo.edge_ports():
+            paths = self.model.trace(ing, f.witness)
+            if any(
+                h.dpid == f.dpid and (f.in_port is None or h.in_port == f.in_port)
+                for d in paths
+                for h in d.hops
+            ):
+                return Probe("witness", ing, f.witness, exits(paths))
+        return None
+
+    # --- overwrites ---------------------------------------------------------------------------
+    def committed(self, dpid: int, changes) -> None:
+        """A committed batch of the proxy: open an overwrite finding per (FlowMod, owner)
+        that removed or changed another application's entries; resolve those whose entries
+        their owner wrote again."""
+        for found in overwrites(self.checker.apps, dpid, changes, self.allowed):
+            key = found["key"]
+            self._restore[key] = (found["owner"], {e["key"] for e in found["entries"]})
+            found["detail"]["switch"] = self.topo.switches[dpid].name
+            self.sink.open(
+                INTERFERENCE,
+                key,
+                ",".join(sorted((found["writer"], found["owner"]))),
+                "critical",
+                found["summary"],
+                found["detail"],
+            )
+        self._restored(dpid, changes)
+
+    def _restored(self, dpid: int, changes) -> None:
+        if not self._restore:
+            return
+        apps = self.checker.apps
+        for ch in changes:
+            if ch.kind == "delete" or ch.by is None:
+                continue
+            writer = apps.owner(ch.by.fm.cookie, connection_source(ch.by.conn))
+            ek = entry_key(dpid, ch.entry)
+            for key, (owner, left) in list(self._restore.items()):
+                if ek in left and owner == writer:
+                    left.discard(ek)
+                    if not left:
+                        del self._restore[key]
+                        self.sink.resolve(INTERFERENCE, key)
 
     def open_counts(self) -> dict[tuple[str, str], int]:
         """Open findings per (apps, relation), every pair of owners and relation present (a
@@ -94,10 +150,92 @@ class InterferenceFindings:
             (",".join((a, b)), r): 0
             for i, a in enumerate(names)
             for b in names[i + 1 :]
-            for r in RELATIONS
+            for r in (*RELATIONS, OVERWRITE)
         }
         for row in self.store.findings(INTERFERENCE, OPEN):
             rel = (row.detail or {}).get("relation")
             if (row.name, rel) in out:
                 out[(row.name, rel)] += 1
         return out
+
+
+def entry_key(dpid: int, e) -> str:
+    return f"{dpid:#x}/{e.table}/{e.priority}/{match_text(e.mkey)}"
+
+
+def overwrites(apps: Apps, dpid: int, changes, allowed=frozenset()) -> list[dict]:
+    """The overwrites in one committed batch of a switch: one per (FlowMod, owner) whose
+    entries another application's FlowMod deleted, modified or replaced."""
+    groups: dict[tuple, dict] = {}
+    for ch in changes:
+        if ch.by is None:  # the proxy's own re-ID
+            continue
+        was = ch.entry if ch.kind == "delete" else ch.old
+        if was is None:
+            continue
+        owner = apps.owner(was.cookie, connection_source(was.conn))
+        writer = apps.owner(ch.by.fm.cookie, connection_source(ch.by.conn))
+        if owner in (UNKNOWN, writer) or (writer, owner) in allowed:
+            continue
+        g = groups.setdefault((id(ch.by), owner), {"by": ch.by, "writer": writer, "entries": []})
+        g["entries"].append((ch.kind, was))
+    out = []
+    for (_, owner), g in groups.items():
+        by, writer = g["by"], g["writer"]
+        fm = by.fm
+        entries = [
+            {
+                "change": "replace" if kind == "add" else kind,
+                "key": entry_key(dpid, e),
+                "table": e.table,
+                "priority": e.priority,
+                "cookie": f"0x{e.cookie:x}",
+                "match": match_text(e.mkey),
+            }
+            for kind, e in g["entries"]
+        ]
+        flowmod = {
+            "command": fm.command_name,
+            "controller": by.conn,
+            "xid": by.xid,
+            "table": fm.table,
+            "priority": fm.priority,
+            "cookie": f"0x{fm.cookie:x}",
+            "cookie_mask": f"0x{fm.cookie_mask:x}",
+            "match": match_text(fm.mkey),
+        }
+        key = f"{OVERWRITE}|{dpid:#x}|{by.conn}|{writer}|{owner}|{by.xid}|{fm.command_name}"
+        n = len(entries)
+        summary = (
+            f"{writer} {fm.command_name} ({flowmod['match']}) "
+            f"{'removed' if fm.command_name.startswith('delete') else 'changed'} {n} "
+            f"entr{'y' if n == 1 else 'ies'} of {owner}"
+        )
+        detail = {
+            "relation": OVERWRITE,
+            "writer": writer,
+            "owner": owner,
+            "switch_dpid": f"{dpid:#x}",
+            "flowmod": flowmod,
+            "entries": entries[:MAX_ENTRIES],
+            "count": n,
+        }
+        out.append(
+            {
+                "key": key,
+                "writer": writer,
+                "owner": owner,
+                "entries": entries,
+                "summary": summary,
+                "detail": detail,
+            }
+        )
+    return out
+
+
+def match_text(mkey: bytes) -> str:
+    """A canonical match in ovs-ofctl syntax; its bytes in hex when the model cannot say."""
+    try:
+        return format_match(of.cpc_match(mkey))
+    except (ModelError, of.ProtocolError):
+        return mkey.hex()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import time
@@ -37,6 +38,8 @@ from pathlib import Path
 from cpc.fields import format_header
 from cpc.ofctl import format_flow, parse_flow
 from cpc.rules import FlowEntry, Match, ModelError
+
+from . import openflow as of
 
 __all__ = ["ChangeLog", "Localizer", "winning_entries"]
 
@@ -117,6 +120,16 @@ class ChangeLog:
             old_t, old_key = self._log.popleft()
             if self._last.get(old_key) == old_t:
                 del self._last[old_key]
+
+    def committed(self, dpid: int, changes) -> None:
+        """Note the entries a committed batch of the proxy changed (EntryChange; a match
+        the model cannot represent is in no intended table: never a finding)."""
+        for ch in changes:
+            for e in (getattr(ch, "entry", None), getattr(ch, "old", None)):
+                if e is None:
+                    continue
+                with contextlib.suppress(ModelError, of.ProtocolError):
+                    self.note(dpid, e.table, e.priority, of.cpc_match(e.mkey))
 
     def changed_since(self, dpid: int, entry: FlowEntry, since: float) -> bool:
         """Was this entry (its table, priority and match) changed at or after `since`?"""

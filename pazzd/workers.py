@@ -81,7 +81,7 @@ class _Handler:
         return [expected_to_thrift(e) for e in self.d.model.expected(egress, q.header)]
 
     async def rules_at(self, dpid):
-        return [rule_to_thrift(r) for r in self.d.rules_at(dpid)]
+        return [rule_to_thrift(r) for r in self.d.tester.rules_at(dpid)]
 
     async def ifmap(self):
         return [

@@ -152,8 +152,11 @@ WATCH_FIELDS = ("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src")
 
 
 def watch_key(hdr: dict) -> tuple:
-    """The fields a watched header is recognized by at an exit (those a probe sets)."""
-    return tuple(hdr.get(f, 0) for f in WATCH_FIELDS)
+    """The fields a watched header is recognized by at an exit (those a probe sets; the
+    ports only for TCP and UDP, the protocols whose frames carry them)."""
+    if hdr.get("ip_proto", 0) in (6, 17):
+        return tuple(hdr.get(f, 0) for f in WATCH_FIELDS)
+    return (hdr.get("ipv4_dst", 0), hdr.get("ipv4_src", 0), hdr.get("ip_proto", 0), 0, 0)
 
 
 def egress_if_index(sample) -> int:
@@ -228,8 +231,8 @@ class Tester:
         self.corroborate_window = 60.0
         self._suspects: OrderedDict[tuple, list] = OrderedDict()
         # watches[watch_key(header)](egress, header, verify_port, verify_rule, allowed, now):
-        # called for every judged report of that header (the confirmation of a finding's
-        # witness probes; pazzd.confirm). Reports held back as transient are not judged.
+        # called for every report of that header (the probes of a confirmation; pazzd.probes):
+        # allowed is True or False when judged, None when held back as transient (not judged).
         self.watches: dict[tuple, Callable] = {}
         # on_suspect(egress, header, expected): the first sample of a fault not open yet
         # (pazzd asks the fuzzer to probe that header again).
@@ -438,6 +441,8 @@ class Tester:
         cls, held = self._classify(hdr, now)
         if held:
             st.held_transient += 1
+            if self.watches:  # a watcher learns its probe arrived but was not judged
+                self._watched(egress, hdr, pf.verify_port, pf.verify_rule, None, now)
             return None
         labels = self.class_labels(cls) if self._fault_hdr else ()
         allowed = self.allows(egress, hdr, pf.verify_port, pf.verify_rule)

@@ -8,6 +8,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cpc import agents
 from cpc.interference import connection_source
@@ -21,6 +22,16 @@ log = logging.getLogger("pazzd.proxy")
 FULL64 = (1 << 64) - 1
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A committed batch of one switch's changes: the cause of the model updates it makes
+    (Update.cause). xids: the controllers' xids of its FlowMods."""
+
+    dpid: int
+    changes: tuple[Change, ...]
+    xids: tuple[int, ...]
+
+
 class ModelFeed:
     """Applies changes to `model` (None: nothing to feed); warns of entries whose effect
     differs between OpenFlow agents through log_limited(key, level, fmt, *args, every=)."""
@@ -29,9 +40,6 @@ class ModelFeed:
         self.model = model
         self.log_limited = log_limited
         self.agent_warnings = 0  # entries whose effect differs between agents (cpc.agents)
-        # While the model applies a batch: (dpid, changes, the controller's xids), so that
-        # the model's subscribers can name the batch that caused an update.
-        self.feeding: tuple | None = None
         # on_model_update(seconds): the time one batch of changes took to apply to the model.
         self.on_model_update: Callable[[float], None] | None = None
         self._instr_cache: dict[bytes, tuple | str] = {}  # instr -> result or error
@@ -90,11 +98,9 @@ class ModelFeed:
         """Apply accepted changes of the intended table to the model, one re-walk per batch."""
         if self.model is None or not changes or dpid not in self.model.topo.switches:
             return
-        self.feeding = (dpid, changes, xids)
-        try:
+        # The model's subscribers find the batch on the Update (Update.cause).
+        with self.model.caused_by(Batch(dpid, tuple(changes), tuple(xids))):
             self._apply(dpid, changes)
-        finally:
-            self.feeding = None
 
     def _apply(self, dpid: int, changes: list[Change]) -> None:
         m = self.model

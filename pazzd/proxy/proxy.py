@@ -185,16 +185,10 @@ class Proxy:
     ) -> None:
         self.config = config or ProxyConfig()
         self.on_switch = on_switch
-        # hooks.on_commit(dpid, changes): the committed changes of a switch's intended table
-        # (proxy.table's EntryChange), after the model has them.
-        # hooks.guard(dpid, RawFlowMod) -> why it is refused, or None: asked before a FlowMod
-        # is forwarded (pazzd.guard); a refused one is answered with an error, never sent.
-        # hooks.on_packet_in(dpid, message) for every PACKET_IN; hooks.on_release(dpid,
-        # buffer_id) for every PACKET_OUT and FLOW_MOD of the controller (pazzd.packetins).
-        # Each is also an attribute of the Proxy (proxy.on_commit = ...).
+        # pazzd's subscribers: proxy.hooks.commit.append(fn) etc. (session.Hooks).
         self.hooks = Hooks()
         self.counters = Counters()
-        # feed.on_model_update(seconds) and feed.feeding: see ModelFeed (also attributes).
+        # feed.on_model_update(seconds): see ModelFeed (also an attribute).
         self.feed = ModelFeed(model, self._log_limited)
         self.auditor = Auditor(self._dump, self.barrier, self.config, on_finding, on_audit)
         self.store = Store(self.config.db_path)
@@ -231,13 +225,8 @@ class Proxy:
         self._load()
 
     model = _part("feed", "model")
-    feeding = _part("feed", "feeding")
     on_model_update = _part("feed", "on_model_update")
     agent_warnings = _part("feed", "agent_warnings")
-    guard = _part("hooks", "guard")
-    on_packet_in = _part("hooks", "on_packet_in")
-    on_release = _part("hooks", "on_release")
-    on_commit = _part("hooks", "on_commit")
     on_finding = _part("auditor", "on_finding")
     on_audit = _part("auditor", "on_audit")
     findings = _part("auditor", "findings")

@@ -17,7 +17,7 @@ from pazzd import openflow as of
 from pazzd.proxy import monitor, roles, wire
 from pazzd.proxy.feed import ModelFeed
 from pazzd.proxy.store import Store
-from pazzd.proxy.table import EntryChange, IntendedTable
+from pazzd.proxy.table import EntryChange, IntendedTable, Writer
 
 log = logging.getLogger("pazzd.proxy")
 
@@ -28,12 +28,35 @@ def orig_xid(msg: bytes) -> int:
 
 @dataclass
 class Hooks:
-    """The callbacks of pazzd that sessions call (set on the Proxy, see there)."""
+    """pazzd's subscribers to what sessions see (Proxy.hooks; each a list, called in order).
 
-    guard: Callable[[int, of.RawFlowMod], str | None] | None = None
-    on_packet_in: Callable[[int, bytes], None] | None = None
-    on_release: Callable[[int, int], None] | None = None
-    on_commit: Callable[[int, list], None] | None = None
+    guards(dpid, RawFlowMod) -> why it is refused, or None: asked before a FlowMod is
+    forwarded; the first reason refuses it (an OFPT_ERROR, never sent to the switch).
+    packet_in(dpid, message) for every PACKET_IN; release(dpid, buffer_id) for every
+    PACKET_OUT and FLOW_MOD of the controller; commit(dpid, changes): the committed changes
+    of a switch's intended table (proxy.table's EntryChange), after the model has them.
+    """
+
+    guards: list[Callable[[int, of.RawFlowMod], str | None]] = field(default_factory=list)
+    packet_in: list[Callable[[int, bytes], None]] = field(default_factory=list)
+    release: list[Callable[[int, int], None]] = field(default_factory=list)
+    commit: list[Callable[[int, list], None]] = field(default_factory=list)
+
+    def call(self, name: str, *args) -> None:
+        """Call every subscriber of `name`; one that fails is logged, the others still run
+        (a subscriber must never cost the controller its messages)."""
+        for fn in getattr(self, name):
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s subscriber failed", name)
+
+    def refusal(self, dpid: int, fm) -> str | None:
+        for g in self.guards:
+            why = g(dpid, fm)
+            if why:
+                return why
+        return None
 
 
 @dataclass
@@ -536,11 +559,8 @@ class Session:
                 msg = monitor.strip_reply(msg, kind, self.own_fire)
                 if msg is None:
                     return
-        elif t == of.OFPT_PACKET_IN and self.svc.hooks.on_packet_in is not None:
-            try:
-                self.svc.hooks.on_packet_in(self.dpid, msg)
-            except Exception:  # the watch must never cost the controller its packets
-                log.exception("on_packet_in callback failed")
+        elif t == of.OFPT_PACKET_IN:
+            self.svc.hooks.call("packet_in", self.dpid, msg)
         elif t == of.OFPT_PORT_STATUS:
             reason, port, up = of.parse_port_status(msg)
             self.svc.feed.call(self.dpid, "port_status", self.dpid, port, up)
@@ -789,8 +809,8 @@ class Session:
                 msg = self._flow_mod(msg, xid, orig, u)
                 if msg is None:  # refused with an OFPT_ERROR
                     return
-            elif t == of.OFPT_PACKET_OUT and self.svc.hooks.on_release is not None:
-                self.svc.hooks.on_release(self.dpid, of.packet_out_buffer(msg))
+            elif t == of.OFPT_PACKET_OUT and self.svc.hooks.release:
+                self.svc.hooks.call("release", self.dpid, of.packet_out_buffer(msg))
             elif t == of.OFPT_GROUP_MOD:
                 gm = of.parse_group_mod(msg)
                 if gm.command in (of.GC_ADD, of.GC_MODIFY) and of.buckets_have_verify_action(
@@ -851,8 +871,8 @@ class Session:
         """msg: the FlowMod as it goes to the switch (xid translated), orig: as the
         controller sent it."""
         fm = of.parse_flow_mod(msg)
-        if fm.buffer_id != of.OFP_NO_BUFFER and self.svc.hooks.on_release is not None:
-            self.svc.hooks.on_release(self.dpid, fm.buffer_id)
+        if fm.buffer_id != of.OFP_NO_BUFFER:
+            self.svc.hooks.call("release", self.dpid, fm.buffer_id)
         rid = 0
         sent = msg
         adds = fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT)
@@ -868,12 +888,10 @@ class Session:
                 return None
             self.svc.feed.agent_warnings += 1
             self.svc.log_limited("group-twice", logging.WARNING, "%r: %s", self, why)
-        guard = self.svc.hooks.guard
-        if guard is not None:
-            why = guard(self.dpid, fm)
-            if why:
-                self._refuse(orig, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why, u)
-                return None
+        why = self.svc.hooks.refusal(self.dpid, fm)
+        if why:
+            self._refuse(orig, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why, u)
+            return None
         if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
             # No room for the rule-ID action within OpenFlow's 16-bit length.
             self._refuse(
@@ -945,6 +963,9 @@ class Session:
             xids.append(p.cxid)
             if p.kind == "flow":
                 ch = table.apply(p.msg, p.rule_id, p.conn)
+                by = Writer(p.conn, p.cxid, p.msg)
+                for c in ch:
+                    c.by = by
                 if p.rule_id and len(ch) > 1 and p.msg.command == of.FC_MODIFY:
                     self.reid.update(c.entry.key for c in ch)
             else:
@@ -962,8 +983,5 @@ class Session:
         self._check_pending()
         svc.flush_soon()
         svc.feed.feed(self.dpid, changes, tuple(xids))
-        if svc.hooks.on_commit is not None and changes:
-            try:
-                svc.hooks.on_commit(self.dpid, changes)
-            except Exception:
-                log.exception("on_commit callback failed")
+        if changes:
+            svc.hooks.call("commit", self.dpid, changes)

@@ -16,6 +16,16 @@ OFPP_ANY = 0xFFFFFFFF
 OFPG_ANY = 0xFFFFFFFF
 
 
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who made a change: the controller connection's name, the FlowMod (its command,
+    cookie and mask, match) and the xid that connection gave it."""
+
+    conn: str
+    xid: int
+    fm: of.RawFlowMod
+
+
 @dataclass(slots=True)
 class EntryChange:
     """A change of one intended entry: kind "add" (old: the entry it replaced, or None),
@@ -24,6 +34,7 @@ class EntryChange:
     kind: str
     entry: Entry
     old: Entry | None = None
+    by: Writer | None = None  # the FlowMod that made it (None: the proxy's own re-ID)
 
 
 @dataclass(slots=True)

@@ -258,7 +258,7 @@ def test_daemon_wires_audit_faults_reload_localize_and_metrics(tmp_path, caplog)
             logging.getLogger("pazzd").addHandler(h)
             try:
                 with caplog.at_level(logging.INFO, logger="pazzd"):
-                    d._on_audit(1, [finding("unexpected", HIDDEN)])
+                    d.proxy.on_audit(1, [finding("unexpected", HIDDEN)])
             finally:
                 logging.getLogger("pazzd").removeHandler(h)
             assert seen_in_store == [["audit"]]

@@ -1,10 +1,10 @@
 """Entry confirmation (pazzd.entries) over a simulated data plane.
 
 The switches are cpc.refdp reference data planes holding what each test says the switch
-installed (the accepted entry, none, or a wider one); every confirmation copy the fuzzer
-is asked to send goes through it, and each exit report is judged by the model (the
-tester's `allows`) and handed to the tester's watch, as tester.engine does. The clock is
-the test's.
+installed (the accepted entry, none, or a wider one); every confirmation copy the probe
+service has the fuzzer send goes through them, and each exit report goes as an sFlow
+datagram into the real tester (tests/daemon/test_probes.py's Network). The clock is the
+test's.
 """
 
 from __future__ import annotations
@@ -15,58 +15,23 @@ import json
 import pytest
 
 from cpc.model import Model
-from cpc.refdp import RefDataPlane
 from cpc.rules import FlowMod, Instructions, Match
 from cpc.topology import Topology
 from pazzd.entries import AGENT, EntryConfirmations
-from pazzd.probewatch import ProbeWatch
-from tester.engine import watch_key
+from pazzd.services import FindingSink
 from tester.store import FaultStore
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
+from .test_probes import Network
 
 IP = {"eth_type": (0x0800, 0xFFFF)}
 NET = Match.build({**IP, "ipv4_dst": (0x0A000100, 0xFFFFFF00)})  # 10.0.1.0/24
+OTHER = {"eth_type": 0x0800, "ipv4_dst": 0x0A000909, "ipv4_src": 0x0A000001, "ip_proto": 17,
+         "tp_src": 1, "tp_dst": 2}  # fmt: skip
 
 
 def out(port):
     return Instructions((("output", port),), (), False, None)
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1000.0
-
-    def __call__(self):
-        return self.t
-
-
-class FakeTester:
-    def __init__(self):
-        self.watches = {}
-
-
-class SimFuzzer:
-    """Sends each confirmation copy through the switches' actual tables at once."""
-
-    def __init__(self, model, topo, clock, tester):
-        self.model, self.topo, self.clock, self.tester = model, topo, clock, tester
-        self.actual = None  # the entries the switches hold: None = the model's
-        self.sent = []
-        self.ingresses = topo.edge_ports()
-
-    def confirm(self, ingress, header, copies):
-        self.sent.append((ingress, dict(header), copies))
-        entries = self.actual if self.actual is not None else self.model.entries()
-        ref = RefDataPlane(self.topo, entries, self.model.groups())
-        for d, h in ref.send_with_headers(ingress, header):
-            if d.kind != "egress":
-                continue
-            fn = self.tester.watches.get(watch_key(h))
-            if fn is not None:
-                ok = self.model.allows(d.egress, h, d.verify_port, d.verify_rule)
-                fn(d.egress, h, d.verify_port, d.verify_rule, ok, self.clock())
-        return True
 
 
 @pytest.fixture
@@ -82,24 +47,21 @@ def net(tmp_path):
     ip = Match.build(IP)
     model.apply(FlowMod("add", 1, 0, 10, ip, out(2), rule_id=1))  # default: to s1:2
     model.apply(FlowMod("add", 2, 0, 10, ip, out(2), rule_id=2))
-    clock = Clock()
-    tester = FakeTester()
-    fuzzer = SimFuzzer(model, topo, clock, tester)
+    n = Network(topo, model, background=((1, 1), OTHER))
     store = FaultStore(str(tmp_path / "faults.db"))
-    probes = ProbeWatch(tester, fuzzer, topo, sampling_rate=1)
+    svc = n.service()
     ec = EntryConfirmations(
         model,
-        probes,
-        store,
+        svc,
+        FindingSink(store, n.clock),
         topo,
-        probe_rate=100.0,
-        share=0.25,
         delay=2.0,
         probes_per_entry=3,
         max_pending=4,
-        clock=clock,
+        clock=n.clock,
     )
-    return model, fuzzer, store, ec, clock
+    ec.svc = svc
+    return model, n, store, ec, n.clock
 
 
 def _install(model, ec, match=NET, rid=9):
@@ -109,10 +71,10 @@ def _install(model, ec, match=NET, rid=9):
     return model.find_entry(1, 0, 100, match)
 
 
-def _run(ec, clock, seconds=40.0):
+def _run(ec, n, seconds=40.0):
     for _ in range(int(seconds * 2)):
-        clock.t += 0.5
         ec.tick()
+        n.step(ec.svc)
 
 
 def test_installed_entry_is_confirmed(net):
@@ -120,8 +82,8 @@ def test_installed_entry_is_confirmed(net):
     _install(model, ec)
     ec.tick()
     assert not fuzzer.sent  # not before the delay
-    _run(ec, clock)
-    kinds = [h for _, h, _ in fuzzer.sent]
+    _run(ec, fuzzer)
+    kinds = [h for _, _, h, _ in fuzzer.sent]
     assert len(kinds) >= 2  # inside probes and the one outside the /24
     st = ec.state()
     assert (st["confirmed"], st["diverged"], st["pending"]) == (1, 0, 0)
@@ -133,7 +95,7 @@ def test_entry_missing_on_the_switch_is_a_finding(net):
     model, fuzzer, store, ec, clock = net
     e = _install(model, ec)
     fuzzer.actual = [x for x in model.entries() if x is not e]
-    _run(ec, clock)
+    _run(ec, fuzzer)
     assert ec.state()["diverged"] == 1
     (f,) = store.findings(AGENT, "open")
     assert f.detail["reason"] == "not-there"
@@ -151,7 +113,7 @@ def test_wider_entry_on_the_switch_is_a_finding(net):
     e = _install(model, ec)
     wide = dataclasses.replace(e, match=Match.build({**IP, "ipv4_dst": (0x0A000000, 0xFFFFFE00)}))
     fuzzer.actual = [wide if x is e else x for x in model.entries()]
-    _run(ec, clock)
+    _run(ec, fuzzer)
     (f,) = store.findings(AGENT, "open")
     assert f.detail["reason"] == "wider"
     bad = [p for p in f.detail["probes"] if p["verdict"] == "other-tags"]
@@ -159,18 +121,61 @@ def test_wider_entry_on_the_switch_is_a_finding(net):
     assert "10.0.0." in bad[0]["header"]  # the /24 next to it, within the /23
 
 
-def test_nothing_seen_is_a_finding_then_a_later_confirmation_resolves_it(net):
+def test_nothing_seen_is_no_finding(net):
+    """The switches drop everything: no report reaches the tester, nothing can be judged."""
     model, fuzzer, store, ec, clock = net
     _install(model, ec)
-    fuzzer.actual = []  # the switch drops everything
-    _run(ec, clock)
+    fuzzer.actual = []
+    _run(ec, fuzzer)
+    st = ec.state()
+    assert (st["unjudged"], st["diverged"], st["confirmed"]) == (1, 0, 0)
+    assert store.findings(AGENT) == []
+
+
+def test_a_dropped_probe_is_a_finding_then_a_later_confirmation_resolves_it(net):
+    """s2 lost its route: the entry's headers never arrive (other traffic does)."""
+    model, fuzzer, store, ec, clock = net
+    _install(model, ec)
+    fuzzer.actual = [e for e in model.entries() if e.dpid != 2]
+    _run(ec, fuzzer, 80.0)
     (f,) = store.findings(AGENT, "open")
-    assert f.detail["reason"] == "unseen" and f.severity == "warning"
+    assert f.detail["reason"] == "dropped" and f.severity == "critical"
+    inside = [p for p in f.detail["probes"] if p["kind"] == "inside"]
+    assert inside and all(p["fate"] == "dropped" and p["rounds"] == 2 for p in inside)
     fuzzer.actual = None
     ec.schedule(1, 0, 100, NET, 9)  # the controller sends it again
-    _run(ec, clock)
+    _run(ec, fuzzer)
     assert store.findings(AGENT, "open") == []
     assert ec.state()["confirmed"] == 1
+
+
+def test_a_widened_drop_is_a_finding(net):
+    """A drop for TCP port 8080 to the /24; the switch drops all TCP to it: the outside
+    probe (another port), which the model forwards, never arrives."""
+    model, fuzzer, store, ec, clock = net
+    _install(model, ec)
+    _run(ec, fuzzer)
+    drop = Instructions((), (), False, None)
+    m8080 = Match.build(
+        {
+            **IP,
+            "ipv4_dst": (0x0A000100, 0xFFFFFF00),
+            "ip_proto": (6, 0xFF),
+            "tp_dst": (8080, 0xFFFF),
+        }
+    )
+    model.apply(FlowMod("add", 1, 0, 200, m8080, drop, rule_id=11))
+    ec.schedule(1, 0, 200, m8080, 11)
+    e = model.find_entry(1, 0, 200, m8080)
+    wide = dataclasses.replace(
+        e, match=Match.build({**IP, "ipv4_dst": (0x0A000100, 0xFFFFFF00), "ip_proto": (6, 0xFF)})
+    )
+    fuzzer.actual = [wide if x is e else x for x in model.entries()]
+    _run(ec, fuzzer, 80.0)
+    (f,) = store.findings(AGENT, "open")
+    assert f.detail["reason"] == "wider", f.detail
+    bad = [p for p in f.detail["probes"] if p["fate"] == "dropped"]
+    assert [(p["kind"], p["field"]) for p in bad] == [("outside", "tp_dst")], f.detail["probes"]
 
 
 def test_superseded_and_budget(net):
@@ -185,7 +190,7 @@ def test_superseded_and_budget(net):
     st = ec.state()
     assert len(ec.probing) == 4 and st["superseded"] == 1  # max_pending; the deleted one
     assert st["pending"] == 5
-    _run(ec, clock, 80.0)
+    _run(ec, fuzzer, 80.0)
     st = ec.state()
     assert (st["confirmed"], st["pending"]) == (5, 0)
 
@@ -196,7 +201,7 @@ def test_pazzctl_agents(net, tmp_path):
     e = _install(model, ec)
     wide = dataclasses.replace(e, match=Match.build({**IP, "ipv4_dst": (0x0A000000, 0xFFFFFE00)}))
     fuzzer.actual = [wide if x is e else x for x in model.entries()]
-    _run(ec, clock)
+    _run(ec, fuzzer)
     (f,) = store.findings(AGENT, "open")
     d = Pazzd(write_config(tmp_path / "pazzd.yaml", base_config(tmp_path)))
     try:

@@ -12,7 +12,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from pazzd.daemon import netns_packet_socket
+from pazzd.wiring import netns_packet_socket
 from pazzlab.lab import Lab
 from pazzlab.ovs import LINK_MTU
 

@@ -337,32 +337,27 @@ def test_oracle_finding_names_the_mutated_entry(sc) -> None:
 def test_proxy_commits_reach_the_changelog() -> None:
     """A FlowMod the switch confirmed (barrier reply) is logged under the identity that
     localization compares: its table, priority and match as the model has them."""
-    from types import SimpleNamespace
-
     from pazzd import openflow as of
-    from pazzd.daemon import Daemon
     from pazzd.proxy import Proxy, ProxyConfig
     from tests.proxy.ofhelpers import flow_mod, ofpp, out
     from tests.proxy.test_robustness import connected
 
     async def run() -> ChangeLog:  # the proxy spawns its audit task on the loop
         proxy = Proxy(ProxyConfig(audit_interval=0))
-        d = SimpleNamespace(
-            changes=ChangeLog(clock=lambda: 100.0), packet_ins=None, entry_confirm=None
-        )
-        proxy.on_commit = lambda dpid, changes: Daemon._note_commit(d, dpid, changes)
+        changes = ChangeLog(clock=lambda: 100.0)
+        proxy.hooks.commit.append(changes.committed)
         s, sw, _up = connected(proxy)  # dpid 7
         match = ofpp.OFPMatch(eth_type=0x800, ipv4_dst=("10.0.1.0", "255.255.255.0"))
         s.from_controller(flow_mod(5, priority=24, match=match, actions=[out(1)]))
         s.from_controller(of.message(4, of.OFPT_BARRIER_REQUEST, 10))
-        assert len(d.changes) == 0  # relayed, not yet confirmed
+        assert len(changes) == 0  # relayed, not yet confirmed
         data, off = bytes(sw.data), 0
         while off < len(data):  # the switch answers every barrier
             _ver, t, ln, xid = of.header(data[off:])
             if t == of.OFPT_BARRIER_REQUEST:
                 s.from_switch(of.message(4, of.OFPT_BARRIER_REPLY, xid))
             off += ln
-        return d.changes
+        return changes
 
     log = asyncio.run(run())
     route = flow(ROUTE24, 7)

@@ -31,7 +31,7 @@ from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw
 from cpc.model import Model
 from cpc.ofctl import format_flow, format_group, parse_flow, split_top
 from cpc.results import RuleRef
-from pazzd.daemon import netns_packet_socket
+from pazzd.wiring import netns_packet_socket
 from pazzdata import workloads
 from pazzlab.ovs import wire_links
 from tester.collector import SflowCollector

@@ -43,7 +43,7 @@ def test_enforced_policy_keeps_the_flowmod_off_the_switch(ovs, bridge):
 
     async def main():
         ctl, px = await start(ovs, model=model)
-        px.guard = guard.for_proxy
+        px.hooks.guards.append(guard.for_proxy)
         try:
             ovs.vsctl("set-controller", br, target(px))
             c = await ctl.conn()

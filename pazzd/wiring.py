@@ -1,0 +1,243 @@
+"""How the daemon builds its parts from the config: the lock, the sFlow ifIndex map, the
+blackhole timers, the proxy's settings, the fuzzer and its injectors. Each function takes
+what it needs and returns the part; start-up errors name the resource (StartError)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import grp
+import logging
+import os
+import socket
+import sqlite3
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+from cpc.results import RuleRef
+from tester.ifmap import IfMap
+from tester.timers import BlackholeMonitor
+
+from .config import Config, ConfigError
+from .proxy import ProxyConfig
+from .proxy.proxy import Controller, tls_contexts
+
+__all__ = [
+    "StartError",
+    "api_group",
+    "blackholes",
+    "ifmap",
+    "lock_instance",
+    "netns_packet_socket",
+    "proxy_config",
+    "resource",
+    "rules_at",
+    "start_fuzzer",
+]
+
+log = logging.getLogger("pazzd")
+
+CLONE_NEWNET = 0x40000000
+DEFAULT_API_GROUP = "pazz"
+
+
+class StartError(Exception):
+    """A resource the start needs is unavailable; the message names it."""
+
+
+@contextlib.contextmanager
+def resource(what: str):
+    """Start-up errors name the resource: which address is in use, which database is bad."""
+    try:
+        yield
+    except OSError as e:
+        raise StartError(f"{what}: {e.strerror or e}") from None
+    except sqlite3.Error as e:
+        raise StartError(f"{what}: {e}") from None
+
+
+def lock_instance(api_socket: str) -> int:
+    """Lock API_SOCKET.lock: one pazzd per API socket. Returns the lock's file descriptor
+    (held until the process exits); raises StartError naming the holder if another pazzd
+    has it."""
+    path = f"{api_socket}.lock"
+    with resource(f"lock file {path} (next to api.socket)"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StartError(
+            f"another pazzd (pid {holder}) uses api.socket {api_socket}: its lock {path} is "
+            "held; stop it first, or give this one another api.socket"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def api_group(cfg: Config) -> str | None:
+    """The API socket's group: api.group, else "pazz" where that group exists."""
+    if cfg.api_group is not None:
+        return cfg.api_group
+    try:
+        grp.getgrnam(DEFAULT_API_GROUP)
+    except KeyError:
+        return None
+    return DEFAULT_API_GROUP
+
+
+def netns_packet_socket(ns: str, ifname: str) -> socket.socket:
+    """An AF_PACKET socket bound to ifname inside network namespace ns."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/self/ns/net") as own, open(f"/run/netns/{ns}") as target:
+        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {ns}")
+        try:
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            s.bind((ifname, 0))
+        finally:
+            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:  # pragma: no cover
+                raise OSError(ctypes.get_errno(), "setns back")
+    return s
+
+
+def ovs_runner(bin_dir: str):
+    """subprocess.run for an OVS tool, from bin_dir when it has it."""
+
+    def run(argv, **kw):
+        tool = Path(bin_dir) / argv[0]
+        return subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], **kw)
+
+    return run
+
+
+def ifmap(cfg: Config) -> IfMap:
+    """The sFlow ifIndex map: the config's interfaces, and each switch's OVSDB."""
+    m = IfMap.from_config(cfg.sflow_interfaces)
+    done = set()
+    for sw in cfg.switches:
+        if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
+            done.add((sw.ovsdb, sw.agent))
+            n = m.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=ovs_runner(cfg.ovs_bin_dir))
+            log.info("sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent)
+    return m
+
+
+def blackholes(cfg: Config, model) -> BlackholeMonitor | None:
+    if not cfg.critical_flows:
+        return None
+    # The model derives each flow's header at its egress (rewrites applied).
+    return BlackholeMonitor(
+        cfg.critical_flows,
+        k=cfg.blackhole_k,
+        now=time.time(),
+        grace=cfg.blackhole_grace,
+        model=model,
+    )
+
+
+def rules_at(model):
+    """rules_at(dpid): the RuleRefs of the switch's intended entries, kept per version."""
+    cache: dict = {"v": -1, "by": {}}
+
+    def at(dpid: int):
+        if cache["v"] != model.version:
+            by: dict[int, list[RuleRef]] = {}
+            for e in model.entries():
+                by.setdefault(e.dpid, []).append(RuleRef(e.table, e.priority, e.cookie, e.rule_id))
+            cache["by"], cache["v"] = by, model.version
+        return cache["by"].get(dpid, ())
+
+    return at
+
+
+def proxy_config(cfg: Config, config_path: str) -> ProxyConfig:
+    """The proxy's settings: the controller section and the TLS contexts it names."""
+    try:
+        switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
+        more = []
+        for c in cfg.controllers:
+            tls = c.tls or cfg.controller_tls
+            ctx = tls_contexts(None, c.tls)[1] if c.tls else controller_ssl
+            host = (tls or {}).get("server_hostname") or c.host
+            more.append(Controller(c.host, c.port, c.name, ctx, host))
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"{config_path}: controller TLS: {e}") from None
+    return ProxyConfig(
+        switch_ssl=switch_ssl,
+        controller_ssl=controller_ssl,
+        controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
+        or cfg.controller_host,
+        listen_host=cfg.listen_host,
+        listen_port=cfg.listen_port,
+        controller_host=cfg.controller_host,
+        controller_port=cfg.controller_port,
+        controller_name=cfg.controller_name,
+        controllers=more,
+        audit_interval=cfg.audit_interval,
+        audit_delay=cfg.audit_delay,
+        handshake_timeout=cfg.handshake_timeout,
+        idle_timeout=cfg.idle_timeout,
+        stall_timeout=cfg.stall_timeout,
+        max_connections=cfg.max_connections,
+        group_twice=cfg.agents_group_twice,
+        db_path=str(Path(cfg.database).with_suffix(".rules.db"))
+        if cfg.database != ":memory:"
+        else None,
+    )
+
+
+def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
+    """The fuzzer and its injector: (fuzzer, injector, the ingresses it injects at, None for
+    all), or (None, None, None) when it cannot run (logged). Probes go out by raw sockets
+    where fuzz.inject names an interface, else by PACKET_OUT through the proxy."""
+    try:
+        from fuzzer.engine import Fuzzer  # optional: scapy
+        from fuzzer.inject import ByIngress, QueuedPacketOut, RawSocketInjector
+        from fuzzer.plan import shares_with_delivered
+    except Exception as e:
+        log.warning("fuzzer unavailable (%s); running without fuzz probes", e)
+        return None, None, None
+    socks = {}
+    try:
+        for port, spec in cfg.fuzz_inject.items():
+            if spec.startswith("netns:"):
+                _, ns, ifname = spec.split(":", 2)
+                socks[port] = netns_packet_socket(ns, ifname)
+        ifaces = {p: s for p, s in cfg.fuzz_inject.items() if not s.startswith("netns:")}
+        injectors = set(socks) | set(ifaces)
+        pairs = cfg.fuzz_pairs
+        if pairs is None:
+            eps = cfg.edge_ports
+            pairs = [(i, e) for i in eps for e in eps if i != e]
+        if proxy is None:
+            pairs = [(i, e) for i, e in pairs if i in injectors]
+        if not pairs:
+            log.warning("fuzz: no pair has an injection interface (fuzz.inject); fuzzer off")
+            return None, None, None
+        injector = RawSocketInjector(ifaces, sockets=socks)
+        ingresses = injectors if proxy is None else None
+        if any(i not in injectors for i, _ in pairs):
+            # The other ingresses get their probes by PACKET_OUT through the proxy.
+            packet_out = QueuedPacketOut(proxy.send_packet_out)
+            injector = ByIngress(dict.fromkeys(injectors, injector), packet_out)
+            spawn(packet_out.run(stop_event))
+        fuzzer = Fuzzer(
+            model,
+            pairs,
+            rate=cfg.fuzz_rate,
+            window_s=cfg.fuzz_window,
+            seed=1,
+            shares=shares_with_delivered(cfg.fuzz_delivered_share, cfg.sampling_rate),
+        )
+    except Exception as e:
+        log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
+        return None, None, None
+    log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+    return fuzzer, injector, ingresses
