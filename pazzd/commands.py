@@ -31,8 +31,8 @@ def url_host(host: str) -> str:
 
 
 class Commands:
-    """svc: the daemon's Services; host: the daemon, for its status, reload and
-    localization (status(), reload(), localize(fault_id))."""
+    """svc: the daemon's Services; host: the daemon, for its status, reload and fault
+    localization (state(), reload(), faults.localize(fault_id))."""
 
     def __init__(self, svc, host) -> None:
         self.svc = svc
@@ -121,7 +121,7 @@ class Commands:
         return fault_json(row)
 
     async def api_localize(self, req) -> dict:
-        return await self.host.localize(_int_arg(req, "id"))
+        return await self.host.faults.localize(_int_arg(req, "id"))
 
     def api_trace(self, req) -> dict:
         try:

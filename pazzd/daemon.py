@@ -31,20 +31,20 @@ from cpc.model import Model
 from cpc.rules import ModelError
 from cpc.topology import TopologyError
 from tester.collector import SflowCollector
-from tester.engine import FaultEvent, LocalizationRequest, Tester
+from tester.engine import Tester
 from tester.store import FaultStore
 from tester.timers import TransientGuard
 
-from . import version, wiring
-from .api import ApiError, ApiServer
-from .audit import AUDIT, audit_answer
+from . import status, version, wiring
+from .api import ApiServer
 from .checks import REGISTRY
 from .commands import Commands, url_host
 from .config import Config, ConfigError, load_config
 from .confirm import Confirmations
+from .faults import FaultEvents
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
-from .metrics import FAULT_CLASSES, Metrics, config_hash
+from .metrics import Metrics, config_hash
 from .notify import Notifier, setup_logging
 from .probes import ProbeService
 from .proxy import Proxy
@@ -116,6 +116,7 @@ class Daemon:
         self.collector: SflowCollector | None = None
         self.api: ApiServer | None = None
         self.localizer: Localizer | None = None
+        self.faults: FaultEvents | None = None
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
         self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
@@ -124,73 +125,18 @@ class Daemon:
         self.reloads = 0
         self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self._tasks: set[asyncio.Task] = set()
-        self._last_datagram = 0.0
-        self._switch_up: dict[int, bool] = {}
+        self.switch_up: dict[int, bool] = {}
         self._lock_fd: int | None = None
         self._started = False
         self._reload_pending = False
         self._reload_lock = asyncio.Lock()
 
-    # --- state for metrics and status ----------------------------------------------------------
-    def faults_open(self) -> dict[str, int]:
-        out = dict.fromkeys(FAULT_CLASSES, 0)
-        if self.store is not None:
-            for r in self.store.faults("open"):
-                out[r.kind] = out.get(r.kind, 0) + 1
-        return out
-
-    def tester_stats(self, checks: dict) -> dict:
-        """The tester's counters: the in-process tester's plus every worker's latest."""
-        if self.tester is None:
-            return {}
-        out = self.tester.stats.as_dict()
-        errors = checks.get("audit_store_errors", 0)
-        out["fault_store_errors"] = out.get("fault_store_errors", 0) + errors
-        if self.workers is not None:
-            for k, v in self.workers.totals().items():
-                out[k] = out.get(k, 0) + v
-            out["workers"] = self.workers.alive()
-            out["worker_restarts"] = self.workers.restarts
-        return out
-
+    # --- state for metrics and status (pazzd.status) ----------------------------------------
     def state(self) -> dict:
-        m = self.model
-        fz = None
-        if self.fuzzer is not None:
-            try:
-                fz = self.fuzzer.metrics()
-            except Exception as e:  # the fuzzer's own bookkeeping must not break status
-                fz = {"error": str(e)}
-        switches: dict[int, bool] = {}
-        if self.proxy is not None:
-            # Every switch of the topology: one that never connected is down too.
-            switches = dict.fromkeys(self.cfg.topology.switches, False)
-            switches.update(self._switch_up)
-            for d in self.proxy.switches:
-                switches[d] = True
-        checks: dict = {"intents": {}, "interference": {}, "agents": {}}
-        for c in self.checks:
-            checks.update(c.state())
-        out = {
-            "tester": self.tester_stats(checks),
-            "faults_open": self.faults_open(),
-            "rules": m.rule_count() if m else 0,
-            "classes": m.class_count() if m else 0,
-            "version": m.version if m else 0,
-            "fuzz": fz,
-            "proxy_on": self.proxy is not None,
-            "switches": switches,
-            "controller_connected": self.proxy is not None and self.proxy.controller_connected,
-            "proxy": self.proxy.drops() if self.proxy is not None else {},
-            **checks,
-        }
-        if self.svc is not None:
-            out["findings_opened"] = dict(self.svc.sink.opened)
-            out["startup"] = "done" if self.svc.startup.settled else "controller installing"
-        if self.probes is not None:
-            p = self.probes
-            out["probes"] = {"jobs": p.pending(), "rounds": p.rounds_sent, "retried": p.retried}
-        return out
+        return status.state(self)
+
+    def faults_open(self) -> dict[str, int]:
+        return status.faults_open(self.store)
 
     # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -206,6 +152,7 @@ class Daemon:
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
         with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
             self.store = FaultStore(cfg.database)
+        self.faults = FaultEvents(self.store, self.metrics, None, self._spawn)
         self._build_tester(cfg)
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
@@ -224,6 +171,7 @@ class Daemon:
             names={d: s.name for d, s in cfg.topology.switches.items()},
             changes=self.changes,
         )
+        self.faults.localizer = self.localizer
         if (
             any(s.ofctl for s in cfg.switches)
             and not (Path(cfg.ovs_bin_dir) / "ovs-ofctl").exists()
@@ -240,6 +188,7 @@ class Daemon:
                 cfg, self.model, self.proxy, self._spawn, self.stop_event
             )
             if self.fuzzer is not None:
+                self.faults.fuzzer = self.fuzzer
                 self._fuzz_critical(cfg)
                 self._spawn(self._fuzz_loop())
         self._start_checks(cfg, n_workers)
@@ -310,13 +259,15 @@ class Daemon:
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
             resolve_after=cfg.resolve_after,
-            on_fault=self._on_fault,
-            on_localize=self._on_localize,
+            on_fault=self.faults.fault,
+            on_localize=self.faults.localize_soon,
             rules_at=wiring.rules_at(self.model),
         )
         t.agents = cfg.sflow_agents
         t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
-        t.on_suspect = self._on_suspect
+        t.on_suspect = self.faults.suspect
+        self.faults.tester = t
+        self.faults.sampling_rate = cfg.sampling_rate
 
     def _start_checks(self, cfg: Config, n_workers: int) -> None:
         """The services every check gets, then each check the config turns on."""
@@ -396,7 +347,7 @@ class Daemon:
         pc = wiring.proxy_config(cfg, self.config_path)
 
         def on_switch(dpid: int, up: bool) -> None:
-            self._switch_up[dpid] = up
+            self.switch_up[dpid] = up
             log.info("switch %#x %s", dpid, "connected" if up else "disconnected")
 
         try:
@@ -442,90 +393,8 @@ class Daemon:
                 log.exception("check %s failed on a commit of dpid %#x", c.name, dpid)
 
     def _datagram(self, data: bytes, source: str | None = None) -> None:
-        self._last_datagram = time.time()
+        self.faults.last_datagram = time.time()
         self.tester.process_datagram(data, source=source)
-
-    def worker_report(self, last_datagram: float, events) -> None:
-        """What a tester worker reported (pazzd.workers): when it last had a datagram, and
-        its fault events and localization requests, in order."""
-        self._last_datagram = max(self._last_datagram, last_datagram)
-        for ev in events:
-            (self._on_localize if isinstance(ev, LocalizationRequest) else self._on_fault)(ev)
-
-    def _on_fault(self, ev: FaultEvent) -> None:
-        if ev.resolved:
-            log.info("fault #%d resolved: %s at %s", ev.fault_id, ev.kind, ev.location)
-            return
-        if not ev.new:
-            return
-        self.metrics.faults_detected.labels(ev.kind).inc()
-        latency = 0.0
-        row = self.store.get(ev.fault_id)
-        if row is not None:
-            since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
-            # From the fault's first evidence: with corroboration that is its first sample,
-            # earlier than the datagram that completed it.
-            start = since if since else min(self._last_datagram or row.first_seen, row.first_seen)
-            latency = max(0.0, time.time() - start)
-        self.metrics.detection_latency.observe(latency)
-        hdr = ev.header.get("text") if "text" in ev.header else None
-        log.warning(
-            "fault #%d %s at %s, candidates %s, header %s",
-            ev.fault_id,
-            ev.kind,
-            ev.location,
-            list(ev.candidates),
-            hdr or ev.header_class,
-        )
-
-    def _on_suspect(self, egress, header: dict, expected) -> None:
-        """A fault's first sample (the in-process tester's on_suspect)."""
-        self.corroborate(header, [e.ingress for e in expected])
-
-    def corroborate(self, header: dict, expected_from) -> None:
-        """Have the fuzzer send a fault's first sample again, 3N times at sampling 1/N (so
-        that a copy is sampled within a second or two), from the probe's own ingress when
-        it was a probe, else from the ingresses the model expects it from (corroboration,
-        tester.corroborate; tester workers send theirs with their reports)."""
-        if self.fuzzer is None:
-            return
-        hdr = {k: v for k, v in header.items() if k != "text"}
-        sender = self.fuzzer.sender(hdr)
-        ings = [sender] if sender is not None else list(expected_from)
-        n = self.cfg.sampling_rate if self.cfg is not None else 1
-        for ing in list(dict.fromkeys(ings))[:4]:
-            self.fuzzer.corroborate(ing, hdr, n)
-
-    def _on_localize(self, req: LocalizationRequest) -> None:
-        self._spawn(self._auto_localize(req.fault_id))
-
-    async def _auto_localize(self, fid: int) -> None:
-        await asyncio.sleep(0.2)  # let OVS finish the change that caused it
-        try:
-            ans = await self.localize(fid)
-            if ans.get("switch"):
-                log.warning(
-                    "fault #%d localized: %s %s entry %s",
-                    fid,
-                    ans["switch"],
-                    ans["finding"],
-                    ans["cause"],
-                )
-        except Exception as e:
-            log.warning("fault #%d: localization failed: %s", fid, e)
-
-    async def localize(self, fid: int) -> dict:
-        row = self.store.get(fid)
-        if row is None:
-            raise ApiError(f"no fault with id {fid}")
-        if row.kind == AUDIT:  # the audit compared the whole table: nothing to poll
-            return audit_answer(row)
-        t0 = time.monotonic()
-        ans = await self.localizer.localize(row)
-        self.metrics.localize.observe(time.monotonic() - t0)
-        if self.tester is not None:
-            self.tester.answer_localization(fid, ans)
-        return ans
 
     # --- running -------------------------------------------------------------------------------
     async def _ticker(self) -> None:

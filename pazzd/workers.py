@@ -103,8 +103,8 @@ class _Handler:
                 t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
         for s in r.suspects or ():
             ings = [(i.dpid, i.port) for i in s.ingresses]
-            self.d.corroborate(dict(s.header), ings)
-        self.d.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
+            self.d.faults.corroborate(dict(s.header), ings)
+        self.d.faults.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
 
 
 class ModelServer:

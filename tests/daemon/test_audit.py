@@ -267,7 +267,7 @@ def test_daemon_wires_audit_faults_reload_localize_and_metrics(tmp_path, caplog)
             (row,) = d.store.faults(OPEN)
             assert d.faults_open()["audit"] == 1
             assert d.metrics.faults_detected.labels("audit")._value.get() == 1
-            ans = await d.localize(row.id)  # nothing to poll: the audit's own answer
+            ans = await d.faults.localize(row.id)  # nothing to poll: the audit's own answer
             assert (ans["switch"], ans["finding"], ans["source"]) == ("s1", "unexpected", "audit")
             assert fault_json(row)["audit"]["finding"] == "unexpected"
         finally:

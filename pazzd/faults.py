@@ -1,0 +1,118 @@
+"""What the tester reports of data-plane faults, handled in the daemon: a new fault is
+counted and logged (it is stored already), its switch is polled to localize it, and a
+suspicious first sample is sent again by the fuzzer (corroboration). Tester workers in
+other processes report the same events (pazzd.workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from tester.engine import FaultEvent, LocalizationRequest
+
+from .api import ApiError
+from .audit import AUDIT, audit_answer
+
+__all__ = ["FaultEvents"]
+
+log = logging.getLogger("pazzd")
+
+
+class FaultEvents:
+    """store: the fault store; metrics: pazzd's; localizer: pazzd.localize.Localizer;
+    spawn(coroutine): runs it on the daemon's loop. tester and fuzzer are set once they
+    exist (the fuzzer may be None)."""
+
+    def __init__(self, store, metrics, localizer, spawn) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.localizer = localizer
+        self.spawn = spawn
+        self.tester = None
+        self.fuzzer = None
+        self.sampling_rate = 1  # sflow.sampling_rate: the copies a corroboration sends
+        self.last_datagram = 0.0
+
+    def worker_report(self, last_datagram: float, events) -> None:
+        """What a tester worker reported (pazzd.workers): when it last had a datagram, and
+        its fault events and localization requests, in order."""
+        self.last_datagram = max(self.last_datagram, last_datagram)
+        for ev in events:
+            (self.localize_soon if isinstance(ev, LocalizationRequest) else self.fault)(ev)
+
+    def fault(self, ev: FaultEvent) -> None:
+        """A fault event of the tester: a new one is counted and logged."""
+        if ev.resolved:
+            log.info("fault #%d resolved: %s at %s", ev.fault_id, ev.kind, ev.location)
+            return
+        if not ev.new:
+            return
+        self.metrics.faults_detected.labels(ev.kind).inc()
+        latency = 0.0
+        row = self.store.get(ev.fault_id)
+        if row is not None:
+            since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
+            # From the fault's first evidence: with corroboration that is its first sample,
+            # earlier than the datagram that completed it.
+            start = since if since else min(self.last_datagram or row.first_seen, row.first_seen)
+            latency = max(0.0, time.time() - start)
+        self.metrics.detection_latency.observe(latency)
+        hdr = ev.header.get("text") if "text" in ev.header else None
+        log.warning(
+            "fault #%d %s at %s, candidates %s, header %s",
+            ev.fault_id,
+            ev.kind,
+            ev.location,
+            list(ev.candidates),
+            hdr or ev.header_class,
+        )
+
+    def suspect(self, egress, header: dict, expected) -> None:
+        """A fault's first sample (the in-process tester's on_suspect)."""
+        self.corroborate(header, [e.ingress for e in expected])
+
+    def corroborate(self, header: dict, expected_from) -> None:
+        """Have the fuzzer send a fault's first sample again, 3N times at sampling 1/N (so
+        that a copy is sampled within a second or two), from the probe's own ingress when
+        it was a probe, else from the ingresses the model expects it from (corroboration,
+        tester.corroborate; tester workers send theirs with their reports)."""
+        if self.fuzzer is None:
+            return
+        hdr = {k: v for k, v in header.items() if k != "text"}
+        sender = self.fuzzer.sender(hdr)
+        ings = [sender] if sender is not None else list(expected_from)
+        n = self.sampling_rate
+        for ing in list(dict.fromkeys(ings))[:4]:
+            self.fuzzer.corroborate(ing, hdr, n)
+
+    def localize_soon(self, req: LocalizationRequest) -> None:
+        self.spawn(self._auto_localize(req.fault_id))
+
+    async def _auto_localize(self, fid: int) -> None:
+        await asyncio.sleep(0.2)  # let OVS finish the change that caused it
+        try:
+            ans = await self.localize(fid)
+            if ans.get("switch"):
+                log.warning(
+                    "fault #%d localized: %s %s entry %s",
+                    fid,
+                    ans["switch"],
+                    ans["finding"],
+                    ans["cause"],
+                )
+        except Exception as e:
+            log.warning("fault #%d: localization failed: %s", fid, e)
+
+    async def localize(self, fid: int) -> dict:
+        row = self.store.get(fid)
+        if row is None:
+            raise ApiError(f"no fault with id {fid}")
+        if row.kind == AUDIT:  # the audit compared the whole table: nothing to poll
+            return audit_answer(row)
+        t0 = time.monotonic()
+        ans = await self.localizer.localize(row)
+        self.metrics.localize.observe(time.monotonic() - t0)
+        if self.tester is not None:
+            self.tester.answer_localization(fid, ans)
+        return ans
