@@ -277,14 +277,16 @@ class Fuzzer:
         if ingress in self.state:
             self._reprobes.append(Probe(ingress, dict(header), "reprobe", None))
 
-    def confirm(self, ingress: Port, header: Mapping[str, int], copies: int) -> bool:
+    def confirm(self, ingress: Port, header: Mapping[str, int], copies: int) -> list | None:
         """Send this header from this ingress `copies` times, interleaved with the other
         probes (a finding's witness: with sFlow sampling 1/N, about 3N copies make it show
-        at an exit with probability 95 %). False: the ingress is not fuzzed."""
+        at an exit with probability 95 %). None: the ingress is not fuzzed. Otherwise the
+        queued item, [ingress, header, copies not sent yet]: 0 once all went out."""
         if ingress not in self.state or copies < 1:
-            return False
-        self._confirm.append([ingress, dict(header), copies])
-        return True
+            return None
+        item = [ingress, dict(header), copies]
+        self._confirm.append(item)
+        return item
 
     def sender(self, header: Mapping[str, int]) -> Port | None:
         """The ingress of a recent probe with this header (one of the latest RECENT), or
@@ -292,7 +294,7 @@ class Fuzzer:
         hit = self._sender.get(_sender_key(header))
         return None if hit is None else hit[0]
 
-    def corroborate(self, ingress: Port, header: Mapping[str, int], sampling: int) -> bool:
+    def corroborate(self, ingress: Port, header: Mapping[str, int], sampling: int) -> list | None:
         """A suspicious sample's header, sent again 3N times at sampling 1/N (its copy is
         then sampled within about N / (rate * confirm_share) s, with probability 95 %
         within the 3N copies), as confirmation probes."""

@@ -30,6 +30,7 @@ from cpc.topology import Topology, TopologyError, load_topology
 
 from . import answers, version
 from .api import ApiError, call
+from .config import ConfigError, load_config
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
 
@@ -494,8 +495,6 @@ def cmd_reload(args) -> int:
 
 
 def cmd_check_config(args) -> int:
-    from .config import ConfigError, load_config
-
     try:
         cfg = load_config(args.file, deep=True)
     except ConfigError as e:

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cpc import yamlpos
+from cpc import agents, yamlpos
 from cpc.critical import CriticalFlow
 from cpc.fields import parse_header
 from cpc.intents import KINDS, Policy
 from cpc.interference import UNKNOWN, App, Apps
-from cpc.ofctl import parse_flow
-from cpc.rules import FlowMod, ModelError
+from cpc.ofctl import parse_flow, read_rules
+from cpc.rules import FlowMod, Group, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 
 __all__ = ["Config", "ConfigError", "SwitchCfg", "load_config"]
@@ -881,10 +881,6 @@ def _check_rules(r: _Reader, doc, cfg: Config) -> None:
     """Parse the rule file and check that its switches are the topology's."""
     if cfg.rules is None:
         return
-    from cpc import agents
-    from cpc.ofctl import read_rules
-    from cpc.rules import Group, ModelError
-
     items = []
     try:
         for it in read_rules(cfg.rules):

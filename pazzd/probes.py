@@ -8,7 +8,8 @@ exits the model predicts for it (none: the model drops it). The service
    (tester.timers.TransientGuard), and a probe sent inside that hold would never be judged;
 2. has the fuzzer send `copies` copies of each (a share of each probe batch) and watches
    every report of the header at an exit (tester.engine.watches);
-3. gives each probe a fate when the round's window closes:
+3. gives each probe a fate when the round's window closes, GRACE seconds after the fuzzer
+   sent the round's last copy (the copies of every job share one confirmation budget):
 
    expected   reported only where the model says, with the tags it allows; or, for a probe
               the model drops, no report at all while reports reached the tester
@@ -51,6 +52,7 @@ MAX_REPORTS = 32  # kept per probe
 RETRIES = 1  # extra rounds for a probe with no judged report
 GRACE = 10.0  # seconds after a round's copies are due out, for their reports
 HOLD_WAIT = 120.0  # a job whose headers stay held longer than this is unseen
+QUEUE_WAIT = 300.0  # a round whose copies the fuzzer has not sent by then closes anyway
 
 EXPECTED, ELSEWHERE, DROPPED, UNSEEN = "expected", "elsewhere", "dropped", "unseen"
 AGREES, DIFFERS = "agrees", "differs"
@@ -76,6 +78,7 @@ class Watched:
     rounds: int = 0
     fate: str | None = None
     round_held: int = 0
+    queued: object = None  # the fuzzer's queued item of the round: [ingress, header, left]
 
     def seen_right(self, port_name) -> bool:
         names = {port_name(e) for e in self.probe.exits}
@@ -100,6 +103,7 @@ class Job:
     waiting: list[Watched] = field(default_factory=list)  # probes to send next round
     in_flight: list[Watched] = field(default_factory=list)
     reports_at_send: int = 0
+    sent_at: float = 0.0
     evidence_at: float | None = None  # every forwarded probe seen where the model says
     verdict: str | None = None
     ready: bool = False  # decided by its reports: finished on the next tick
@@ -196,7 +200,12 @@ class ProbeService:
                 self._decide(job)
                 continue
             if job.deadline and now >= job.deadline:
-                self._close_round(job, now)
+                if self._queued(job) and now < job.sent_at + QUEUE_WAIT:
+                    # The fuzzer still has copies of this round to send (other jobs'
+                    # copies share its confirmation budget): the window starts again.
+                    job.deadline = now + GRACE
+                else:
+                    self._close_round(job, now)
             if job.waiting and not job.in_flight:
                 self._try_send(job, now)
             if job.id in self.jobs and not job.waiting and not job.in_flight:
@@ -224,7 +233,8 @@ class ProbeService:
         for w in job.waiting:
             w.rounds += 1
             w.round_held = 0
-            if self.fuzzer.confirm(w.probe.ingress, w.probe.header, self.copies):
+            w.queued = self.fuzzer.confirm(w.probe.ingress, w.probe.header, self.copies)
+            if w.queued:
                 sent.append(w)
             else:
                 w.fate = UNSEEN
@@ -234,7 +244,13 @@ class ProbeService:
         self.rounds_sent += 1
         job.in_flight = sent
         job.reports_at_send = self.tester.stats.reports
+        job.sent_at = now
         job.deadline = now + self.window(len(sent))
+
+    @staticmethod
+    def _queued(job: Job) -> bool:
+        """Whether copies of the round in flight wait in the fuzzer's queue still."""
+        return any(isinstance(w.queued, list) and w.queued[2] > 0 for w in job.in_flight)
 
     def _close_round(self, job: Job, now: float) -> None:
         observed = self.tester.stats.reports > job.reports_at_send

@@ -46,6 +46,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -399,27 +400,34 @@ class Lab:
         self.ovs.vsctl(*cmd)
         return self
 
-    def _check_ports(self) -> None:
+    def _check_ports(self, wait: float = 20.0) -> None:
         """Every port on its OpenFlow number, without error (ovs-vsctl accepts an
-        ofport_request it cannot honour)."""
-        out = self.ovs.vsctl(
-            "--format=csv",
-            "--data=bare",
-            "--no-headings",
-            "--columns=name,ofport,error",
-            "list",
-            "interface",
-        )
-        have = {}
-        for line in out.splitlines():
-            name, ofport, err = (line.split(",", 2) + ["", ""])[:3]
-            have[name] = (ofport, err.strip())
-        bad = [
-            f"{ifname}: ofport {have.get(ifname, ('missing', ''))[0]} (want {p}) "
-            f"{have.get(ifname, ('', ''))[1]}".strip()
-            for (_, p), ifname in sorted(self.ports.items())
-            if have.get(ifname) != (str(p), "")
-        ]
+        ofport_request it cannot honour). A busy ovs-vswitchd may not have numbered the
+        ports when ovs-vsctl returns: wait for it, up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            out = self.ovs.vsctl(
+                "--format=csv",
+                "--data=bare",
+                "--no-headings",
+                "--columns=name,ofport,error",
+                "list",
+                "interface",
+            )
+            have = {}
+            for line in out.splitlines():
+                name, ofport, err = (line.split(",", 2) + ["", ""])[:3]
+                have[name] = (ofport, err.strip())
+            bad = [
+                f"{ifname}: ofport {have.get(ifname, ('missing', ''))[0]} (want {p}) "
+                f"{have.get(ifname, ('', ''))[1]}".strip()
+                for (_, p), ifname in sorted(self.ports.items())
+                if have.get(ifname) != (str(p), "")
+            ]
+            numbered = all(have.get(i, ("", ""))[0] not in ("", "[]") for i in self.ports.values())
+            if not bad or (numbered and bad) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if bad:
             raise RuntimeError("bridge ports not as intended: " + "; ".join(bad))
 

@@ -52,7 +52,14 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     # The controller app's start-up entries are all checked first.
     assert wait_for(lambda: agents(sock).get("pending") == 0, timeout=120), agents(sock)
     st = agents(sock)
-    assert st["diverged"] == 0, (st, open_agent(sock))
+    assert st["diverged"] == 0, (
+        st,
+        [
+            (f["key"], f["detail"]["reason"], [(p["kind"], p["fate"], p["rounds"], p["reports"])
+             for p in f["detail"]["probes"]])
+            for f in open_agent(sock)
+        ],
+    )  # fmt: skip
     c0 = st["confirmed"]
 
     # 1. The controller splits h4's /24 on s1: the entry is confirmed.
@@ -107,4 +114,26 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     assert [(p["kind"], p["field"]) for p in bad] == [("outside", "ipv4_dst")], bad
     # 10.0.3.0/26: outside the /26, inside the /25 the switch holds.
     assert "ipv4_dst=10.0.3." in bad[0]["header"]
+    lab.ofctl(1, "del-flows", "--strict", "priority=7000,ip,nw_dst=10.0.3.0/25")
+    ctl.send((1, narrow, "delete_strict"))
+    assert wait_for(lambda: open_agent(sock) == [], timeout=20)
+
+    # 4. A drop of TCP port 9090 to h4; the switch's drop is widened to all TCP to h4
+    # behind the back: a probe outside the match, which the model forwards, never arrives.
+    d9090 = "priority=6500,tcp,nw_dst=10.0.3.0/24,tp_dst=9090"
+    ctl.send((1, f"{d9090},actions=drop", "add"))
+    line = wait_for(lambda: entry_line(lab, 1, "tp_dst=9090"), timeout=10, every=0.05)
+    assert line
+    installed = line.split("actions=", 1)[1]
+    lab.ofctl(1, "add-flow", f"priority=6500,tcp,nw_dst=10.0.3.0/24,actions={installed}")
+    lab.ofctl(1, "del-flows", "--strict", d9090)
+    found = wait_for(lambda: open_agent(sock), timeout=90)
+    if not found:
+        print(agents(sock), _entries_log(workdir), *lab.dump_flows(1), sep="\n")
+    assert found
+    d = found[0]["detail"]
+    assert d["reason"] == "wider", d
+    bad = [p for p in d["probes"] if p["fate"] == "dropped"]
+    assert ("outside", "tp_dst") in [(p["kind"], p["field"]) for p in bad], d["probes"]
+    assert all(p["reports"] == [] and p["rounds"] == 2 for p in bad)
     print(f"entry confirmed {first:.1f} s after the controller wrote it; {st}")

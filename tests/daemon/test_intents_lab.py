@@ -143,6 +143,21 @@ def test_intent_findings_witnesses_guard_and_packet_ins(lab_run):
     ctl.send((4, drop.split(",actions")[0], "delete_strict"))
     assert wait_for(lambda: "reply-h1-h4" not in open_findings(sock))
 
+    # 3b. The same ACL, lost by s4 behind the controller's back right after it was
+    # installed: the reply probe arrives at h1 although the model drops it.
+    ctl.send((4, drop, "add"))
+    assert wait_for(lambda: any("nw_src=10.0.3.0/24" in f for f in lab.dump_flows(4)), every=0.05)
+    lab.ofctl(4, "del-flows", "--strict", drop.split(",actions")[0])
+    rep = wait_for(lambda: open_findings(sock).get("reply-h1-h4"))
+    assert rep, call(sock, "findings", kind="intent")
+    conf = wait_for(lambda: confirmed(sock, rep["id"]), timeout=60)
+    assert conf and conf["verdict"] == "differs", conf
+    by_probe = {p["probe"]: p for p in conf["probes"]}
+    assert by_probe["reply"]["fate"] == "elsewhere", by_probe
+    assert any(r["egress"] == "s1:5" and not r["allowed"] for r in by_probe["reply"]["reports"])
+    ctl.send((4, drop.split(",actions")[0], "delete_strict"))
+    assert wait_for(lambda: "reply-h1-h4" not in open_findings(sock))
+
     # 4. Behind the controller's back, s1 sends TCP port 7777 to the controller: h1's
     # packets for h4 arrive there as PACKET_INs although the intended path is installed.
     lab.ofctl(1, "add-flow", "priority=65000,tcp,tp_dst=7777,actions=controller")

@@ -57,7 +57,9 @@ def probe(sock: str, fid: int) -> dict:
     return conf
 
 
-def check_three(sock: str, updates, lb: str, lb_cookie: int) -> None:
+def check_three(sock: str, updates, lb: str, lb_cookie: int, lab=None) -> None:
+    """With lab: s4 loses the filter's drop behind the controller's back before lb's
+    rules arrive, so that lb's shadowed entry wins in the data plane."""
     # 1. The filter's drop overrides part of the router's route on s4.
     over = wait_for(
         lambda: [
@@ -76,6 +78,8 @@ def check_three(sock: str, updates, lb: str, lb_cookie: int) -> None:
     assert conf["verdict"] == "agrees" and conf["obeyed"] == "acl", conf
 
     # 2. lb's rules arrive live: one under the filter, one tied with the router.
+    if lab is not None:
+        lab.ofctl(4, "del-flows", "--strict", f"priority=1000,{ACL}")
     with updates.open("a") as f:
         for flow in (SHADOWED, TIED):
             f.write(json.dumps({"dpid": 4, "flow": flow, "command": "add"}) + "\n")
@@ -86,7 +90,13 @@ def check_three(sock: str, updates, lb: str, lb_cookie: int) -> None:
     assert d["b"]["owner"] == lb and int(d["b"]["cookie"], 16) == lb_cookie, d
     assert in_net(d["witness"]["ipv4_dst"], "10.0.3.0/24") and d["witness"]["tp_dst"] == 3389
     conf = probe(sock, shadow[0]["id"])
-    assert conf["verdict"] == "agrees" and conf["obeyed"] == "acl", conf
+    if lab is None:
+        assert conf["verdict"] == "agrees" and conf["obeyed"] == "acl", conf
+    else:  # the data plane obeyed lb: its witness left at h4 with lb's tags
+        assert conf["verdict"] == "differs" and conf["obeyed"] == "not acl", conf
+        (p,) = conf["probes"]
+        assert p["fate"] == "elsewhere"
+        assert any(r["egress"] == "s4:5" and not r["allowed"] for r in p["reports"]), p
 
     pair = ",".join(sorted(("router", lb)))
     tie = wait_for(lambda: found(sock, pair, "same_priority"))
@@ -107,7 +117,7 @@ def test_three_apps_in_one_controller(tmp_path):
         extra={"apps": apps},
         apps=[{"name": "main", "apps": "router,acl,lb"}],
     ) as (lab, run, workdir):
-        check_three(run.sock, updates, "lb", 0x30)
+        check_three(run.sock, updates, "lb", 0x30, lab=lab)
 
 
 def test_two_controllers_own_their_entries(tmp_path):
