@@ -234,11 +234,11 @@ def test_a_drop_the_model_predicts_agrees_only_when_silent(net):
 
 
 def test_jobs_that_share_a_slow_budget_wait_for_their_copies(net):
-    """Forty jobs' copies go out two a step: each round's window starts when its copies
+    """Forty jobs' copies go out one a step: each round's window starts when its copies
     are out, so that none of them is taken for dropped on a network that does what the
     model says."""
     _route(net)
-    net.per_step = 2
+    net.per_step = 1
     svc = net.service()
     net.clock.t += 10 * SETTLE
     jobs = []
