@@ -556,7 +556,7 @@ class Daemon:
 
     def _note_commit(self, dpid: int, changes) -> None:
         """Log the entries a committed batch of the proxy changed (for localization)."""
-        from pazzd import openflow as of
+        import ofwire as of
 
         if self.entry_confirm is not None:
             try:
@@ -639,7 +639,7 @@ class Daemon:
                 self.proxy.on_commit = on_commit
 
     def _on_packet_in(self, dpid: int, msg: bytes) -> None:
-        from pazzd import openflow as of
+        import ofwire as of
 
         sec, now = self._packet_in_second, time.monotonic()
         if now - sec[0] >= 1.0:
@@ -815,7 +815,7 @@ class Daemon:
         feeding = self.proxy.feeding if self.proxy is not None else None
         if feeding is None:
             return self._local_cause or {"source": "model update"}
-        from pazzd import openflow as of
+        import ofwire as of
         from pazzd.proxy.table import GroupChange
 
         dpid, changes, xids = feeding

@@ -102,7 +102,7 @@ class EntryConfirmations:
     # --- in -----------------------------------------------------------------------------------
     def committed(self, dpid: int, changes) -> None:
         """The proxy committed these changes of dpid's intended table (Proxy.on_commit)."""
-        from pazzd import openflow as of
+        import ofwire as of
 
         for ch in changes:  # proxy.table.EntryChange
             kind, new = getattr(ch, "kind", None), getattr(ch, "entry", None)

@@ -339,7 +339,7 @@ def test_proxy_commits_reach_the_changelog() -> None:
     localization compares: its table, priority and match as the model has them."""
     from types import SimpleNamespace
 
-    from pazzd import openflow as of
+    import ofwire as of
     from pazzd.daemon import Daemon
     from pazzd.proxy import Proxy, ProxyConfig
     from tests.proxy.ofhelpers import flow_mod, ofpp, out

@@ -9,10 +9,10 @@ import struct
 
 import pytest
 
+import ofwire as of
 from cpc.intents import IntentChecker, Policy
 from cpc.model import Model
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.guard import IntentGuard
 from tests.proxy.ofhelpers import flow_mod, ofpp, out
 from tests.proxy.test_proxy_ovs import model_entries, start, switch_entries, target
