@@ -37,6 +37,7 @@ from cpc.ofctl import format_match, parse_flow
 from cpc.results import RuleRef
 from cpc.rules import ModelError
 from cpc.topology import TopologyError
+from pazzapi import ApiError
 from tester.collector import SflowCollector
 from tester.engine import FaultEvent, LocalizationRequest, Tester
 from tester.ifmap import IfMap
@@ -45,7 +46,7 @@ from tester.timers import BlackholeMonitor, TransientGuard
 
 from . import answers, version
 from .answers import fault_json
-from .api import ApiError, ApiServer
+from .api import ApiServer
 from .audit import AUDIT, AuditFaults, audit_answer
 from .config import Config, ConfigError, load_config
 from .confirm import Confirmations, exits

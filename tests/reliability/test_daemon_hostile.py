@@ -11,7 +11,7 @@ import time
 import ofwire as of
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from pazzd.api import call
+from pazzapi import call
 from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tester.sflow import encode_datagram
