@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct  # noqa: E402
 from cpc.ofctl import format_flow, parse_flow  # noqa: E402
-from pazzd.api import ApiError, call  # noqa: E402
+from pazzapi import ApiError, call  # noqa: E402
 from pazzdata.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzlab.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
 from pazzlab.lab import Lab, ovs_prefix  # noqa: E402

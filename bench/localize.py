@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from bench.common import median  # noqa: E402
-from pazzd.api import call  # noqa: E402
+from pazzapi import call  # noqa: E402
 from pazzlab.demo import EXPECT, TOPOLOGIES, bring_up, ovs_prefix  # noqa: E402
 from pazzlab.lab import Lab  # noqa: E402
 from pazzlab.ovs import stop_processes  # noqa: E402

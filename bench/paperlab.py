@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench.common import emit_json, median, pct  # noqa: E402
 from bench.detect import Faults, _head, spawn_pazzd  # noqa: E402
 from cpc.ofctl import format_flow  # noqa: E402
-from pazzd.api import call  # noqa: E402
+from pazzapi import call  # noqa: E402
 from pazzlab.demo import wait_for_pazzd  # noqa: E402
 from pazzlab.lab import Lab, ovs_prefix  # noqa: E402
 from pazzlab.ovs import stop_processes  # noqa: E402

@@ -42,8 +42,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import ofwire as of  # noqa: E402
 from bench.common import pct  # noqa: E402
-from pazzd import openflow as of  # noqa: E402
 
 DPID = 1
 

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from bench.tester import reports  # noqa: E402
 from cpc.model import Model  # noqa: E402
-from pazzd.api import ApiError, call  # noqa: E402
+from pazzapi import ApiError, call  # noqa: E402
 from pazzdata import workloads  # noqa: E402
 from tester.emit import ReferenceEmitter, agent_of  # noqa: E402
 

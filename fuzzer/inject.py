@@ -8,7 +8,7 @@ Injectors:
     port, actions = output:TABLE, so the probe goes through the flow tables exactly like a
     packet arriving on that port (the patched OVS tags only entries, not packet-out
     actions). It calls `send_packet_out(dpid, in_port, data)`, which sends such a PACKET_OUT
-    (pazzd.openflow.packet_out is its encoding).
+    (ofwire.packet_out is its encoding).
   * QueuedPacketOut: the same over an async `send_packet_out` (pazzd's proxy,
     Proxy.send_packet_out): inject() queues, run() sends from the event loop.
     Both put a fresh Verify shim into frames without one (`pretagged`): the switch does not

@@ -1,9 +1,9 @@
-"""pazzd's local API: JSON lines over a Unix socket (mode 0660).
+"""pazzd's local API server: JSON lines over a Unix socket (mode 0660).
 
-Request: one JSON object per line, {"cmd": NAME, ...arguments}. Reply: one line,
-{"ok": true, "result": ...} or {"ok": false, "error": "..."}. Commands: status, faults,
-fault, localize, trace, reach, topology, coverage, flowmod, reload, findings, finding. `call()` is the client
-side; the web view (pazzd.ui) serves the read-only ones over HTTP.
+The line format and the client (`pazzapi.call`, used by pazzctl and the lab) are in the
+pazzapi package. Commands: status, faults, fault, localize, trace, reach, topology,
+coverage, flowmod, reload, findings, finding; the web view (pazzd.ui) serves the read-only
+ones over HTTP through `ApiServer.answer`.
 """
 
 from __future__ import annotations
@@ -11,22 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
-import json
 import logging
 import os
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-__all__ = ["ApiError", "ApiServer", "ClientError", "call"]
+from pazzapi.framing import MAX_LINE, ApiError, parse_request, reply_line
+
+__all__ = ["ApiServer", "ClientError"]
 
 log = logging.getLogger("pazzd.api")
-MAX_LINE = 1 << 20
-
-
-class ApiError(Exception):
-    pass
 
 
 class ClientError(ApiError):
@@ -105,7 +100,7 @@ class ApiServer:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._make_room():
             with contextlib.suppress(Exception):
-                writer.write(b'{"ok": false, "error": "too many API clients busy"}\n')
+                writer.write(reply_line({"ok": False, "error": "too many API clients busy"}))
             writer.transport.abort()
             return
         st = self._clients[writer] = [time.monotonic(), False]
@@ -123,12 +118,7 @@ class ApiServer:
                     break
                 st[0], st[1] = time.monotonic(), True
                 try:
-                    req = json.loads(line)
-                    if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
-                        raise ValueError("a request is a JSON object with a string 'cmd'")
-                except RecursionError:
-                    req = None
-                    msg = {"ok": False, "error": "bad request: JSON nested too deeply"}
+                    req = parse_request(line)
                 except ValueError as e:
                     req = None
                     msg = {"ok": False, "error": f"bad request: {e}"}
@@ -166,28 +156,5 @@ class ApiServer:
             }
 
     async def _reply(self, writer, msg: dict) -> None:
-        writer.write(json.dumps(msg, default=str).encode() + b"\n")
+        writer.write(reply_line(msg))
         await asyncio.wait_for(writer.drain(), self.idle_timeout)
-
-
-def call(path: str, cmd: str, timeout: float = 30.0, **args) -> object:
-    """One request to pazzd; returns the result or raises ApiError."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            s.sendall(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-    except OSError as e:
-        raise ApiError(f"cannot reach pazzd at {path}: {e.strerror or e}") from None
-    if not buf:
-        raise ApiError(f"pazzd at {path} closed the connection")
-    msg = json.loads(buf)
-    if not msg.get("ok"):
-        raise ApiError(msg.get("error", "unknown error"))
-    return msg["result"]

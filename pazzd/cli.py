@@ -27,9 +27,9 @@ import time
 from cpc.model import Model
 from cpc.rules import PORT_NAMES, ModelError
 from cpc.topology import Topology, TopologyError, load_topology
+from pazzapi import ApiError, call
 
 from . import answers, version
-from .api import ApiError, call
 from .config import ConfigError, load_config
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"

@@ -10,10 +10,10 @@ import time
 
 from cpc.ofctl import parse_flow
 from cpc.rules import ModelError
+from pazzapi import ApiError
 
 from . import answers
 from .answers import fault_json
-from .api import ApiError
 from .ui.data import coverage_json, topology_json
 
 __all__ = ["Commands"]

@@ -30,13 +30,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+import ofwire as of
 from cpc.entryprobes import entry_probes
 from cpc.ofctl import format_match
 from cpc.rules import ModelError
 from cpc.topology import Topology
 from tester.engine import WATCH_FIELDS
 
-from . import openflow as of
 from .answers import delivery_json
 from .findings import header_text
 from .probes import DROPPED, ELSEWHERE, EXPECTED, Job, Probe, ProbeService, Watched

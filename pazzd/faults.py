@@ -9,9 +9,9 @@ import asyncio
 import logging
 import time
 
+from pazzapi import ApiError
 from tester.engine import FaultEvent, LocalizationRequest
 
-from .api import ApiError
 from .audit import AUDIT, audit_answer
 
 __all__ = ["FaultEvents"]

@@ -19,10 +19,10 @@ import logging
 import time
 from collections.abc import Callable
 
+import ofwire as of
 from cpc.intents import Violation
 from cpc.model import Model
 from cpc.rules import FlowEntry, FlowMod, ModelError
-from pazzd import openflow as of
 
 __all__ = ["IntentGuard"]
 

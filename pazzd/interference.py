@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+import ofwire as of
 from cpc.interference import (
     RELATIONS,
     UNKNOWN,
@@ -29,7 +30,6 @@ from cpc.ofctl import format_match
 from cpc.rules import ModelError
 from tester.store import OPEN
 
-from . import openflow as of
 from .findings import exits, header_text
 from .probes import Probe
 

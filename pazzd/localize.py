@@ -35,11 +35,10 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import ofwire as of
 from cpc.fields import format_header
 from cpc.ofctl import format_flow, parse_flow
 from cpc.rules import FlowEntry, Match, ModelError
-
-from . import openflow as of
 
 __all__ = ["ChangeLog", "Localizer", "winning_entries"]
 

@@ -8,5 +8,7 @@ networks, kept apart from the daemon's production code path.
 - `pazzlab.sim`, `pazzlab.steady`: detection-effect simulations of the real Fuzzer on the
   reference data plane (cpc.refdp), no switches needed.
 
-It uses pazzd, cpc, fuzzer, tester and pazzdata; none of them imports it.
+It uses cpc, fuzzer, tester, pazzdata, ofwire (its switches and controllers speak OpenFlow)
+and pazzapi (pazzd's API client); it runs pazzd as a process and imports nothing of it.
+None of them imports pazzlab (tests/test_layering.py).
 """

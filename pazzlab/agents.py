@@ -29,12 +29,12 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
+import ofwire as of
 from cpc import agents as known
 from cpc import flowmod
 from cpc.model import Model
 from cpc.rules import OFPFF_CHECK_OVERLAP, ModelError
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzlab import dpactions
 from pazzlab.agentgen import PORTS, Packet, Sequence, serialize
 from pazzlab.ofclient import OfClient, Unixctl

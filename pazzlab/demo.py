@@ -37,7 +37,7 @@ from cpc.fields import parse_header
 from cpc.ofctl import format_flow, format_match, split_top
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
-from pazzd.api import ApiError, call
+from pazzapi import ApiError, call
 from pazzdata import workloads
 
 from .lab import Lab, LabError, dotted, load_network, ovs_prefix

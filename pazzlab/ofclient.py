@@ -13,7 +13,7 @@ import json
 import socket
 import struct
 
-from pazzd import openflow as of
+import ofwire as of
 
 OFPGC_DELETE, OFPG_ALL = 2, 0xFFFFFFFC
 

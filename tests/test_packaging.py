@@ -33,7 +33,7 @@ def test_every_dependency_is_imported():
     names = [re.match(r"[A-Za-z0-9_.\-]+", d).group(0).lower() for d in deps]
     source = "\n".join(
         p.read_text()
-        for pkg in ("cpc", "fuzzer", "tester", "pazzd")
+        for pkg in ("cpc", "fuzzer", "tester", "ofwire", "pazzapi", "pazzd")
         for p in (REPO / pkg).rglob("*.py")
     )
     for name in names:
@@ -51,3 +51,9 @@ def test_the_web_views_files_are_package_data():
     assert set(STATIC) <= {p.name for p in static.iterdir()}
     for p in static.iterdir():  # whatever is there gets installed with `pip install .`
         assert any(fnmatch(f"static/{p.name}", g) for g in globs), p.name
+
+
+def test_every_package_is_installed():
+    include = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"bench", "tests"}
+    assert {p.rstrip("*") for p in include["include"]} == packages

@@ -12,11 +12,11 @@ import logging
 import sqlite3
 import time
 
+import ofwire as of
 from cpc.intents import IntentChecker
 from cpc.ofctl import format_match
 from cpc.rules import ModelError
 
-from .. import openflow as of
 from ..findings import IntentFindings
 from ..guard import IntentGuard
 from ..proxy.feed import Batch

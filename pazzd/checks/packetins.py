@@ -7,7 +7,8 @@ import logging
 import sqlite3
 import time
 
-from .. import openflow as of
+import ofwire as of
+
 from ..findings import IntentFindings
 from ..packetins import PacketInWatch
 from .base import Check

@@ -4,8 +4,9 @@ switches' tables. See docs/proxy.md.
 
 Its parts: proxy (lifecycle, connections, own requests), session (one switch and its
 controller connections), roles (several controllers: roles, asynchronous configuration, xid
-translation), wire (message checks), table (FlowMod semantics on the intended
-entries), feed (the model), audit, store (SQLite), monitor (flow-monitor replies).
+translation), table (FlowMod semantics on the intended entries), feed (the model), audit,
+store (SQLite). The OpenFlow codec, the message checks and the flow-monitor replies are in
+the ofwire package.
 """
 
 from pazzd.proxy.audit import AuditFinding

@@ -7,9 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import ofwire as of
 from cpc.ofctl import format_flow
 from cpc.rules import ModelError
-from pazzd import openflow as of
 from pazzd.proxy.store import Entry
 
 log = logging.getLogger("pazzd.proxy")

@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import ofwire as of
 from cpc import agents
 from cpc.interference import connection_source
 from cpc.rules import OFPFF_CHECK_OVERLAP, FlowMod, ModelError
-from pazzd import openflow as of
 from pazzd.proxy.store import Entry
 from pazzd.proxy.table import Change, GroupChange
 

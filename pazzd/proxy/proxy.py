@@ -2,8 +2,8 @@
 
 See docs/proxy.md for the behaviour and the API. One asyncio event loop runs everything;
 a `Session` (pazzd.proxy.session) is one switch connection plus its upstream connection.
-This module holds the proxy's lifecycle, its connections and its own requests; the wire
-checks are in pazzd.proxy.wire, the model feed in .feed, the audit in .audit.
+This module holds the proxy's lifecycle, its connections and its own requests; the
+message checks are in ofwire.message_types, the model feed in .feed, the audit in .audit.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import ofwire as of
 from cpc.rules import ModelError
-from pazzd import openflow as of
-from pazzd.proxy import roles, wire
+from ofwire import message_types
+from pazzd.proxy import roles
 from pazzd.proxy.audit import AuditFinding, Auditor
 from pazzd.proxy.feed import ModelFeed
-from pazzd.proxy.session import Counters, Hooks, Services, Session, _OwnRequest
+from pazzd.proxy.session import Counters, Hooks, Services, Session, _OwnRequest, abort
 from pazzd.proxy.store import Entry, Store
 from pazzd.proxy.table import EntryChange, GroupChange, IntendedTable
 
@@ -117,7 +118,7 @@ class _SwitchProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         if not self.proxy._admit(self.listener):
-            wire.abort(transport)
+            abort(transport)
             return
         transport.set_write_buffer_limits(high=self.proxy.config.write_buffer_high)
         self.session = Session(self.proxy.services, transport, self.listener)
@@ -341,7 +342,7 @@ class Proxy:
         if waiting:  # the oldest connection still in its handshake makes room
             old = min(waiting, key=lambda s: s.started)
             self.handshake_timeouts += 1
-            wire.abort(old.sw)
+            abort(old.sw)
             old.switch_lost(None)
             return True
         self.refused += 1
@@ -389,7 +390,7 @@ class Proxy:
                 new.dpid,
                 old.peer,
             )
-            wire.abort(new.sw)
+            abort(new.sw)
             new.switch_lost(None)
             return
         new._go_live()
@@ -500,7 +501,9 @@ class Proxy:
         s = self._session(dpid)
         fut = asyncio.get_running_loop().create_future()
         xid = self._next_xid()
-        s.send_own(of.message(s.version, wire.BARRIER_REQ[s.version], xid), _OwnRequest("x", fut))
+        s.send_own(
+            of.message(s.version, message_types.BARRIER_REQ[s.version], xid), _OwnRequest("x", fut)
+        )
         try:
             await asyncio.wait_for(fut, self.config.request_timeout)
         finally:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from os_ken.ofproto import ofproto_v1_3 as of13
 
-from pazzd import openflow as of
+import ofwire as of
 
 EQUAL, MASTER, SLAVE = of13.OFPCR_ROLE_EQUAL, of13.OFPCR_ROLE_MASTER, of13.OFPCR_ROLE_SLAVE
 ROLE_NAMES = {EQUAL: "equal", MASTER: "master", SLAVE: "slave"}

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pazzd import openflow as of
-from pazzd.proxy import monitor, roles, wire
+import ofwire as of
+from ofwire import flow_monitor, message_types
+from pazzd.proxy import roles
 from pazzd.proxy.feed import ModelFeed
 from pazzd.proxy.store import Store
 from pazzd.proxy.table import EntryChange, IntendedTable, Writer
@@ -24,6 +25,11 @@ log = logging.getLogger("pazzd.proxy")
 
 def orig_xid(msg: bytes) -> int:
     return int.from_bytes(msg[4:8], "big")
+
+
+def abort(transport) -> None:
+    """Close at once, dropping what is queued (a transport without abort just closes)."""
+    (getattr(transport, "abort", None) or transport.close)()
 
 
 @dataclass
@@ -267,7 +273,7 @@ class Session:
                 self.svc.config.handshake_timeout,
                 self,
             )
-            wire.abort(self.sw)
+            abort(self.sw)
             self.switch_lost(None)
             return
         self._idle_arm()
@@ -289,7 +295,7 @@ class Session:
         if silent >= t:
             self.svc.counters.idle_drops += 1
             log.warning("disconnecting %r: silent for %.1f s (no echo reply)", self, silent)
-            wire.abort(self.sw)
+            abort(self.sw)
             self.switch_lost(None)
             return
         if silent >= t / 2 - 0.001:
@@ -320,7 +326,7 @@ class Session:
                 t,
                 len(self.pending),
             )
-            wire.abort(self.sw)
+            abort(self.sw)
             self.switch_lost(None)
             return
         self._barrier_handle = asyncio.get_running_loop().call_later(
@@ -403,14 +409,14 @@ class Session:
         self.svc.counters.stuck_drops += 1
         if who == "switch":
             log.warning("disconnecting %r: it stopped reading: %s", self, why)
-            wire.abort(self.sw)
+            abort(self.sw)
             self.switch_lost(None)
         elif (u := self._upstream(who)) is not None and u.transport is not None:
             log.warning(
                 "disconnecting controller%s of %r: it stopped reading: %s", self._ctl(u), self, why
             )
             up = u.transport
-            wire.abort(up)
+            abort(up)
             self.upstream_lost(up, None, u)
 
     def forget(self, xid: int) -> None:
@@ -441,7 +447,7 @@ class Session:
         if req.kind == "features" and t == of.OFPT_FEATURES_REPLY:
             del self.own[xid]
             self._features(msg)
-        elif req.kind == "barrier" and t == wire.BARRIER_REQ[self.version] + 1:
+        elif req.kind == "barrier" and t == message_types.BARRIER_REQ[self.version] + 1:
             del self.own[xid]
             self._commit_upto = req.seq  # after the relayed replies are written
             if self.xmap is not None:
@@ -469,7 +475,7 @@ class Session:
         buf = self.buf_sw
         buf += data
         try:
-            off = wire.split_messages(buf, self._switch_msg)
+            off = of.split_messages(buf, self._switch_msg)
         except of.ProtocolError as e:
             self._flush_up()
             self.fail_switch(str(e))
@@ -508,8 +514,8 @@ class Session:
                     u.out.append(msg)
             return
         if self.xmap is not None:
-            more = t == wire.STATS_REPLY[self.version] and msg[11] & of.OFPMPF_REPLY_MORE
-            barrier = t == wire.BARRIER_REQ[self.version] + 1
+            more = t == message_types.STATS_REPLY[self.version] and msg[11] & of.OFPMPF_REPLY_MORE
+            barrier = t == message_types.BARRIER_REQ[self.version] + 1
             hit = self.xmap.back(xid, not more, barrier)
             if hit is not None:
                 u, cxid = hit
@@ -536,8 +542,10 @@ class Session:
                 _OwnRequest("features"),
             )
             return
-        wire.check(self.version, ver, t, ln)
-        if t in wire.REPLY_TYPES[self.version] and (xid in self.own or xid in self.own_fire):
+        message_types.check(self.version, ver, t, ln)
+        if t in message_types.REPLY_TYPES[self.version] and (
+            xid in self.own or xid in self.own_fire
+        ):
             self._own_reply(t, xid, msg)
             return
         v13 = self.version == of.OFP13
@@ -555,8 +563,8 @@ class Session:
                 _, body = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
                 if len(body) != ln - 16:
                     msg = of.HDR.pack(ver, t, 16 + len(body), xid) + msg[8:16] + body
-            elif self.ids_on and (kind := monitor.monitor_kind(msg)) is not None:
-                msg = monitor.strip_reply(msg, kind, self.own_fire)
+            elif self.ids_on and (kind := flow_monitor.monitor_kind(msg)) is not None:
+                msg = flow_monitor.strip_reply(msg, kind, self.own_fire)
                 if msg is None:
                     return
         elif t == of.OFPT_PACKET_IN:
@@ -661,7 +669,7 @@ class Session:
             self.upstream_task.cancel()
         for u in self.ups:
             if u.transport is not None:
-                wire.abort(u.transport) if u.key in stuck else u.transport.close()
+                abort(u.transport) if u.key in stuck else u.transport.close()
         for req in self.own.values():
             if req.future is not None and not req.future.done():
                 req.future.set_exception(ConnectionError(f"{self!r} disconnected"))
@@ -750,7 +758,7 @@ class Session:
         buf += data
         out: list[bytes] = []
         try:
-            off = wire.split_messages(buf, lambda msg: self._controller_msg(msg, out, u))
+            off = of.split_messages(buf, lambda msg: self._controller_msg(msg, out, u))
         except of.ProtocolError as e:
             self._flush_down(out)
             self.fail_controller(str(e), u)
@@ -771,7 +779,7 @@ class Session:
             xseq = self.xmap.seq if self.xmap is not None else 0
             self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic(), xseq=xseq)
             self._barrier_sent()
-            out.append(of.message(self.version, wire.BARRIER_REQ[self.version], xid))
+            out.append(of.message(self.version, message_types.BARRIER_REQ[self.version], xid))
         if out and not self.closed:
             self.svc.store.flush()  # rule IDs are on disk before the switch sees them
             self._write_sw(b"".join(out))
@@ -789,7 +797,7 @@ class Session:
             u.ready = True
             log.info("%r: controller%s session up", self, self._ctl(u))
             return
-        wire.check(self.version, ver, t, ln)
+        message_types.check(self.version, ver, t, ln)
         if t == of.OFPT_HELLO:
             raise of.ProtocolError("second HELLO")
         orig = msg

@@ -44,7 +44,7 @@ class Entry:
 
     table: int
     priority: int
-    mkey: bytes  # canonical match (pazzd.openflow.canonical_match)
+    mkey: bytes  # canonical match (ofwire.canonical_match)
     oxm: bytes  # the match as the controller sent it
     cookie: int
     instr: bytes  # instructions as the controller sent them (without the ID action)

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ofwire as of
 from cpc.rules import Group
-from pazzd import openflow as of
+from ofwire.consts import OFPG_ANY, OFPP_ANY
 from pazzd.proxy.store import Entry
-
-OFPP_ANY = 0xFFFFFFFF
-OFPG_ANY = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

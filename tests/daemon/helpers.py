@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from pazzd.api import ApiError, call
+from pazzapi import ApiError, call
 from pazzdata import workloads
 
 

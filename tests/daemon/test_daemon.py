@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pazzd.api import ApiError
+from pazzapi import ApiError
 from pazzlab.demo import metrics_of as scrape
 from tester.sflow import encode_datagram  # noqa: F401  (the tester's encoder is importable)
 

@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from pazzd.api import call
+from pazzapi import call
 from tests.daemon.test_intents_lab import lab_run, wait_for  # noqa: F401
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]

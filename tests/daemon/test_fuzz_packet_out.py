@@ -14,8 +14,8 @@ import struct
 
 import pytest
 
+import ofwire as of
 from cpc import tags
-from pazzd import openflow as of
 from pazzd.daemon import Daemon
 from tester.emit import ReferenceEmitter, agent_of
 from tester.packet import parse_frame

@@ -18,7 +18,7 @@ import json
 import pytest
 import yaml
 
-from pazzd.api import call
+from pazzapi import call
 from tests.daemon.helpers import grid_lab, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]

@@ -337,7 +337,7 @@ def test_oracle_finding_names_the_mutated_entry(sc) -> None:
 def test_proxy_commits_reach_the_changelog() -> None:
     """A FlowMod the switch confirmed (barrier reply) is logged under the identity that
     localization compares: its table, priority and match as the model has them."""
-    from pazzd import openflow as of
+    import ofwire as of
     from pazzd.proxy import Proxy, ProxyConfig
     from tests.proxy.ofhelpers import flow_mod, ofpp, out
     from tests.proxy.test_robustness import connected

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import ofwire as of
 from cpc.model import Model
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.config import load_config
 from pazzd.daemon import Daemon
 from pazzd.metrics import Metrics, config_hash

@@ -9,10 +9,10 @@ import struct
 
 import pytest
 
+import ofwire as of
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.packetins import NO_BUFFER, PacketInWatch
 from tester.packet import build_frame
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pazzd.api import call
+from pazzapi import call
 from pazzd.config import ConfigError, load_config
 
 from .helpers import Pazzd, base_config, write_config

@@ -5,7 +5,7 @@ network namespaces on port 5, the generated workload's groups and flows installe
 ovs-ofctl. A hidden rule on s4 admits traffic that one of the intended ACLs drops. The
 fuzzer plans probes for h1 -> h4 from the model and sends its first batch through a real
 OpenFlow connection: ovs-vswitchd connects to a tiny OpenFlow 1.3 listener in this test,
-which sends each probe as the PACKET_OUT that pazzd.openflow.packet_out encodes (in_port =
+which sends each probe as the PACKET_OUT that ofwire.packet_out encodes (in_port =
 the edge port, actions = output:TABLE). The exit bridge's sFlow
 reports (decoded by tester.sflow) must include a tagged report of a probe inside the hidden
 rule, with tags the model does not expect; every other report must carry expected tags.
@@ -27,7 +27,7 @@ from cpc.model import Model
 from fuzzer.craft import Crafter, probe_seq
 from fuzzer.engine import Fuzzer
 from fuzzer.inject import PacketOutInjector
-from pazzd.openflow import packet_out
+from ofwire import packet_out
 from pazzdata.workloads import generate
 from tester.packet import is_report, parse_frame
 from tester.sflow import decode

@@ -10,7 +10,7 @@ from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as ofpp
 
-from pazzd import openflow as of
+import ofwire as of
 
 
 class DP:

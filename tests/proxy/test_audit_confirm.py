@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from tests.proxy.test_robustness import connected, flow_stats_reply, frames
 from tests.reliability.test_proxy_commit import _model

@@ -20,8 +20,8 @@ import struct
 
 import pytest
 
-from pazzd import openflow as of
-from pazzd.proxy import monitor
+import ofwire as of
+from ofwire import flow_monitor
 from tests.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
 from tests.proxy.test_proxy_ovs import start, target, unix_path
 
@@ -36,8 +36,8 @@ def monitor_request(
     xid: int,
     mon_id: int,
     flags: int,
-    vendor=monitor.ONF_VENDOR_ID,
-    exp_type=monitor.ONFST_FLOW_MONITOR,
+    vendor=flow_monitor.ONF_VENDOR_ID,
+    exp_type=flow_monitor.ONFST_FLOW_MONITOR,
 ) -> bytes:
     """One flow monitor on all tables, all flows: onf_flow_monitor_request + an empty
     ofp_match (what OVS's decoder pulls)."""
@@ -48,7 +48,7 @@ def monitor_request(
 
 
 def monitor_cancel(xid: int, mon_id: int) -> bytes:
-    body = struct.pack("!III", monitor.ONF_VENDOR_ID, monitor.ONFST_FLOW_MONITOR, mon_id)
+    body = struct.pack("!III", flow_monitor.ONF_VENDOR_ID, flow_monitor.ONFST_FLOW_MONITOR, mon_id)
     return of.message(4, of.OFPT_EXPERIMENTER, xid, body)
 
 
@@ -151,7 +151,7 @@ def monitor_replies(c) -> list[bytes]:
     return [
         m
         for m in c.received
-        if m[1] == of.OFPT_MULTIPART_REPLY and monitor.monitor_kind(m) is not None
+        if m[1] == of.OFPT_MULTIPART_REPLY and flow_monitor.monitor_kind(m) is not None
     ]
 
 
@@ -221,7 +221,7 @@ def test_flow_monitor_updates_are_stripped(ovs, bridge):
             # NXST_FLOW_MONITOR is not served on OpenFlow 1.3 by OVS 3.1: the same error
             # reaches the controller with and without the proxy.
             nx_req = monitor_request(
-                x(), 9, INITIAL | ADD | ACTIONS, of.NX_VENDOR_ID, monitor.NXST_FLOW_MONITOR
+                x(), 9, INITIAL | ADD | ACTIONS, of.NX_VENDOR_ID, flow_monitor.NXST_FLOW_MONITOR
             )
             nx_err = [await c.request(nx_req) for c in conns]
             assert nx_err[0] == nx_err[1] and nx_err[0][0][1] == of.OFPT_ERROR

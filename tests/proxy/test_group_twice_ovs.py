@@ -11,8 +11,8 @@ import struct
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+import ofwire as of
 from cpc.model import Model
-from pazzd import openflow as of
 from tests.proxy.ofhelpers import DPATH, flow_mod, ofpp, out, ser
 from tests.proxy.test_proxy_ovs import start, target, topo
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import struct
 
-from pazzd import openflow as of
-from pazzd.proxy import Proxy, ProxyConfig, monitor
+import ofwire as of
+from ofwire import flow_monitor
+from pazzd.proxy import Proxy, ProxyConfig
 from tests.proxy.test_robustness import connected
 
 NXM_OF_IN_PORT = struct.pack("!IH", 0x00000002, 2)  # in_port=2, 6 bytes: padded to 8
@@ -35,7 +36,7 @@ def nx_update(event: int, actions: bytes, cookie: int = 0x42) -> bytes:
 
 
 def nx_reply(xid: int, *updates: bytes) -> bytes:
-    head = struct.pack("!HH4xII", 0xFFFF, 0, of.NX_VENDOR_ID, monitor.NXST_FLOW_MONITOR)
+    head = struct.pack("!HH4xII", 0xFFFF, 0, of.NX_VENDOR_ID, flow_monitor.NXST_FLOW_MONITOR)
     return of.message(4, of.OFPT_MULTIPART_REPLY, xid, head + b"".join(updates))
 
 

@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.proxy.proxy import Controller
 from tests.proxy.ofhelpers import DPATH, RawController, flow_mod, ofp, ofpp, out, parse, ser

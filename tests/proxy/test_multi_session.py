@@ -10,7 +10,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig, Session, roles
 from pazzd.proxy.proxy import Controller
 from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser

@@ -1,4 +1,4 @@
-"""pazzd.openflow.packet_out is the one PACKET_OUT encoder (the proxy's own packet-outs, fuzz
+"""ofwire.packet_out is the one PACKET_OUT encoder (the proxy's own packet-outs, fuzz
 probes through the proxy): its bytes must be os-ken's serialization of the same message."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pazzd import openflow as of
+import ofwire as of
 from tests.proxy.ofhelpers import DPATH, ofp, ofpp, ser
 
 ports = st.one_of(

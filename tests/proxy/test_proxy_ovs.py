@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import ofwire as of
 from cpc import ofctl
 from cpc.model import Model
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.proxy import Proxy, ProxyConfig
 from tests.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
 

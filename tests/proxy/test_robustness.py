@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pazzd import openflow as of
-from pazzd.proxy import Proxy, ProxyConfig, Session, monitor
+import ofwire as of
+from ofwire import flow_monitor
+from pazzd.proxy import Proxy, ProxyConfig, Session
 from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
 
 
@@ -104,7 +105,9 @@ def flow_monitor_reply(xid: int) -> bytes:
         + instr
     )
     abbrev = struct.pack("!HHI", 8, 3, 5)
-    head = struct.pack("!HH4xII", 0xFFFF, 0, monitor.ONF_VENDOR_ID, monitor.ONFST_FLOW_MONITOR)
+    head = struct.pack(
+        "!HH4xII", 0xFFFF, 0, flow_monitor.ONF_VENDOR_ID, flow_monitor.ONFST_FLOW_MONITOR
+    )
     return of.message(4, of.OFPT_MULTIPART_REPLY, xid, head + full + abbrev)
 
 
@@ -205,9 +208,9 @@ def check_forwarded(data: bytes, sent_msgs: list[bytes], to_switch: bool) -> Non
         if not to_switch and t == of.OFPT_ECHO_REPLY:
             continue
         if not to_switch and t == of.OFPT_MULTIPART_REPLY:
-            kind = monitor.monitor_kind(f)
+            kind = flow_monitor.monitor_kind(f)
             if kind is not None:  # well formed, IDs stripped
-                assert monitor.strip_updates(f[24:], kind)[1] == 0
+                assert flow_monitor.strip_updates(f[24:], kind)[1] == 0
             else:
                 of.parse_flow_stats_body(f[16:], strip=False)  # well formed, IDs stripped
             continue

@@ -8,9 +8,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ofwire as of
 from cpc.model import Model
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.proxy.table import IntendedTable
 from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
 

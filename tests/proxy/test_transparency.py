@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 
 pytestmark = pytest.mark.ovs

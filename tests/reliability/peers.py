@@ -8,7 +8,7 @@ import contextlib
 import os
 import struct
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 
 

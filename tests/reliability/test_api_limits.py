@@ -12,7 +12,8 @@ import threading
 import time
 import urllib.request
 
-from pazzd.api import ApiError, ApiServer, call
+from pazzapi import ApiError, call
+from pazzd.api import ApiServer
 from pazzd.limits import LoopErrorLimiter, limit_http_server
 from pazzd.metrics import Metrics
 from tests.reliability.peers import wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.proxy.table import IntendedTable
 from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from pazzd.api import ApiError, call
+from pazzapi import ApiError, call
 from pazzd.daemon import Daemon
 from tests.daemon.helpers import base_config, write_config
 

@@ -8,10 +8,10 @@ import random
 import socket
 import time
 
+import ofwire as of
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
-from pazzd import openflow as of
-from pazzd.api import call
+from pazzapi import call
 from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tester.sflow import encode_datagram

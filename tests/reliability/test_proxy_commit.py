@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import struct
 
+import ofwire as of
 from cpc.model import Model
 from cpc.topology import Topology
-from pazzd import openflow as of
 from pazzd.proxy import Proxy, ProxyConfig
 from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
 from tests.proxy.test_robustness import connected, frames

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 
-from pazzd import openflow as of
+import ofwire as of
 from tests.reliability.peers import RawControllerServer, RawSwitch, start_proxy, wait_for
 
 

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from pazzd import openflow as of
+import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
 from tests.proxy.test_robustness import connected, frames

@@ -7,7 +7,7 @@ import socket
 import struct
 import time
 
-from pazzd import openflow as of
+import ofwire as of
 from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
 
 BOUND = 5.0

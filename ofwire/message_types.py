@@ -1,10 +1,10 @@
-"""What the proxy checks of every relayed message: framing, the negotiated version, known
-types and the fixed length of each type, per OpenFlow version.
+"""Message types per OpenFlow version (1.0 and 1.3): the known types, the fixed length of
+each, and the replies; `check` is what the proxy asks of every relayed message.
 
 Types and sizes come from os-ken's constants (`os_ken.ofproto.ofproto_v1_3`, `_v1_0`;
-importing them does not pull in eventlet). pazzd.openflow keeps its own few constants:
-pazzd imports it at start-up, before it knows whether the proxy runs, and os-ken's
-ofproto package takes about 0.4 s to import.
+importing them does not pull in eventlet). The rest of ofwire keeps its own constants
+(ofwire.consts): pazzd imports it at start-up, before it knows whether the proxy runs, and
+os-ken's ofproto package takes about 0.4 s to import; import this module on its own.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 from os_ken.ofproto import ofproto_v1_0 as of10
 from os_ken.ofproto import ofproto_v1_3 as of13
 
-from pazzd import openflow as of
+from ofwire.consts import OFP10, OFP13
+from ofwire.framing import ProtocolError
 
 # Messages of the switch that can answer a request of the proxy's own.
 REPLY_TYPES = {
-    of.OFP13: {
+    OFP13: {
         of13.OFPT_ERROR,
         of13.OFPT_ECHO_REPLY,
         of13.OFPT_FEATURES_REPLY,
@@ -26,7 +27,7 @@ REPLY_TYPES = {
         of13.OFPT_ROLE_REPLY,
         of13.OFPT_GET_ASYNC_REPLY,
     },
-    of.OFP10: {
+    OFP10: {
         of10.OFPT_ERROR,
         of10.OFPT_ECHO_REPLY,
         of10.OFPT_FEATURES_REPLY,
@@ -35,14 +36,14 @@ REPLY_TYPES = {
         of10.OFPT_BARRIER_REPLY,
     },
 }
-MAX_TYPE = {of.OFP13: of13.OFPT_METER_MOD, of.OFP10: of10.OFPT_QUEUE_GET_CONFIG_REPLY}
-BARRIER_REQ = {of.OFP13: of13.OFPT_BARRIER_REQUEST, of.OFP10: of10.OFPT_BARRIER_REQUEST}
+MAX_TYPE = {OFP13: of13.OFPT_METER_MOD, OFP10: of10.OFPT_QUEUE_GET_CONFIG_REPLY}
+BARRIER_REQ = {OFP13: of13.OFPT_BARRIER_REQUEST, OFP10: of10.OFPT_BARRIER_REQUEST}
 # Replies in parts (the flags' low byte at offset 11 says more follow).
-STATS_REPLY = {of.OFP13: of13.OFPT_MULTIPART_REPLY, of.OFP10: of10.OFPT_STATS_REPLY}
+STATS_REPLY = {OFP13: of13.OFPT_MULTIPART_REPLY, OFP10: of10.OFPT_STATS_REPLY}
 
 # The fixed part of each type: a shorter message is malformed (8: the header alone).
 MIN_LEN = {
-    of.OFP13: {
+    OFP13: {
         of13.OFPT_ERROR: of13.OFP_ERROR_MSG_SIZE,
         of13.OFPT_EXPERIMENTER: of13.OFP_EXPERIMENTER_HEADER_SIZE,
         of13.OFPT_FEATURES_REPLY: of13.OFP_SWITCH_FEATURES_SIZE,
@@ -65,7 +66,7 @@ MIN_LEN = {
         of13.OFPT_SET_ASYNC: of13.OFP_ASYNC_CONFIG_SIZE,
         of13.OFPT_METER_MOD: of13.OFP_METER_MOD_SIZE,
     },
-    of.OFP10: {
+    OFP10: {
         of10.OFPT_ERROR: of10.OFP_ERROR_MSG_SIZE,
         of10.OFPT_FEATURES_REPLY: of10.OFP_SWITCH_FEATURES_SIZE,
         of10.OFPT_PACKET_IN: of10.OFP_PACKET_IN_SIZE,
@@ -81,31 +82,8 @@ def check(version: int, ver: int, t: int, ln: int) -> None:
     """Raise ProtocolError for a message of another version, an unknown type or a
     length below its type's fixed part."""
     if ver != version:
-        raise of.ProtocolError(f"version 0x{ver:02x}, negotiated 0x{version:02x}")
+        raise ProtocolError(f"version 0x{ver:02x}, negotiated 0x{version:02x}")
     if t > MAX_TYPE[version]:
-        raise of.ProtocolError(f"unknown message type {t}")
+        raise ProtocolError(f"unknown message type {t}")
     if ln < MIN_LEN[version].get(t, 8):
-        raise of.ProtocolError(f"type {t} message of {ln} bytes is truncated")
-
-
-def split_messages(buf: bytearray, handle) -> int:
-    """Call handle(msg) for each complete OpenFlow message at the start of buf.
-
-    Returns the number of bytes consumed; raises ProtocolError on a length below 8.
-    """
-    off, n = 0, len(buf)
-    while n - off >= 8:
-        ln = buf[off + 2] << 8 | buf[off + 3]
-        if ln < 8:
-            raise of.ProtocolError(f"message length {ln} < 8")
-        if n - off < ln:
-            break
-        msg = bytes(buf[off : off + ln])
-        off += ln
-        handle(msg)
-    return off
-
-
-def abort(transport) -> None:
-    """Close at once, dropping what is queued (a transport without abort just closes)."""
-    (getattr(transport, "abort", None) or transport.close)()
+        raise ProtocolError(f"type {t} message of {ln} bytes is truncated")

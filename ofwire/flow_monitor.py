@@ -1,4 +1,4 @@
-"""Flow-monitor updates (Nicira / ONF extension) with the proxy's rule ID taken out.
+"""Flow-monitor replies (Nicira / ONF extension) with the proxy's rule ID taken out.
 
 A controller that monitors flows (NXFMF_ACTIONS / ONFFMF_ACTIONS) gets every added,
 modified and deleted entry with its actions; those carry the proxy's set_verify_rule:ID and
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import struct
 
-from pazzd import openflow as of
+from ofwire.actions import check_instructions, walk_tlvs
+from ofwire.consts import NX_VENDOR_ID, OFPMP_EXPERIMENTER, VERIFY_ACTION_LEN
+from ofwire.framing import HDR, ProtocolError, header
+from ofwire.verify_action import is_verify_rule_action, strip_rule_id
 
-OFPMP_EXPERIMENTER = 0xFFFF
 ONF_VENDOR_ID = 0x4F4E4600
 ONFST_FLOW_MONITOR = 1870
 NXST_FLOW_MONITOR = 2
@@ -32,7 +34,7 @@ FULL_LEN = 24  # nx_flow_update_full / onf_flow_update_full
 # (experimenter, exp_type) -> what follows the match in a full update
 MONITOR_REPLIES = {
     (ONF_VENDOR_ID, ONFST_FLOW_MONITOR): "instructions",
-    (of.NX_VENDOR_ID, NXST_FLOW_MONITOR): "actions",
+    (NX_VENDOR_ID, NXST_FLOW_MONITOR): "actions",
 }
 
 
@@ -46,8 +48,8 @@ def monitor_kind(msg: bytes) -> str | None:
 
 def strip_actions(acts: bytes) -> tuple[bytes, int | None]:
     """(action list without its first set_verify_rule:ID, ID or None)."""
-    for _t, off, ln in of.walk_tlvs(acts, "action"):
-        rid = of.is_verify_rule_action(acts, off) if ln == of.VERIFY_ACTION_LEN else None
+    for _t, off, ln in walk_tlvs(acts, "action"):
+        rid = is_verify_rule_action(acts, off) if ln == VERIFY_ACTION_LEN else None
         if rid is not None:
             return acts[:off] + acts[off + ln :], rid
     return acts, None
@@ -64,30 +66,30 @@ def strip_updates(body: bytes, kind: str, drop_xids=()) -> tuple[bytes, int]:
     off, n = 0, len(body)
     while off < n:
         if n - off < 4:
-            raise of.ProtocolError("truncated flow-monitor update")
+            raise ProtocolError("truncated flow-monitor update")
         ln, event = struct.unpack_from("!HH", body, off)
         if ln < 8 or ln % 8 or off + ln > n:
-            raise of.ProtocolError(f"flow-monitor update with a bad length {ln}")
+            raise ProtocolError(f"flow-monitor update with a bad length {ln}")
         upd = body[off : off + ln]
         off += ln
         if event == EVENT_ABBREV:
             if ln != 8:
-                raise of.ProtocolError(f"abbreviated flow-monitor update of {ln} bytes")
+                raise ProtocolError(f"abbreviated flow-monitor update of {ln} bytes")
             if struct.unpack_from("!I", upd, 4)[0] not in drop_xids:
                 parts.append(upd)
             continue
         if event > EVENT_ABBREV:
-            raise of.ProtocolError(f"flow-monitor update event {event}")
+            raise ProtocolError(f"flow-monitor update event {event}")
         if ln < FULL_LEN:
-            raise of.ProtocolError(f"full flow-monitor update of {ln} bytes")
+            raise ProtocolError(f"full flow-monitor update of {ln} bytes")
         mlen = struct.unpack_from("!H", upd, 12)[0]
         start = FULL_LEN + (mlen + 7) // 8 * 8
         if start > ln:
-            raise of.ProtocolError(f"flow-monitor update match of {mlen} bytes overruns")
+            raise ProtocolError(f"flow-monitor update match of {mlen} bytes overruns")
         tail = bytes(upd[start:])
         if kind == "instructions":
-            of.check_instructions(tail)
-            tail2, rid = of.strip_rule_id(tail)
+            check_instructions(tail)
+            tail2, rid = strip_rule_id(tail)
         else:
             tail2, rid = strip_actions(tail)
         if rid is not None:
@@ -103,6 +105,6 @@ def strip_reply(msg: bytes, kind: str, drop_xids=()) -> bytes | None:
     body, removed = strip_updates(msg[24:], kind, drop_xids)
     if len(body) == len(msg) - 24:
         return msg
-    if not body and len(msg) > 24 and of.header(msg)[3] == 0:
+    if not body and len(msg) > 24 and header(msg)[3] == 0:
         return None
-    return of.HDR.pack(msg[0], msg[1], 24 + len(body), of.header(msg)[3]) + msg[8:24] + body
+    return HDR.pack(msg[0], msg[1], 24 + len(body), header(msg)[3]) + msg[8:24] + body

@@ -1,0 +1,12 @@
+"""pazzd's local API as its clients see it: JSON lines over a Unix socket.
+
+Request: one JSON object per line, {"cmd": NAME, ...arguments}. Reply: one line,
+{"ok": true, "result": ...} or {"ok": false, "error": "..."}. `framing` holds the line
+format (shared with the server, pazzd.api), `client` the one-request client `call` that
+pazzctl and the lab use. The package imports nothing else of ours.
+"""
+
+from pazzapi.client import call
+from pazzapi.framing import ApiError
+
+__all__ = ["ApiError", "call"]
