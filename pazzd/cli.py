@@ -25,12 +25,13 @@ import sys
 import time
 
 from cpc.model import Model
-from cpc.rules import PORT_NAMES, ModelError
+from cpc.rules import ModelError
 from cpc.topology import Topology, TopologyError, load_topology
 from pazzapi import ApiError, call
 
 from . import answers, version
 from .config import ConfigError, load_config
+from .records import outcomes_text, port_text, record_from_json, table_text
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
 
@@ -87,10 +88,6 @@ def _fuzz_line(fz: dict | None) -> str:
     return line
 
 
-def _port_text(p: int | None) -> str:
-    return "-" if p is None else PORT_NAMES.get(p, str(p))
-
-
 def cmd_trace(args) -> int:
     if _live(args):
         res = _call(args, "trace", ingress=args.ingress, header=args.header)
@@ -127,7 +124,7 @@ def cmd_trace(args) -> int:
                         "-" if r is None else str(r.priority),
                         "-" if r is None else f"0x{r.cookie:x}",
                         "-" if r is None else str(r.rule_id),
-                        _port_text(h.out_port) if last else "",
+                        port_text(h.out_port) if last else "",
                     )
                 )
         _table(rows)
@@ -160,35 +157,7 @@ def _call(args, cmd: str, **kw):
 
 def print_outcomes_json(outcomes: list[dict]) -> None:
     """The human view of trace outcomes given as JSON (the live model's answer)."""
-    for n, d in enumerate(outcomes, 1):
-        title = f"outcome {n}: {d['kind']}"
-        if d["egress"]:
-            title += f" at {d['egress']}"
-        if d["reason"]:
-            title += f" - {d['reason']}"
-        if d["alternative"]:
-            title += " [one of several SELECT choices]"
-        print(title)
-        rows = [("switch", "in_port", "table", "priority", "cookie", "rule_id", "out_port")]
-        for h in d["hops"]:
-            rules = h["rules"] or [None]
-            for i, r in enumerate(rules):
-                last = i == len(rules) - 1
-                rows.append(
-                    (
-                        h["switch"] if i == 0 else "",
-                        str(h["in_port"]) if i == 0 else "",
-                        "-" if r is None else str(r["table"]),
-                        "-" if r is None else str(r["priority"]),
-                        "-" if r is None else f"0x{r['cookie']:x}",
-                        "-" if r is None else str(r["rule_id"]),
-                        _port_text(h["out_port"]) if last else "",
-                    )
-                )
-        _table(rows)
-        print(f"  expected Verify_Port {d['verify_port']}  Verify_Rule {d['verify_rule']}\n")
-    if not outcomes:
-        print("no outcome (ingress port is down)")
+    print(outcomes_text(outcomes))
 
 
 def cmd_status(args) -> int:
@@ -283,87 +252,25 @@ def _findings_to_list(args, kind: str) -> list | None:
     return found
 
 
-def _finding_head(f: dict) -> None:
-    print(f"{'id':12} {f['id']}")
-    print(f"{'state':12} {f['state']}   severity {f['severity']}")
-
-
 def cmd_intents(args) -> int:
     """Intent findings: the intended state breaks a policy (pazzd.findings)."""
     if args.action == "show":
         f = _finding_to_show(args, "intent")
-        if f is None:
-            return 0
-        d = f["detail"]
-        _finding_head(f)
-        print(f"{'policy':12} {d['policy']} ({d['check']}{', enforced' if d['enforce'] else ''})")
-        print(f"{'finding':12} {f['summary']}")
-        print(
-            f"{'first seen':12} {answers.when(f['first_seen'])}   last seen {answers.when(f['last_seen'])}"
-        )
-        print(f"{'witness':12} {d['witness']}  (from {d['ingress']})")
-        if d.get("reply"):
-            print(f"{'reply':12} {d['reply']}  (from {d['egress']})")
-        cause = d.get("cause") or {}
-        text = cause.get("source", "-")
-        if cause.get("switch"):
-            text += f" at {cause['switch']}"
-        if cause.get("xids"):
-            text += f", xids {', '.join(str(x) for x in cause['xids'])}"
-        if cause.get("flow"):
-            text += f": {cause['flow']}"
-        print(f"{'cause':12} {text}")
-        for e in cause.get("entries") or []:
-            if e["change"] == "group":
-                print(f"{'':12}   group {e['group_id']}")
-            else:
-                print(
-                    f"{'':12}   {e['change']} table={e['table']} priority={e['priority']}"
-                    f" cookie={e['cookie']} {e['match']}"
-                )
-        conf = f.get("confirmation")
-        if conf:
-            print(f"{'data plane':12} {conf.get('verdict')}")
-            for p in conf.get("probes") or []:
-                seen = sorted({r["egress"] for r in p["reports"]})
-                print(
-                    f"{'':12}   {p['probe']} from {p['ingress']}: {p['fate']}; expected at "
-                    f"{', '.join(p['expected_exits']) or 'no exit'}, reported at "
-                    f"{', '.join(seen) or 'no exit'}"
-                )
-        print("\nthe model's paths for the witness:")
-        print_outcomes_json(d["paths"])
-        if d.get("reply_paths") is not None and d.get("reply"):
-            print("the model's paths for the reply:")
-            print_outcomes_json(d["reply_paths"])
+        if f is not None:
+            print(record_from_json(f).text())
         return 0
     found = _findings_to_list(args, "intent")
     if found is not None:
-        _findings_table(
-            found,
-            ("policy", "data plane"),
-            lambda f: (f.get("confirmation") or {}).get("verdict", "-"),
-            70,
-            "no intent findings",
-        )
+        _findings_table(found, ("policy", "data plane"), 70, "no intent findings")
     return 0
 
 
-def _findings_table(found, heads: tuple[str, str], extra, width: int, empty: str) -> None:
-    """One row per finding: id, state, its name (heads[0]), first seen, extra(f) (heads[1])
-    and the summary cut to width."""
+def _findings_table(found, heads: tuple[str, str], width: int, empty: str) -> None:
+    """One row per finding: id, state, its name (heads[0]), first seen, the record's own
+    column (heads[1]) and the summary cut to width."""
     rows = [("id", "state", heads[0], "first seen", heads[1], "finding")]
     for f in found:
-        rows.append(
-            (
-                str(f["id"]),
-                f["state"],
-                f["name"],
-                answers.when(f["first_seen"]),
-                extra(f),
-                f["summary"][:width],
-            )
-        )
+        rows.append((*record_from_json(f).row(), f["summary"][:width]))
     _table(rows, empty=empty)
 
 
@@ -371,41 +278,18 @@ def cmd_agents(args) -> int:
     """Agent findings: a switch accepted an entry and forwards otherwise (pazzd.entries)."""
     if args.action == "show":
         f = _finding_to_show(args, "agent")
-        if f is None:
-            return 0
-        d = f["detail"]
-        _finding_head(f)
-        print(f"{'finding':12} {f['summary']}")
-        print(f"{'entry':12} {d['switch']} table={d['table']} priority={d['priority']}", end="")
-        print(f" cookie={d['cookie']} rule_id={d['rule_id']} {d['match']}")
-        print(f"{'committed':12} {answers.when(d['committed_at'])}")
-        print(
-            f"{'first seen':12} {answers.when(f['first_seen'])}   last seen {answers.when(f['last_seen'])}"
-        )
-        for p in d["probes"]:
-            what = p["kind"] + (f" ({p['field']})" if p["field"] else "")
-            seen = sorted(
-                {f"{r['egress']}{'' if r['allowed'] else ' other tags'}" for r in p["reports"]}
-            )
-            print(f"\n{what} from {p['ingress']}: {p['verdict']}")
-            print(f"  header    {p['header']}")
-            print(f"  expected  {', '.join(p['expected_exits']) or 'no exit'}")
-            print(f"  reported  {', '.join(seen) or 'nothing'}")
+        if f is not None:
+            print(record_from_json(f).text())
         return 0
     found = _findings_to_list(args, "agent")
     if found is not None:
-        _findings_table(
-            found,
-            ("switch", "reason"),
-            lambda f: f["detail"].get("reason", "-"),
-            80,
-            "no agent findings",
-        )
+        _findings_table(found, ("switch", "reason"), 80, "no agent findings")
     return 0
 
 
 def cmd_interference(args) -> int:
-    """Interference findings: entries of two controller apps that meet (pazzd.interference)."""
+    """Interference findings: entries of two controller apps that meet, and one app's
+    writes over another's entries (pazzd.interference)."""
     found = _call(args, "findings", kind="interference", state="open" if args.open else None)
     if args.app:
         found = [f for f in found if args.app in f["name"].split(",")]
@@ -416,24 +300,7 @@ def cmd_interference(args) -> int:
         print("no interference findings")
         return 0
     rows = [("id", "state", "relation", "switch", "a (wins)", "b", "witness", "data plane")]
-    for f in found:
-        d = f["detail"]
-        a, b = d["a"], d["b"]
-        if d["winner"] == "b":
-            a, b = b, a
-        conf = (f.get("confirmation") or {}).get("obeyed", "-")
-        rows.append(
-            (
-                str(f["id"]),
-                f["state"],
-                d["relation"],
-                d["switch"],
-                f"{a['owner']} t{a['table']} p{a['priority']} {a['match']}",
-                f"{b['owner']} t{b['table']} p{b['priority']} {b['match']}",
-                d["witness_text"] + (f" in_port={d['in_port']}" if d["in_port"] else ""),
-                conf,
-            )
-        )
+    rows += [record_from_json(f).row() for f in found]
     _table(rows)
     return 0
 
@@ -571,12 +438,7 @@ def add_daemon_commands(sub, common) -> None:
 
 def _table(rows, empty: str | None = None) -> None:
     """Rows under their header row; `empty` is printed instead when there are none."""
-    if empty is not None and len(rows) == 1:
-        print(empty)
-        return
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(table_text(rows, empty))
 
 
 EXAMPLES = """\

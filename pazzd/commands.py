@@ -168,13 +168,13 @@ class Commands:
         for name, v in (("kind", kind), ("state", state)):
             if v is not None and not isinstance(v, str):
                 raise ApiError(f"{name} must be a string, not {v!r}")
-        return [f.as_json() for f in self.svc.store.findings(kind, state)]
+        return [f.to_json() for f in self.svc.findings.findings(kind, state)]
 
     def api_finding(self, req) -> dict:
-        f = self.svc.store.finding(_int_arg(req, "id"))
+        f = self.svc.findings.finding(_int_arg(req, "id"))
         if f is None:
             raise ApiError(f"no finding with id {req['id']}")
-        return f.as_json()
+        return f.to_json()
 
     def api_topology(self, req) -> dict:
         """Switches, ports (with their Verify_Port bits), links and edge ports."""

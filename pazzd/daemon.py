@@ -42,6 +42,7 @@ from .commands import Commands, url_host
 from .config import Config, ConfigError, load_config
 from .confirm import Confirmations
 from .faults import FaultEvents
+from .findstore import FindingStore
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import Metrics, config_hash
@@ -106,6 +107,7 @@ class Daemon:
         self.model: Model | None = None
         self.tester: Tester | None = None
         self.store: FaultStore | None = None
+        self.findings: FindingStore | None = None
         self.proxy = None
         self.fuzzer = None
         self.injector = None
@@ -152,6 +154,7 @@ class Daemon:
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
         with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
             self.store = FaultStore(cfg.database)
+            self.findings = FindingStore(cfg.database)
         self.faults = FaultEvents(self.store, self.metrics, None, self._spawn)
         self._build_tester(cfg)
         n_workers = self.tester_workers or cfg.tester_workers
@@ -271,7 +274,7 @@ class Daemon:
 
     def _start_checks(self, cfg: Config, n_workers: int) -> None:
         """The services every check gets, then each check the config turns on."""
-        sink = FindingSink(self.store)
+        sink = FindingSink(self.findings)
         if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
             self.fuzzer.confirm_share = cfg.agents_share
             self.probes = ProbeService(
@@ -284,13 +287,14 @@ class Daemon:
                 share=cfg.agents_share,
             )
             if cfg.intents_confirm:
-                sink.confirmations = Confirmations(self.store, self.probes)
+                sink.confirmations = Confirmations(self.findings, self.probes)
         elif cfg.intents_confirm and n_workers > 1:
             log.info("findings are not confirmed by probes with tester workers")
         self.svc = Services(
             cfg=cfg,
             model=self.model,
             store=self.store,
+            findings=self.findings,
             tester=self.tester,
             topology=cfg.topology,
             sink=sink,
@@ -546,8 +550,9 @@ class Daemon:
             self.metrics.close()
             if self.ui is not None:
                 self.ui.close()
-            if self.store is not None:
-                self.store.close()
+            for store in (self.store, self.findings):
+                if store is not None:
+                    store.close()
             if self._lock_fd is not None:  # the lock file stays: unlinking it would race
                 os.close(self._lock_fd)
                 self._lock_fd = None

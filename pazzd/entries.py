@@ -40,6 +40,7 @@ from tester.engine import WATCH_FIELDS
 from .answers import delivery_json
 from .findings import header_text
 from .probes import DROPPED, ELSEWHERE, EXPECTED, Job, Probe, ProbeService, Watched
+from .records import AgentFinding
 
 __all__ = ["AGENT", "EntryConfirmations"]
 
@@ -195,15 +196,10 @@ class EntryConfirmations:
                 log.info("%s: confirmed in the data plane", self._name(c))
             return
         self.diverged += 1
-        detail = self._detail(c, items, reason)
-        self.sink.open(
-            AGENT,
-            key,
-            self.topo.switches[c.dpid].name,
-            "critical",
-            _summary(self._name(c), reason, detail),
-            detail,
-        )
+        rec = self._record(c, items, reason)
+        rec.key = key
+        rec.summary = _summary(self._name(c), reason, rec.probes)
+        self.sink.open(rec)
 
     # --- out ----------------------------------------------------------------------------------
     def _name(self, c: _Check) -> str:
@@ -216,20 +212,23 @@ class EntryConfirmations:
         dpid, table, priority, match = key
         return f"{dpid:#x}/{table}/{priority}/{format_match(match)}"
 
-    def _detail(self, c: _Check, items: list, reason: str) -> dict:
+    def _record(self, c: _Check, items: list, reason: str) -> AgentFinding:
         e = c.entry
         name = self.topo.port_name
-        return {
-            "reason": reason,
-            "switch": self.topo.switches[c.dpid].name,
-            "dpid": f"{c.dpid:#x}",
-            "table": c.table,
-            "priority": c.priority,
-            "match": format_match(c.match),
-            "cookie": f"0x{e.cookie:x}",
-            "rule_id": e.rule_id,
-            "committed_at": c.committed,
-            "probes": [
+        sw = self.topo.switches[c.dpid].name
+        return AgentFinding(
+            name=sw,
+            severity="critical",
+            reason=reason,
+            switch=sw,
+            dpid=f"{c.dpid:#x}",
+            table=c.table,
+            priority=c.priority,
+            match=format_match(c.match),
+            cookie=f"0x{e.cookie:x}",
+            rule_id=e.rule_id,
+            committed_at=c.committed,
+            probes=[
                 {
                     "kind": p.kind,
                     "field": p.field,
@@ -244,7 +243,7 @@ class EntryConfirmations:
                 }
                 for p, w in items
             ],
-        }
+        )
 
     def state(self) -> dict:
         return {
@@ -284,14 +283,10 @@ def verdict_of(items) -> tuple[str, str]:
     return "unjudged", ""
 
 
-def _summary(name: str, reason: str, detail: dict) -> str:
+def _summary(name: str, reason: str, probes: list[dict]) -> str:
     if reason == "wider":
         fields = sorted(
-            {
-                p["field"]
-                for p in detail["probes"]
-                if p["kind"] == "outside" and p["fate"] != "expected"
-            }
+            {p["field"] for p in probes if p["kind"] == "outside" and p["fate"] != "expected"}
         )
         return (
             f"{name}: the switch accepted this entry but forwards headers outside its match "

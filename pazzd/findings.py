@@ -18,14 +18,13 @@ from tester.store import OPEN
 
 from .answers import delivery_json
 from .probes import Probe
+from .records import PACKET_IN_CHECKS, IntentFinding, PacketInFinding
 
 __all__ = ["INTENT", "IntentFindings", "header_text"]
 
 log = logging.getLogger("pazzd.findings")
 INTENT = "intent"
 SEVERITY = {"loop_free": "critical", "blackhole_free": "warning"}  # the others: "critical"
-# the packet-in watch's checks (pazzd.packetins): their findings are not the checker's
-PACKET_IN_CHECKS = ("direct_paths", "strict_direct_paths", "no_forgotten_packets")
 
 
 def header_text(h: dict[str, int]) -> str:
@@ -37,27 +36,31 @@ def header_text(h: dict[str, int]) -> str:
     )
 
 
-def violation_json(topo: Topology, v: Violation, cause: dict | None) -> dict:
+def violation_record(topo: Topology, v: Violation, cause: dict | None) -> IntentFinding:
     p = v.policy
-    out = {
-        "policy": p.name,
-        "check": p.kind,
-        "detail": v.detail,
-        "ingress": topo.port_name(v.ingress),
-        "egress": topo.port_name(p.dst) if p.dst else None,
-        "via": [topo.switches[d].name for d in sorted(p.via)],
-        "enforce": p.enforce,
-        "classes": v.classes,
-        "witness": header_text(v.witness),
-        "witness_header": v.witness,
-        "paths": [delivery_json(topo, d) for d in v.paths],
-        "cause": cause,
-    }
+    rec = IntentFinding(
+        key=v.key,
+        name=p.name,
+        severity=SEVERITY.get(p.kind, "critical"),
+        summary=summary(topo, v),
+        policy=p.name,
+        check=p.kind,
+        detail_text=v.detail,
+        ingress=topo.port_name(v.ingress),
+        egress=topo.port_name(p.dst) if p.dst else None,
+        via=[topo.switches[d].name for d in sorted(p.via)],
+        enforce=p.enforce,
+        classes=v.classes,
+        witness=header_text(v.witness),
+        witness_header=v.witness,
+        paths=[delivery_json(topo, d) for d in v.paths],
+        cause=cause,
+    )
     if v.reply is not None:
-        out["reply"] = header_text(v.reply)
-        out["reply_header"] = v.reply
-        out["reply_paths"] = [delivery_json(topo, d) for d in v.reply_paths]
-    return out
+        rec.reply = header_text(v.reply)
+        rec.reply_header = v.reply
+        rec.reply_paths = [delivery_json(topo, d) for d in v.reply_paths]
+    return rec
 
 
 def summary(topo: Topology, v: Violation) -> str:
@@ -119,7 +122,7 @@ class IntentFindings:
         self._open(fresh, cause_of)
         for v in again:  # another witness: the cause stays
             old = self.store.finding(self.ids[v.key])
-            kept = (old.detail or {}).get("cause") if old is not None else None
+            kept = old.cause if old is not None else None
             self._open([v], lambda key, c=kept: c)
         for key in [k for k in self.ids if k not in open_now]:
             self.sink.resolve(INTENT, key)
@@ -129,12 +132,7 @@ class IntentFindings:
     def _open(self, violations, cause_of) -> None:
         for v in violations:
             fid, fresh = self.sink.open(
-                INTENT,
-                v.key,
-                v.policy.name,
-                SEVERITY.get(v.policy.kind, "critical"),
-                summary(self.topo, v),
-                violation_json(self.topo, v, cause_of(v.key)),
+                violation_record(self.topo, v, cause_of(v.key)),
                 probes=witness_probes(v),
                 log_text=f"{summary(self.topo, v)}; witness {header_text(v.witness)} "
                 f"from {self.topo.port_name(v.ingress)}",
@@ -149,33 +147,25 @@ class IntentFindings:
         cause = {"source": "packet-in", "count": occ.count}
         if "buffer_id" in d:
             cause["buffer_id"] = d["buffer_id"]
-        detail = {
-            "policy": occ.name,
-            "check": occ.name,
-            "detail": occ.key.split("|", 1)[1],
-            "ingress": f"{d['switch']}:{d['in_port']}",
-            "egress": None,
-            "via": [],
-            "enforce": False,
-            "classes": 0,
-            "witness": header_text(hdr),
-            "witness_header": hdr,
-            "paths": [delivery_json(self.topo, o) for o in d["paths"]],
-            "cause": cause,
-        }
-        if "reply" in d:
-            detail["reply"] = header_text(d["reply"])
-            detail["reply_header"] = d["reply"]
-            detail["reply_paths"] = [delivery_json(self.topo, o) for o in d["reply_paths"]]
-        fid, fresh = self.sink.open(
-            INTENT,
-            occ.key,
-            occ.name,
-            "warning",
-            occ.summary,
-            detail,
-            log_text=f"{occ.summary}; packet {header_text(hdr)}",
+        rec = PacketInFinding(
+            key=occ.key,
+            name=occ.name,
+            severity="warning",
+            summary=occ.summary,
+            policy=occ.name,
+            check=occ.name,
+            detail_text=occ.key.split("|", 1)[1],
+            ingress=f"{d['switch']}:{d['in_port']}",
+            witness=header_text(hdr),
+            witness_header=hdr,
+            paths=[delivery_json(self.topo, o) for o in d["paths"]],
+            cause=cause,
         )
+        if "reply" in d:
+            rec.reply = header_text(d["reply"])
+            rec.reply_header = d["reply"]
+            rec.reply_paths = [delivery_json(self.topo, o) for o in d["reply_paths"]]
+        fid, fresh = self.sink.open(rec, log_text=f"{occ.summary}; packet {header_text(hdr)}")
         self.opened_total += fresh
         return fid, fresh
 

@@ -32,6 +32,7 @@ from tester.store import OPEN
 
 from .findings import exits, header_text
 from .probes import Probe
+from .records import InterferenceFinding, OverwriteFinding
 
 __all__ = ["INTERFERENCE", "OVERWRITE", "InterferenceFindings", "overwrites"]
 
@@ -41,11 +42,25 @@ OVERWRITE = "overwrite"
 MAX_ENTRIES = 32  # entries named in one overwrite finding (the count says how many in all)
 
 
-def finding_json(topo, f: Finding) -> dict:
-    out = f.to_json()
-    out["switch"] = topo.switches[f.dpid].name if f.dpid in topo.switches else str(f.dpid)
-    out["witness_text"] = header_text(f.witness)
-    return out
+def finding_record(topo, f: Finding) -> InterferenceFinding:
+    d = f.to_json()
+    return InterferenceFinding(
+        key=f.key,
+        name=f.apps,
+        severity=f.severity,
+        summary=f.summary(),
+        relation=d["relation"],
+        dpid=d["dpid"],
+        apps=d["apps"],
+        a=d["a"],
+        b=d["b"],
+        witness=d["witness"],
+        in_port=d["in_port"],
+        winner=d["winner"],
+        switch=topo.switches[f.dpid].name if f.dpid in topo.switches else str(f.dpid),
+        witness_text=header_text(f.witness),
+        extra={"severity": d["severity"]},
+    )
 
 
 class InterferenceFindings:
@@ -82,12 +97,7 @@ class InterferenceFindings:
             probe = self.probe(f)
             side = {"a": f.a, "b": f.b}.get(f.winner)
             self.sink.open(
-                INTERFERENCE,
-                f.key,
-                f.apps,
-                f.severity,
-                f.summary(),
-                finding_json(self.topo, f),
+                finding_record(self.topo, f),
                 probes=[probe] if probe is not None else None,
                 extra={"model_winner": side.owner if side is not None else "another entry"},
                 log_text=f"{f.summary()}; witness {header_text(f.witness)}",
@@ -112,18 +122,10 @@ class InterferenceFindings:
         """A committed batch of the proxy: open an overwrite finding per (FlowMod, owner)
         that removed or changed another application's entries; resolve those whose entries
         their owner wrote again."""
-        for found in overwrites(self.checker.apps, dpid, changes, self.allowed):
-            key = found["key"]
-            self._restore[key] = (found["owner"], {e["key"] for e in found["entries"]})
-            found["detail"]["switch"] = self.topo.switches[dpid].name
-            self.sink.open(
-                INTERFERENCE,
-                key,
-                ",".join(sorted((found["writer"], found["owner"]))),
-                "critical",
-                found["summary"],
-                found["detail"],
-            )
+        for rec, keys in overwrites(self.checker.apps, dpid, changes, self.allowed):
+            self._restore[rec.key] = (rec.owner, keys)
+            rec.switch = self.topo.switches[dpid].name
+            self.sink.open(rec)
         self._restored(dpid, changes)
 
     def _restored(self, dpid: int, changes) -> None:
@@ -153,7 +155,7 @@ class InterferenceFindings:
             for r in (*RELATIONS, OVERWRITE)
         }
         for row in self.store.findings(INTERFERENCE, OPEN):
-            rel = (row.detail or {}).get("relation")
+            rel = getattr(row, "relation", None)
             if (row.name, rel) in out:
                 out[(row.name, rel)] += 1
         return out
@@ -163,9 +165,10 @@ def entry_key(dpid: int, e) -> str:
     return f"{dpid:#x}/{e.table}/{e.priority}/{match_text(e.mkey)}"
 
 
-def overwrites(apps: Apps, dpid: int, changes, allowed=frozenset()) -> list[dict]:
-    """The overwrites in one committed batch of a switch: one per (FlowMod, owner) whose
-    entries another application's FlowMod deleted, modified or replaced."""
+def overwrites(apps: Apps, dpid: int, changes, allowed=frozenset()) -> list[tuple]:
+    """The overwrites in one committed batch of a switch: (OverwriteFinding, the keys of
+    its entries) per (FlowMod, owner) whose entries another application's FlowMod
+    deleted, modified or replaced."""
     groups: dict[tuple, dict] = {}
     for ch in changes:
         if ch.by is None:  # the proxy's own re-ID
@@ -186,7 +189,6 @@ def overwrites(apps: Apps, dpid: int, changes, allowed=frozenset()) -> list[dict
         entries = [
             {
                 "change": "replace" if kind == "add" else kind,
-                "key": entry_key(dpid, e),
                 "table": e.table,
                 "priority": e.priority,
                 "cookie": f"0x{e.cookie:x}",
@@ -194,42 +196,33 @@ def overwrites(apps: Apps, dpid: int, changes, allowed=frozenset()) -> list[dict
             }
             for kind, e in g["entries"]
         ]
-        flowmod = {
-            "command": fm.command_name,
-            "controller": by.conn,
-            "xid": by.xid,
-            "table": fm.table,
-            "priority": fm.priority,
-            "cookie": f"0x{fm.cookie:x}",
-            "cookie_mask": f"0x{fm.cookie_mask:x}",
-            "match": match_text(fm.mkey),
-        }
-        key = f"{OVERWRITE}|{dpid:#x}|{by.conn}|{writer}|{owner}|{by.xid}|{fm.command_name}"
         n = len(entries)
-        summary = (
-            f"{writer} {fm.command_name} ({flowmod['match']}) "
-            f"{'removed' if fm.command_name.startswith('delete') else 'changed'} {n} "
-            f"entr{'y' if n == 1 else 'ies'} of {owner}"
+        command = fm.command_name
+        match = match_text(fm.mkey)
+        rec = OverwriteFinding(
+            key=f"{OVERWRITE}|{dpid:#x}|{by.conn}|{writer}|{owner}|{by.xid}|{command}",
+            name=",".join(sorted((writer, owner))),
+            severity="critical",
+            summary=f"{writer} {command} ({match}) "
+            f"{'removed' if command.startswith('delete') else 'changed'} {n} "
+            f"entr{'y' if n == 1 else 'ies'} of {owner}",
+            writer=writer,
+            owner=owner,
+            switch_dpid=f"{dpid:#x}",
+            flowmod={
+                "command": command,
+                "controller": by.conn,
+                "xid": by.xid,
+                "table": fm.table,
+                "priority": fm.priority,
+                "cookie": f"0x{fm.cookie:x}",
+                "cookie_mask": f"0x{fm.cookie_mask:x}",
+                "match": match,
+            },
+            entries=entries[:MAX_ENTRIES],
+            count=n,
         )
-        detail = {
-            "relation": OVERWRITE,
-            "writer": writer,
-            "owner": owner,
-            "switch_dpid": f"{dpid:#x}",
-            "flowmod": flowmod,
-            "entries": entries[:MAX_ENTRIES],
-            "count": n,
-        }
-        out.append(
-            {
-                "key": key,
-                "writer": writer,
-                "owner": owner,
-                "entries": entries,
-                "summary": summary,
-                "detail": detail,
-            }
-        )
+        out.append((rec, {entry_key(dpid, e) for _, e in g["entries"]}))
     return out
 
 

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
+from cpc.rules import PORT_NAMES
+
 __all__ = [
     "AgentFinding",
     "AuditFault",
@@ -68,8 +70,8 @@ def table_text(rows, empty: str | None = None) -> str:
     )
 
 
-def _port_text(p) -> str:
-    return "-" if p is None else str(p)
+def port_text(p: int | None) -> str:
+    return "-" if p is None else PORT_NAMES.get(p, str(p))
 
 
 def outcomes_text(outcomes: list[dict]) -> str:
@@ -97,7 +99,7 @@ def outcomes_text(outcomes: list[dict]) -> str:
                         "-" if r is None else str(r["priority"]),
                         "-" if r is None else f"0x{r['cookie']:x}",
                         "-" if r is None else str(r["rule_id"]),
-                        _port_text(h["out_port"]) if last else "",
+                        port_text(h["out_port"]) if last else "",
                     )
                 )
         out.append(table_text(rows))

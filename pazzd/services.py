@@ -58,9 +58,9 @@ class Startup:
 
 
 class FindingSink:
-    """Every check's findings go through here: stored first (the fault store's findings
-    table), then logged, then confirmed in the data plane (the finding's probes, through
-    pazzd.confirm), then counted (pazz_findings_opened_total)."""
+    """Every check's findings go through here: stored first (store: pazzd.findstore's
+    FindingStore), then logged, then confirmed in the data plane (the finding's probes,
+    through pazzd.confirm), then counted (pazz_findings_opened_total)."""
 
     def __init__(self, store, clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -70,26 +70,21 @@ class FindingSink:
 
     def open(
         self,
-        kind: str,
-        key: str,
-        name: str,
-        severity: str,
-        summary: str,
-        detail: dict,
+        record,
         *,
         probes: list | None = None,
         extra: dict | None = None,
         log_text: str | None = None,
         level: int = logging.WARNING,
     ) -> tuple[int, bool]:
-        """Store a finding (or refresh an open one); (id, whether it is new). A new one is
-        logged and its probes (pazzd.probes.Probe) are sent."""
-        fid, new = self.store.open_finding(kind, key, name, severity, summary, detail, self.clock())
+        """Store a finding (a pazzd.records record; or refresh an open one): (id, whether
+        it is new). A new one is logged and its probes (pazzd.probes.Probe) are sent."""
+        fid, new = self.store.open_finding(record, self.clock())
         if new:
-            log.log(level, "%s finding #%d %s", kind, fid, log_text or summary)
+            log.log(level, "%s finding #%d %s", record.kind, fid, log_text or record.summary)
             if probes and self.confirmations is not None:
                 self.confirmations.start_probes(fid, probes, extra)
-            self.opened[kind] += 1
+            self.opened[record.kind] += 1
         return fid, new
 
     def resolve(self, kind: str, key: str) -> int | None:
@@ -109,7 +104,8 @@ class Services:
 
     cfg: object  # pazzd.config.Config in force (replaced on reload)
     model: object
-    store: object
+    store: object  # the tester's fault store (tester.store)
+    findings: object  # the findings store (pazzd.findstore)
     tester: object
     topology: object
     sink: FindingSink

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FaultStore", "FaultRow", "FindingRow", "OPEN", "RESOLVED"]
+__all__ = ["FaultStore", "FaultRow", "OPEN", "RESOLVED"]
 
 OPEN = "open"
 RESOLVED = "resolved"
@@ -57,25 +57,10 @@ _MIGRATIONS: list[str] = [
     """
     ALTER TABLE faults ADD COLUMN headers TEXT;
     """,
-    # 5: findings about the intended state (intent checks, interference between applications,
-    # switch agents): not data-plane faults, but stored, reported and resolved the same way
+    # 5: (the findings table of pazzd, which now keeps it itself: pazzd/findstore.py; the
+    # version stays taken so that files already at 5 migrate the same way as new ones)
     """
-    CREATE TABLE findings (
-        id INTEGER PRIMARY KEY,
-        kind TEXT NOT NULL,
-        key TEXT NOT NULL,
-        name TEXT NOT NULL,
-        severity TEXT NOT NULL,
-        summary TEXT NOT NULL,
-        detail TEXT NOT NULL,
-        first_seen REAL NOT NULL,
-        last_seen REAL NOT NULL,
-        state TEXT NOT NULL,
-        resolved_at REAL,
-        confirmation TEXT,
-        UNIQUE (kind, key)
-    );
-    CREATE INDEX findings_state ON findings (kind, state);
+    SELECT 1;
     """,
 ]
 HEADERS_MAX = 8  # distinct headers kept per fault: the first one and the latest others
@@ -108,66 +93,6 @@ _COLS = (
     "id, kind, location, header_class, first_seen, last_seen, count, evidence, header, egress, "
     "expected, actual, localization, state, resolved_at, polled, reopened, audit, headers"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class FindingRow:
-    """A finding about the intended state. kind: "intent", "interference", "agent"; key:
-    what makes it distinct within its kind (the same key found again bumps it); name: the
-    check, policy or relation that found it."""
-
-    id: int
-    kind: str
-    key: str
-    name: str
-    severity: str
-    summary: str
-    detail: Any
-    first_seen: float
-    last_seen: float
-    state: str
-    resolved_at: float | None
-    confirmation: Any
-
-    def as_json(self) -> dict:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "key": self.key,
-            "name": self.name,
-            "severity": self.severity,
-            "summary": self.summary,
-            "detail": self.detail,
-            "first_seen": self.first_seen,
-            "last_seen": self.last_seen,
-            "state": self.state,
-            "resolved_at": self.resolved_at,
-            "confirmation": self.confirmation,
-        }
-
-
-_FINDING_COLS = (
-    "id, kind, key, name, severity, summary, detail, first_seen, last_seen, state, resolved_at,"
-    " confirmation"
-)
-
-
-def _finding(r: tuple) -> FindingRow:
-    fid, kind, key, name, sev, summary, detail, fs, ls, st, ra, conf = r
-    return FindingRow(
-        fid,
-        kind,
-        key,
-        name,
-        sev,
-        summary,
-        json.loads(detail),
-        fs,
-        ls,
-        st,
-        ra,
-        json.loads(conf) if conf else None,
-    )
 
 
 def _row(r: tuple) -> FaultRow:
@@ -360,101 +285,3 @@ class FaultStore:
             ):
                 out.setdefault(hc, []).append(fid)
         return out
-
-    # Findings about the intended state (migration 5).
-
-    def open_finding(
-        self,
-        kind: str,
-        key: str,
-        name: str,
-        severity: str,
-        summary: str,
-        detail: Any,
-        now: float,
-    ) -> tuple[int, bool]:
-        """Insert, bump or reopen a finding; returns (id, is_new_or_reopened). Committed on
-        return, so a caller reports it only after it is durable."""
-        det = json.dumps(detail, sort_keys=True)
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute(
-                    "SELECT id, state FROM findings WHERE kind=? AND key=?", (kind, key)
-                ).fetchone()
-                if row is None:
-                    cur = db.execute(
-                        "INSERT INTO findings (kind, key, name, severity, summary, detail,"
-                        " first_seen, last_seen, state) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (kind, key, name, severity, summary, det, now, now, OPEN),
-                    )
-                    fid, fresh = cur.lastrowid, True
-                else:
-                    fid, state = row
-                    fresh = state != OPEN
-                    db.execute(
-                        "UPDATE findings SET name=?, severity=?, summary=?, detail=?, last_seen=?,"
-                        " state=?, resolved_at=NULL, confirmation=CASE WHEN ? THEN NULL"
-                        " ELSE confirmation END WHERE id=?",
-                        (name, severity, summary, det, now, OPEN, int(fresh), fid),
-                    )
-                db.execute("COMMIT")
-            except Exception:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-        return fid, fresh
-
-    def resolve_finding(self, kind: str, key: str, now: float) -> int | None:
-        """Resolve the open finding (kind, key); returns its id, or None if none was open."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id FROM findings WHERE kind=? AND key=? AND state=?", (kind, key, OPEN)
-            ).fetchone()
-            if row is None:
-                return None
-            self._db.execute(
-                "UPDATE findings SET state=?, resolved_at=? WHERE id=?", (RESOLVED, now, row[0])
-            )
-            return row[0]
-
-    def set_confirmation(self, finding_id: int, confirmation: Any) -> None:
-        """What the data plane showed when the finding's witness was probed."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE findings SET confirmation=? WHERE id=?",
-                (json.dumps(confirmation, sort_keys=True), finding_id),
-            )
-
-    def finding(self, finding_id: int) -> FindingRow | None:
-        with self._lock:
-            r = self._db.execute(
-                f"SELECT {_FINDING_COLS} FROM findings WHERE id=?", (finding_id,)
-            ).fetchone()
-        return _finding(r) if r else None
-
-    def findings(self, kind: str | None = None, state: str | None = None) -> list[FindingRow]:
-        where, args = [], []
-        if kind is not None:
-            where.append("kind=?")
-            args.append(kind)
-        if state is not None:
-            where.append("state=?")
-            args.append(state)
-        sql = f"SELECT {_FINDING_COLS} FROM findings"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rs = self._db.execute(sql + " ORDER BY id", args).fetchall()
-        return [_finding(r) for r in rs]
-
-    def open_finding_keys(self, kind: str) -> dict[str, int]:
-        """key -> id of the open findings of a kind: what a checker compares against after a
-        restart."""
-        with self._lock:
-            return dict(
-                self._db.execute(
-                    "SELECT key, id FROM findings WHERE kind=? AND state=?", (kind, OPEN)
-                ).fetchall()
-            )

@@ -10,20 +10,22 @@ import pytest
 from cpc.rules import FlowEntry
 from pazzd.confirm import Confirmations
 from pazzd.probes import Probe
-from tester.store import FaultStore
+from pazzd.findstore import FindingStore
+from pazzd.records import InterferenceFinding
 
 from .test_probes import HDR, NET, _route, net, out  # noqa: F401
 
 
 @pytest.fixture
 def conf(net, tmp_path):  # noqa: F811
-    store = FaultStore(str(tmp_path / "f.db"))
+    store = FindingStore(str(tmp_path / "f.db"))
     svc = net.service()
     return net, svc, store, Confirmations(store, svc)
 
 
 def _finding(store, key: str) -> int:
-    fid, new = store.open_finding("interference", key, "a,b", "critical", "s", {}, 1.0)
+    rec = InterferenceFinding(key=key, name="a,b", severity="critical", summary="s")
+    fid, new = store.open_finding(rec, 1.0)
     assert new
     return fid
 

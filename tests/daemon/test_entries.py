@@ -19,7 +19,7 @@ from cpc.rules import FlowMod, Instructions, Match
 from cpc.topology import Topology
 from pazzd.entries import AGENT, EntryConfirmations
 from pazzd.services import FindingSink
-from tester.store import FaultStore
+from pazzd.findstore import FindingStore
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
 from .test_probes import Network
@@ -48,7 +48,7 @@ def net(tmp_path):
     model.apply(FlowMod("add", 1, 0, 10, ip, out(2), rule_id=1))  # default: to s1:2
     model.apply(FlowMod("add", 2, 0, 10, ip, out(2), rule_id=2))
     n = Network(topo, model, background=((1, 1), OTHER))
-    store = FaultStore(str(tmp_path / "faults.db"))
+    store = FindingStore(str(tmp_path / "faults.db"))
     svc = n.service()
     ec = EntryConfirmations(
         model,
@@ -98,9 +98,9 @@ def test_entry_missing_on_the_switch_is_a_finding(net):
     _run(ec, fuzzer)
     assert ec.state()["diverged"] == 1
     (f,) = store.findings(AGENT, "open")
-    assert f.detail["reason"] == "not-there"
+    assert f.reason == "not-there"
     assert "as if it were not there" in f.summary
-    inside = [p for p in f.detail["probes"] if p["kind"] == "inside"]
+    inside = [p for p in f.probes if p["kind"] == "inside"]
     assert inside and all(p["verdict"] == "other-tags" for p in inside)
     assert all(r["egress"] == "s1:2" for p in inside for r in p["reports"])
     # The entry is deleted: the finding resolves.
@@ -115,8 +115,8 @@ def test_wider_entry_on_the_switch_is_a_finding(net):
     fuzzer.actual = [wide if x is e else x for x in model.entries()]
     _run(ec, fuzzer)
     (f,) = store.findings(AGENT, "open")
-    assert f.detail["reason"] == "wider"
-    bad = [p for p in f.detail["probes"] if p["verdict"] == "other-tags"]
+    assert f.reason == "wider"
+    bad = [p for p in f.probes if p["verdict"] == "other-tags"]
     assert [(p["kind"], p["field"]) for p in bad] == [("outside", "ipv4_dst")]
     assert "10.0.0." in bad[0]["header"]  # the /24 next to it, within the /23
 
@@ -139,8 +139,8 @@ def test_a_dropped_probe_is_a_finding_then_a_later_confirmation_resolves_it(net)
     fuzzer.actual = [e for e in model.entries() if e.dpid != 2]
     _run(ec, fuzzer, 80.0)
     (f,) = store.findings(AGENT, "open")
-    assert f.detail["reason"] == "dropped" and f.severity == "critical"
-    inside = [p for p in f.detail["probes"] if p["kind"] == "inside"]
+    assert f.reason == "dropped" and f.severity == "critical"
+    inside = [p for p in f.probes if p["kind"] == "inside"]
     assert inside and all(p["fate"] == "dropped" and p["rounds"] == 2 for p in inside)
     fuzzer.actual = None
     ec.schedule(1, 0, 100, NET, 9)  # the controller sends it again
@@ -173,9 +173,9 @@ def test_a_widened_drop_is_a_finding(net):
     fuzzer.actual = [wide if x is e else x for x in model.entries()]
     _run(ec, fuzzer, 80.0)
     (f,) = store.findings(AGENT, "open")
-    assert f.detail["reason"] == "wider", f.detail
-    bad = [p for p in f.detail["probes"] if p["fate"] == "dropped"]
-    assert [(p["kind"], p["field"]) for p in bad] == [("outside", "tp_dst")], f.detail["probes"]
+    assert f.reason == "wider", f.to_json()
+    bad = [p for p in f.probes if p["fate"] == "dropped"]
+    assert [(p["kind"], p["field"]) for p in bad] == [("outside", "tp_dst")], f.probes
 
 
 def test_superseded_and_budget(net):
