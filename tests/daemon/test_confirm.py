@@ -9,8 +9,8 @@ import pytest
 
 from cpc.rules import FlowEntry
 from pazzd.confirm import Confirmations
-from pazzd.probes import Probe
 from pazzd.findstore import FindingStore
+from pazzd.probes import Probe
 from pazzd.records import InterferenceFinding
 
 from .test_probes import HDR, NET, _route, net, out  # noqa: F401

@@ -18,8 +18,8 @@ from cpc.model import Model
 from cpc.rules import FlowMod, Instructions, Match
 from cpc.topology import Topology
 from pazzd.entries import AGENT, EntryConfirmations
-from pazzd.services import FindingSink
 from pazzd.findstore import FindingStore
+from pazzd.services import FindingSink
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
 from .test_probes import Network
