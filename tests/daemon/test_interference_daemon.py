@@ -108,7 +108,15 @@ def test_bad_app_names_the_field(tmp_path):
         ([{"name": "a", "cookie": 2, "mask": 1}], r"apps\[0\]\.cookie: 0x2 has bits outside"),
         (APPS + [dict(APPS[0])], r"apps\[3\]\.name: 'router' is named twice"),
         ([{"name": "a", "cookie": 1, "mask": 1, "prio": 3}], r"apps\[0\]\.prio: unknown key"),
+        (
+            [{**APPS[0], "may_overwrite": ["acl", "nope"]}, APPS[1]],
+            r"apps\[0\]\.may_overwrite\[1\]: no app named 'nope'",
+        ),
+        ([{**APPS[0], "may_overwrite": "acl"}], r"apps\[0\]\.may_overwrite: must be a list"),
     ):
         path = write_config(tmp_path / "pazzd.yaml", base_config(tmp_path, apps=apps))
         with pytest.raises(ConfigError, match=r"pazzd.yaml:\d+: " + msg):
             load_config(path)
+    ok = [{**APPS[0], "may_overwrite": ["acl", "unknown"]}, APPS[1]]
+    cfg = load_config(write_config(tmp_path / "pazzd.yaml", base_config(tmp_path, apps=ok)))
+    assert cfg.overwrite_allowed == {("router", "acl"), ("router", "unknown")}
