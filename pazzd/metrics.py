@@ -12,6 +12,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_agent_entries_confirmed_total, pazz_agent_entries_diverged_total | counter | (accepted entries checked in the data plane: pazzd.entries) |
 | pazz_agent_entries_pending | gauge | (waiting or being probed) |
 | pazz_agent_confirm_seconds | gauge | (median, over the latest 256 confirmed entries, from the commit to the probes' evidence; NaN before the first) |
+| pazz_findings_opened_total | counter | kind: intent, interference, agent (stored before they are reported: pazzd.services.FindingSink) |
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
@@ -66,6 +67,7 @@ from tester.engine import TesterStats
 
 __all__ = ["FAULT_CLASSES", "Metrics", "config_hash", "version"]
 
+FINDING_KINDS = ("intent", "interference", "agent")
 log = logging.getLogger("pazzd.metrics")
 FAULT_CLASSES = (TYPE_A, TYPE_P_ACTION, TYPE_P_MATCH, BLACKHOLE, AUDIT)  # audit: pazzd/audit.py
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -171,6 +173,15 @@ class _StateCollector:
             g.add_metric([apps, relation], n)
         yield g
         yield from _agent_metrics(s.get("agents") or {})
+        c = CounterMetricFamily(
+            "pazz_findings_opened",
+            "findings opened (stored, then reported), by kind",
+            labels=["kind"],
+        )
+        opened_by_kind = s.get("findings_opened") or {}
+        for kind in FINDING_KINDS:
+            c.add_metric([kind], opened_by_kind.get(kind, 0))
+        yield c
         g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
         opened = s.get("faults_open", {})
         for k in FAULT_CLASSES:
