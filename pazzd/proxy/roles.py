@@ -6,7 +6,7 @@ ROLE_REQUEST, GET_ASYNC_REQUEST and SET_ASYNC itself, refuses what a slave may n
 with OFPET_BAD_REQUEST / OFPBRC_IS_SLAVE, and hands each asynchronous message of the
 switch to the controllers whose role and configuration ask for it (OpenFlow 1.3, "Multiple
 Controllers" and OFPT_SET_ASYNC). The behaviour follows Open vSwitch's (checked against it
-in tests/proxy/test_multi_controller.py).
+in tests/pazzd/proxy/test_multi_controller.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
 from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
-from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
+from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 from tests.tools import require_tool
 
 pytestmark = pytest.mark.slow  # about 15 s

@@ -116,7 +116,7 @@ def _exec_reload(config: Path) -> list[int]:
 
 
 def test_exec_reload_fails_on_a_bad_config_before_signalling(tmp_path):
-    from tests.daemon.helpers import base_config, write_config
+    from tests.pazzd.helpers import base_config, write_config
 
     good = write_config(tmp_path / "pazzd.yaml", base_config(tmp_path))
     assert _exec_reload(good) == [0, 0]
@@ -142,7 +142,7 @@ def test_pazzd_runs_as_an_unprivileged_user():
 def _run_as(d: Path, user, setpriv: str) -> None:
     import os
 
-    from tests.daemon.helpers import Pazzd, base_config, write_config
+    from tests.pazzd.helpers import Pazzd, base_config, write_config
 
     os.chmod(d, 0o755)
     os.chown(d, user.pw_uid, user.pw_gid)

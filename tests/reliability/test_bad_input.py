@@ -13,7 +13,7 @@ import pytest
 
 from pazzd.config import ConfigError, load_config
 from pazzd.daemon import Daemon, _amain
-from tests.daemon.helpers import base_config, write_config
+from tests.pazzd.helpers import base_config, write_config
 
 
 def _start(path, caplog) -> tuple[int, list]:

@@ -8,8 +8,8 @@ import struct
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.proxy.table import IntendedTable
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
-from tests.proxy.test_robustness import connected, frames
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_robustness import connected, frames
 
 
 def _match(i: int):

@@ -9,7 +9,7 @@ import pytest
 
 from pazzapi import ApiError, call
 from pazzd.daemon import Daemon
-from tests.daemon.helpers import base_config, write_config
+from tests.pazzd.helpers import base_config, write_config
 
 
 def test_reach_limit_is_checked(tmp_path):

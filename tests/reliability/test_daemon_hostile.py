@@ -15,7 +15,7 @@ from pazzapi import call
 from pazzdata import workloads
 from tester.emit import ReferenceEmitter, agent_of
 from tester.sflow import encode_datagram
-from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
+from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 
 BASE = 100
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.proxy.ofhelpers import flow_mod, ofpp, out
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofpp, out
 from tests.reliability.peers import RawControllerServer, RawSwitch, start_proxy, wait_for
 
 MAX_PENDING = 100

@@ -10,8 +10,8 @@ import ofwire as of
 from cpc.model import Model
 from cpc.topology import Topology
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
-from tests.proxy.test_robustness import connected, frames
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_robustness import connected, frames
 
 
 def _model() -> Model:

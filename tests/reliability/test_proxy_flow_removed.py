@@ -11,8 +11,8 @@ import pytest
 
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
-from tests.proxy.test_robustness import connected, frames
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_robustness import connected, frames
 from tests.reliability.test_proxy_commit import _model
 
 MATCH = ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.7")

@@ -9,8 +9,8 @@ import pytest
 
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp
-from tests.proxy.test_robustness import connected, frames
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp
+from tests.pazzd.proxy.test_robustness import connected, frames
 from tests.reliability.test_proxy_commit import _model
 
 

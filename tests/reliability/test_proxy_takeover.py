@@ -113,7 +113,7 @@ def test_tls_from_the_config(tmp_path):
 
     from pazzd.config import ConfigError, load_config
     from pazzd.proxy.proxy import tls_contexts
-    from tests.daemon.helpers import base_config, write_config
+    from tests.pazzd.helpers import base_config, write_config
 
     c = _certs(tmp_path)
     cfg = base_config(tmp_path)

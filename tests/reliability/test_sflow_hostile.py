@@ -101,7 +101,7 @@ def test_collector_passes_the_udp_source():
 
 def test_sflow_agents_config(tmp_path):
     from pazzd.config import ConfigError, load_config
-    from tests.daemon.helpers import base_config, write_config
+    from tests.pazzd.helpers import base_config, write_config
 
     cfg = base_config(tmp_path)
     cfg["sflow"]["agents"] = ["10.0.0.1", "2001:db8:0::1"]

@@ -8,7 +8,7 @@ import struct
 import time
 
 import ofwire as of
-from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
+from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 
 BOUND = 5.0
 

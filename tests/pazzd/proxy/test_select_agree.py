@@ -12,7 +12,7 @@ import ofwire as of
 from cpc.model import Model
 from cpc.topology import Topology
 from pazzd.proxy.table import IntendedTable
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
 
 DPID = 7
 COOKIE_BASE = 0x100  # entry i has cookie COOKIE_BASE + i

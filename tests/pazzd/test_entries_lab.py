@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pazzapi import call
-from tests.daemon.test_intents_lab import lab_run, wait_for  # noqa: F401
+from tests.pazzd.test_intents_lab import lab_run, wait_for  # noqa: F401
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 

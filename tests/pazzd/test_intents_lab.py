@@ -4,7 +4,7 @@ judged by the tester, the guard keeps an enforced loop off the switches and the 
 gets the error; a PACKET_IN for a header with an installed path is a direct_paths finding.
 
 Not on the lab: forgotten buffered packets (Open vSwitch 3.1 never buffers a PACKET_IN:
-buffer_id is always NO_BUFFER); tests/daemon/test_packetins.py covers that invariant."""
+buffer_id is always NO_BUFFER); tests/pazzd/test_packetins.py covers that invariant."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import yaml
 
 from cpc.fields import parse_header
 from pazzapi import call
-from tests.daemon.helpers import grid_lab, wait_for
+from tests.pazzd.helpers import grid_lab, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ import pytest
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.proxy.proxy import Controller
-from tests.proxy.ofhelpers import DPATH, RawController, flow_mod, ofp, ofpp, out, parse, ser
-from tests.proxy.test_proxy_ovs import target, unix_path
+from tests.pazzd.proxy.ofhelpers import DPATH, RawController, flow_mod, ofp, ofpp, out, parse, ser
+from tests.pazzd.proxy.test_proxy_ovs import target, unix_path
 
 pytestmark = pytest.mark.ovs
 

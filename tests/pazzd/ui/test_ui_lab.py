@@ -33,7 +33,7 @@ from cpc.refdp import RefDataPlane
 from pazzlab.demo import bring_up
 from pazzlab.lab import Lab, dotted
 from pazzlab.ovs import free_tcp_port, stop_processes
-from tests.daemon.helpers import lab_prefix, pazzctl
+from tests.pazzd.helpers import lab_prefix, pazzctl
 
 from .browser import chrome, css, wait_for
 

@@ -12,7 +12,7 @@ import pytest
 
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.test_robustness import connected, flow_stats_reply, frames
+from tests.pazzd.proxy.test_robustness import connected, flow_stats_reply, frames
 from tests.reliability.test_proxy_commit import _model
 
 

@@ -22,8 +22,8 @@ import pytest
 
 import ofwire as of
 from ofwire import flow_monitor
-from tests.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
-from tests.proxy.test_proxy_ovs import start, target, unix_path
+from tests.pazzd.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_proxy_ovs import start, target, unix_path
 
 pytestmark = pytest.mark.ovs
 

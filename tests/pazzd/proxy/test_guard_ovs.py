@@ -14,8 +14,8 @@ from cpc.intents import IntentChecker, Policy
 from cpc.model import Model
 from cpc.topology import Topology
 from pazzd.guard import IntentGuard
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
-from tests.proxy.test_proxy_ovs import model_entries, start, switch_entries, target
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_proxy_ovs import model_entries, start, switch_entries, target
 
 pytestmark = pytest.mark.ovs
 

@@ -10,7 +10,7 @@ import struct
 import ofwire as of
 from ofwire import flow_monitor
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.test_robustness import connected
+from tests.pazzd.proxy.test_robustness import connected
 
 NXM_OF_IN_PORT = struct.pack("!IH", 0x00000002, 2)  # in_port=2, 6 bytes: padded to 8
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig, Session, roles
 from pazzd.proxy.proxy import Controller
-from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
-from tests.proxy.test_robustness import FakeTransport, _Dummy, features_reply, frames
+from tests.pazzd.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
+from tests.pazzd.proxy.test_robustness import FakeTransport, _Dummy, features_reply, frames
 
 REJECT = 13  # the scripted switch refuses FlowMods of this priority
 

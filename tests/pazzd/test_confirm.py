@@ -1,6 +1,6 @@
 """Confirmation of findings (pazzd.confirm): the verdict of the probe service is stored on
 the finding, with each probe's reports and fate, and whom an interference finding's data
-plane obeyed. The network is tests/daemon/test_probes.py's: the real tester judges every
+plane obeyed. The network is tests/pazzd/test_probes.py's: the real tester judges every
 report of the reference data plane."""
 
 from __future__ import annotations

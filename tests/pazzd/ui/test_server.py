@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 
 from pazzd.config import ConfigError, load_config
-from tests.daemon.helpers import Pazzd, base_config, free_port, write_config
+from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ The switch is a raw OpenFlow 1.3 peer (tests.reliability.peers.RawSwitch); the P
 it receives are decoded here as OpenFlow 1.3.5 section 7.3.7 lays them out (os-ken parses
 no message of the controller's), their frames by the tester's parser. That the switch
 tags such a packet-out like a packet arriving on the port is tested with real OVS in
-tests/proxy/test_packet_out_ovs.py."""
+tests/pazzd/proxy/test_packet_out_ovs.py."""
 
 from __future__ import annotations
 

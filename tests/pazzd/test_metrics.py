@@ -17,8 +17,8 @@ from pazzd.config import load_config
 from pazzd.daemon import Daemon
 from pazzd.metrics import Metrics, config_hash
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.ofhelpers import flow_mod, ofpp, out
-from tests.proxy.test_robustness import connected
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofpp, out
+from tests.pazzd.proxy.test_robustness import connected
 
 from .helpers import base_config, write_config
 

@@ -13,8 +13,8 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 
 import ofwire as of
 from cpc.model import Model
-from tests.proxy.ofhelpers import DPATH, flow_mod, ofpp, out, ser
-from tests.proxy.test_proxy_ovs import start, target, topo
+from tests.pazzd.proxy.ofhelpers import DPATH, flow_mod, ofpp, out, ser
+from tests.pazzd.proxy.test_proxy_ovs import start, target, topo
 
 pytestmark = pytest.mark.ovs
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.detect import options, run_seed
-from tests.daemon.helpers import lab_prefix
+from tests.pazzd.helpers import lab_prefix
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 SEED = 31

@@ -41,7 +41,7 @@ class PazzdWorkers(Pazzd):
 
 @pytest.fixture
 def net(tmp_path):
-    wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)  # as tests/daemon/helpers
+    wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)  # as tests/pazzd/helpers
     ifs = [
         {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
         for d in sorted(wl.topo.switches)

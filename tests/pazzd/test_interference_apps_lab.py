@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pazzapi import call
-from tests.daemon.helpers import grid_lab, wait_for
+from tests.pazzd.helpers import grid_lab, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 

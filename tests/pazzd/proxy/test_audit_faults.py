@@ -12,7 +12,7 @@ import pytest
 from pazzd.audit import AuditFaults
 from pazzd.daemon import Daemon
 from tester.store import OPEN, RESOLVED, FaultStore
-from tests.proxy.test_proxy_ovs import ROUTES, install_routes, start, target
+from tests.pazzd.proxy.test_proxy_ovs import ROUTES, install_routes, start, target
 
 pytestmark = pytest.mark.ovs
 

@@ -339,8 +339,8 @@ def test_proxy_commits_reach_the_changelog() -> None:
     localization compares: its table, priority and match as the model has them."""
     import ofwire as of
     from pazzd.proxy import Proxy, ProxyConfig
-    from tests.proxy.ofhelpers import flow_mod, ofpp, out
-    from tests.proxy.test_robustness import connected
+    from tests.pazzd.proxy.ofhelpers import flow_mod, ofpp, out
+    from tests.pazzd.proxy.test_robustness import connected
 
     async def run() -> ChangeLog:  # the proxy spawns its audit task on the loop
         proxy = Proxy(ProxyConfig(audit_interval=0))

@@ -14,7 +14,7 @@ from cpc import ofctl
 from cpc.model import Model
 from cpc.topology import Topology
 from pazzd.proxy import Proxy, ProxyConfig
-from tests.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.ofhelpers import RawController, flow_mod, ofp, ofpp, out
 
 pytestmark = pytest.mark.ovs
 

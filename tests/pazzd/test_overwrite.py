@@ -19,8 +19,8 @@ from pazzd.interference import InterferenceFindings
 from pazzd.proxy import Proxy, ProxyConfig
 from pazzd.records import OverwriteFinding
 from pazzd.services import FindingSink
-from tests.proxy.ofhelpers import flow_mod, ofp, ofpp, out
-from tests.proxy.test_robustness import connected
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofp, ofpp, out
+from tests.pazzd.proxy.test_robustness import connected
 
 APPS = [App("router", 0x10, 0xFF), App("acl", 0x20, 0xFF)]
 
@@ -90,11 +90,11 @@ def test_a_wildcard_delete_of_one_app_over_another_is_a_finding():
 
 
 def test_a_strict_modify_of_another_apps_entry_is_a_finding_and_its_own_is_not():
-    mod = lambda c: (
-        lambda x: flow_mod(  # noqa: E731
-            x, command=ofp.OFPFC_MODIFY_STRICT, match=net(1), actions=[out(2)], cookie=c
+    def mod(cookie):
+        return lambda x: flow_mod(
+            x, command=ofp.OFPFC_MODIFY_STRICT, match=net(1), actions=[out(2)], cookie=cookie
         )
-    )
+
     found, _ = run([INSTALL, [mod(0x10)]])  # the router changes its own entry
     assert found == []
     found, _ = run([INSTALL, [mod(0x20)]])

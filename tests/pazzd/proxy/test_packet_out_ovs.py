@@ -18,8 +18,8 @@ from cpc.model import Model
 from fuzzer.craft import Crafter
 from fuzzer.inject import QueuedPacketOut
 from tests.ovs.test_datapath import Capture, tag_of
-from tests.proxy.ofhelpers import flow_mod, ofpp, out
-from tests.proxy.test_proxy_ovs import start, target, topo
+from tests.pazzd.proxy.ofhelpers import flow_mod, ofpp, out
+from tests.pazzd.proxy.test_proxy_ovs import start, target, topo
 
 pytestmark = pytest.mark.ovs
 

@@ -3,7 +3,7 @@
 The switches are cpc.refdp reference data planes holding what each test says the switch
 installed (the accepted entry, none, or a wider one); every confirmation copy the probe
 service has the fuzzer send goes through them, and each exit report goes as an sFlow
-datagram into the real tester (tests/daemon/test_probes.py's Network). The clock is the
+datagram into the real tester (tests/pazzd/test_probes.py's Network). The clock is the
 test's.
 """
 

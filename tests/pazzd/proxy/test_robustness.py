@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import ofwire as of
 from ofwire import flow_monitor
 from pazzd.proxy import Proxy, ProxyConfig, Session
-from tests.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
+from tests.pazzd.proxy.ofhelpers import DPATH, flow_mod, ofp, ofpp, out, ser
 
 
 class FakeTransport:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ofwire as of
-from tests.proxy.ofhelpers import DPATH, ofp, ofpp, ser
+from tests.pazzd.proxy.ofhelpers import DPATH, ofp, ofpp, ser
 
 ports = st.one_of(
     st.integers(1, 0xFFFFFF00), st.sampled_from([ofp.OFPP_CONTROLLER, ofp.OFPP_LOCAL])
