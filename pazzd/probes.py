@@ -7,7 +7,9 @@ exits the model predicts for it (none: the model drops it). The service
    holds back the reports of the headers it touched for `tester.settle` seconds
    (tester.timers.TransientGuard), and a probe sent inside that hold would never be judged;
 2. has the fuzzer send `copies` copies of each (a share of each probe batch) and watches
-   every report of the header at an exit (tester.engine.watches);
+   every report of the header at an exit (tester.engine.watches) that carries the probe's
+   ingress in its Verify_Port Bloom filter: the same header from another ingress (a host,
+   or late copies of another job) is not the probe's;
 3. gives each probe a fate when the round's window closes, GRACE seconds after the fuzzer
    sent the round's last copy (the copies of every job share one confirmation budget):
 
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cpc.results import Port
+from cpc.tags import port_bits
 from tester.engine import watch_key
 
 __all__ = ["RETRIES", "Job", "Probe", "ProbeService", "verdict_of"]
@@ -79,6 +82,7 @@ class Watched:
     fate: str | None = None
     round_held: int = 0
     queued: object = None  # the fuzzer's queued item of the round: [ingress, header, left]
+    ingress_bits: int = 0  # Verify_Port bits every report of this probe carries
 
     def seen_right(self, port_name) -> bool:
         names = {port_name(e) for e in self.probe.exits}
@@ -150,6 +154,7 @@ class ProbeService:
         self._ids = itertools.count(1)
         self.rounds_sent = 0
         self.retried = 0
+        self.foreign = 0  # reports of a watched header that did not come from the probe
 
     # --- for the checks ----------------------------------------------------------------------
     def ingresses(self) -> list[Port]:
@@ -173,7 +178,7 @@ class ProbeService:
         now = self.clock()
         job = Job(next(self._ids), [], on_done, self.copies, now, on_report=on_report)
         for p in ok:
-            w = Watched(p, watch_key(p.header))
+            w = Watched(p, watch_key(p.header), ingress_bits=port_bits(*p.ingress))
             job.probes.append(w)
             job.waiting.append(w)
             self._by_key.setdefault(w.key, []).append((job, w))
@@ -286,6 +291,11 @@ class ProbeService:
     def _report(self, egress, hdr, vport, vrule, allowed, now) -> None:
         name = self.topo.port_name
         for job, w in list(self._by_key.get(watch_key(hdr), ())):
+            if vport & w.ingress_bits != w.ingress_bits:
+                # Not from this probe's ingress (its Bloom bits are missing): the same
+                # header sent elsewhere, by a host or another job whose copies were late.
+                self.foreign += 1
+                continue
             if allowed is None:
                 w.held += 1
                 w.round_held += 1

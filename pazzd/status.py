@@ -70,5 +70,10 @@ def state(d) -> dict:
         out["startup"] = "done" if d.svc.startup.settled else "controller installing"
     if d.probes is not None:
         p = d.probes
-        out["probes"] = {"jobs": p.pending(), "rounds": p.rounds_sent, "retried": p.retried}
+        out["probes"] = {
+            "jobs": p.pending(),
+            "rounds": p.rounds_sent,
+            "retried": p.retried,
+            "foreign": p.foreign,
+        }
     return out

@@ -28,8 +28,10 @@ class EntryCheck(Check):
             svc.probes,
             svc.sink,
             svc.topology,
-            # the probe service waits out the tester's hold of the changed headers itself
-            delay=cfg.agents_delay,
+            # After the tester's hold of the changed headers (tester.settle, the time the
+            # switches take to apply a change to the packets in flight) and agents.delay more:
+            # the probe service also waits for a hold a later update starts.
+            delay=cfg.settle + cfg.agents_delay,
             probes_per_entry=cfg.agents_probes_per_entry,
             max_pending=cfg.agents_max_pending,
         )
@@ -45,7 +47,7 @@ class EntryCheck(Check):
 
     def reload(self, cfg, old) -> None:
         ec = self.entries
-        ec.delay = cfg.agents_delay
+        ec.delay = cfg.settle + cfg.agents_delay
         ec.n, ec.max_pending = cfg.agents_probes_per_entry, cfg.agents_max_pending
 
     def state(self) -> dict:

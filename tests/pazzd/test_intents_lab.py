@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from cpc.fields import parse_header
 from pazzapi import call
@@ -113,7 +114,9 @@ def test_intent_findings_witnesses_guard_and_packet_ins(lab_run):
     )
     ctl.send(*[(d, f"{LOOP},actions=output:{p}", "add") for d, p in RING])
     log = workdir / "controller.log"
-    refused = wait_for(lambda: "error type 5 code 6" in log.read_text(errors="replace"))
+    # FLOW_MOD_FAILED / EPERM, os-ken's numbers: the controller app logs type and code
+    err = f"error type {ofp.OFPET_FLOW_MOD_FAILED} code {ofp.OFPFMFC_EPERM}"
+    refused = wait_for(lambda: err in log.read_text(errors="replace"))
     assert refused, (workdir / "pazzd.log").read_text()[-3000:]
     time.sleep(2.0)
     holding = [d for d, _ in RING if any("10.9.0.0/16" in f for f in lab.dump_flows(d))]

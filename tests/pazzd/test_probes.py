@@ -253,6 +253,23 @@ def test_jobs_that_share_a_slow_budget_wait_for_their_copies(net):
     assert max(j.probes[0].rounds for j in jobs) == 1
 
 
+def test_the_same_header_from_a_host_elsewhere_is_not_the_probe(net):
+    """The switch drops the probe's header from s1:1 (a hidden entry for in_port 1); a
+    host behind s1:2 sends the same header, which reaches s2:2 as the model says. Its
+    reports lack the probe's ingress bits: the probe is dropped, not seen."""
+    _route(net)
+    in1 = Match.build({**IP, "ipv4_dst": (0x0A000100, 0xFFFFFF00)}, in_port=1)
+    hidden = FlowEntry(1, 0, 300, in1, Instructions((), (), False, None), cookie=0xBAD)
+    net.actual = [*net.model.entries(), hidden]
+    net.background = ((1, 2), HDR)
+    svc = net.service()
+    job, _ = _job(net, svc)
+    net.run(svc, job, seconds=120)
+    (w,) = job.probes
+    assert job.verdict == "differs" and w.fate == "dropped", w
+    assert w.reports == [] and svc.foreign > 0
+
+
 def test_cancel_stops_watching_and_no_verdict_comes(net):
     svc = net.service()
     job, done = _job(net, svc, exits=((1, 2),))
