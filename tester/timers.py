@@ -231,7 +231,7 @@ class BlackholeMonitor:
             lower = self._rate_lower(rep, rep.last) if rep else None
             n, span = rep.window(rep.last, self.window) if rep else (0, 0.0)
             scale = 1.0
-        est = n * scale / (span + self.batch) if n else None
+        est = n * scale / span if n and span > 0 else None
         return (None if lower is None else lower * scale), est
 
     def expected_gap(self, st: _FlowState) -> float | None:

@@ -70,14 +70,15 @@ def test_reports_after_a_rewrite_keep_the_flow_alive_and_alarm_names_the_path(tm
     )
     ref = RefDataPlane(topo, m.entries(), m.groups())
     em = ReferenceEmitter()
-    for s in range(10):  # the reference's report: the rewritten header, at the egress
-        for d, out in ref.send_with_headers(INGRESS, f.header):
-            em.add_delivery(d, out)
+    for s in range(12):  # the reference's report: the rewritten header, at the egress
+        for _ in range(5):  # five packets a second, each reported (1/1)
+            for d, out in ref.send_with_headers(INGRESS, f.header):
+                em.add_delivery(d, out)
         for dg in em.flush():
             t.process_datagram(dg, float(s))
         t.tick(s + 0.5)
-    assert t.stats.consistent == 10 and store.faults() == []  # matched as the flow's reports
-    t.tick(30.0)  # reports stop: a blackhole, localized on the model's path through the NAT
+    assert t.stats.consistent == 60 and store.faults() == []  # matched as the flow's reports
+    t.tick(40.0)  # reports stop: a blackhole, localized on the model's path through the NAT
     (fault,) = store.faults()
     assert fault.kind == BLACKHOLE
     assert requests[0].candidates == (1, 2, 3)
@@ -87,7 +88,8 @@ def test_reports_after_a_rewrite_keep_the_flow_alive_and_alarm_names_the_path(tm
 def test_egress_header_follows_model_changes() -> None:
     topo, m = nat_line()
     f = flow()
-    mon = BlackholeMonitor([f], k=1.0, now=0.0, model=m)
+    # Two reports are no rate: the operator's max_silence alarms on this flow.
+    mon = BlackholeMonitor([f], k=1.0, now=0.0, model=m, max_silence=3.0)
     at_egress = dict(f.header, ipv4_dst=INSIDE)
     mon.on_report(EGRESS, at_egress, 1.0, 1)
     assert mon.check(2.0) == []
@@ -127,7 +129,7 @@ def test_grace_and_expect_traffic() -> None:
     assert alarm.since == 21.0
     # A seen flow's clock does not start before the grace ends either; a per-flow grace wins.
     g = flow(grace=5.0)
-    mon2 = BlackholeMonitor([g], k=10.0, now=0.0, grace=20.0)
+    mon2 = BlackholeMonitor([g], k=10.0, now=0.0, grace=20.0, max_silence=3.0)
     mon2.arm(0.0)
     mon2.on_report(EGRESS, g.header, 1.0, 1)
     assert mon2.check(7.5) == []
