@@ -119,6 +119,8 @@ class Series:
         return bool(self.times)
 
     def add(self, t: float, sampling_rate: int, n: int = 1) -> None:
+        """n samples that arrived at t. One that arrived before the latest batch (relayed
+        late by another reader) joins that batch."""
         self.rate = sampling_rate
         total = (self.cum[-1] if self.cum else self._base) + n
         if self.times and t - self.times[-1] <= self.merge:

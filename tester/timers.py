@@ -147,6 +147,8 @@ class BlackholeMonitor:
             self._by_name[st.flow.name] = st
 
         self._hold_until = start
+        self._meant: dict[tuple, bool] = {}  # (flow, ingress header) -> meant for egress
+        self._meant_version: int | None = None
 
     @property
     def flows(self) -> list[CriticalFlow]:
@@ -200,9 +202,32 @@ class BlackholeMonitor:
                     recovered.append(st.flow)
         return recovered
 
+    def _meant_for_egress(self, st: _FlowState, header: dict) -> bool:
+        """Does the model deliver this ingress header to the flow's egress? (True without
+        a model, or when it cannot tell.) Packets dropped on purpose, or sent elsewhere,
+        must not count as lost."""
+        model = self.model
+        if model is None:
+            return True
+        if self._meant_version != model.version or len(self._meant) > 4096:
+            self._meant.clear()
+            self._meant_version = model.version
+        key = (st.flow.name, tuple(sorted(header.items())))
+        ok = self._meant.get(key)
+        if ok is None:
+            try:
+                ok = any(
+                    d.kind == "egress" and d.egress == st.flow.egress
+                    for d, _ in model.trace_headers(st.flow.ingress, header)
+                )
+            except Exception:  # a header the model cannot trace: count it
+                ok = True
+            self._meant[key] = ok
+        return ok
+
     def on_ingress(self, ingress: Port, header: dict, now: float, sampling_rate: int) -> None:
         for st in self._by_ingress.get(ingress, ()):
-            if st.flow.matches(header):
+            if st.flow.matches(header) and self._meant_for_egress(st, header):
                 st.ingress.add(now, max(1, sampling_rate))
                 self._keep(st.ingress, now)
                 if st.first_seen is None:

@@ -286,3 +286,31 @@ def test_without_the_batch_allowance_the_bound_breaks() -> None:
     naive = sum(len(simulate(f, rng, batch=0.0, latency=0.0)[0]) for f in fs)
     right = sum(len(simulate(f, rng)[0]) for f in fs)
     assert naive > 10 * len(fs) and right == 0, (naive, right)
+
+
+def test_series_counts_match_brute_force() -> None:
+    """Series.count and .window against counting a plain list of batches."""
+    from tester.silence import Series
+
+    rng = random.Random("series")
+    for _ in range(50):
+        batches = sorted({round(rng.uniform(0, 100), 1) for _ in range(rng.randrange(1, 40))})
+        sizes = [rng.randrange(1, 4) for _ in batches]
+        s = Series(merge=0.0)
+        for t, k in zip(batches, sizes, strict=True):
+            for _ in range(k):
+                s.add(t, 10)
+        s.add(batches[-1] - 5.0, 10)  # late: joins the latest batch
+        sizes[-1] += 1
+        for _ in range(20):
+            lo, hi = sorted(rng.uniform(-5, 105) for _ in range(2))
+            want = sum(k for t, k in zip(batches, sizes, strict=True) if lo < t <= hi)
+            assert s.count(lo, hi) == want
+        end, span = batches[-1], rng.uniform(1, 120)
+        n, w = s.window(end, span)
+        if end - span <= batches[0]:  # from the first batch, both ends left out
+            want = sum(sizes[1:-1]) if len(batches) > 1 else 0
+            assert (n, w) == (want, end - batches[0])
+        else:
+            want = sum(k for t, k in zip(batches, sizes, strict=True) if end - span <= t < end)
+            assert n == want and w == pytest.approx(span)

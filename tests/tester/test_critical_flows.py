@@ -180,3 +180,26 @@ def test_config_keys(tmp_path) -> None:
 def test_config_errors_name_the_key(tmp_path, tester, extra, key) -> None:
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         load_config(_cfg(tmp_path, tester, extra))
+
+
+def test_ingress_samples_the_model_drops_on_purpose_are_not_lost_packets() -> None:
+    """The flow's match (ipv4_dst) also covers DNS, which an ACL at s1 drops: ingress
+    samples of it, with no report, are no blackhole; ingress samples of the flow's own
+    packets, with no report, are (1/1: one is proof, after the batch allowances)."""
+    topo, m = nat_line()
+    m.add_flow(1, "table=0,priority=100,udp,nw_dst=10.0.0.2,tp_dst=53,actions=drop")
+    f = flow()
+    dns = dict(f.header, ip_proto=17, tp_dst=53)
+    assert [d.kind for d, _ in m.trace_headers(INGRESS, dns)] != ["egress"]
+    mon = BlackholeMonitor([f], now=0.0, model=m)
+    at_egress = dict(f.header, ipv4_dst=INSIDE)
+    for s in range(10):
+        mon.on_ingress(INGRESS, f.header, float(s), 1)
+        mon.on_report(EGRESS, at_egress, float(s), 1)
+    for s in range(10, 30):  # only DNS enters now
+        mon.on_ingress(INGRESS, dns, float(s), 1)
+        assert mon.check(s + 0.5) == []
+    mon.on_ingress(INGRESS, f.header, 30.0, 1)  # the flow again, and no report of it
+    assert mon.check(31.4) == []  # its report may still be on its way (1 s + 0.5 s)
+    (alarm,) = mon.check(31.6)
+    assert alarm.since == 9.0 and alarm.ingress_samples == 1 and alarm.needed == 1
