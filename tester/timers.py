@@ -1,20 +1,23 @@
 """Blackhole timers for critical flows, and the hold-back of reports during updates.
 
-Blackholes. A critical flow (ingress, egress, match) raises an alarm when no
-report for it arrives at its egress for
+Blackholes. A critical flow (ingress, egress, match) raises an alarm when its silence at
+its egress (no report for it) is improbable for a flow that still delivers: at most
+`per_hour` false alarms per flow-hour (default 1e-6), given the sampling rates and the
+flow's measured rate (the derivation, with numbers, is in docs/tester.md):
 
-    T_alarm = max(T_cfg, k * E),   E = N_e / r
-
-where N_e is the egress sampling rate (1 in N_e packets is sampled) and r the
-flow's packet rate. E is the expected time to the next sample: with r packets
-per second and probability 1/N_e each, samples arrive as a Poisson process of
-rate r/N_e. The chance that a flow still delivered but no sample came within
-k * E is (1 - 1/N_e)^(k N_e) ~ e^-k (k = 10: 4.5e-5 per gap). r comes from the
-ordinary ingress samples of the flow at its ingress switch (each stands for
-N_i packets: r = N_i / gap_i, smoothed), or, when the ingress does not sample,
-from the reports' own gaps (E = smoothed report gap). A flow whose ingress
-samples stop as well is idle, not blackholed: no alarm. The alarm clears with
-the next report.
+- A flow whose ingress is sampled alarms when enough of its ingress samples arrived
+  during the silence (tester.silence.run_needed: at 1/1 sampling one is proof). A flow
+  whose ingress samples stop too is idle, not blackholed: no alarm.
+- A flow seen only at its egress alarms when the silence exceeds the batch period plus
+  tester.silence.silence_threshold of a lower confidence bound on its report rate: the
+  count of its reports over a window of up to `window` seconds (not a gap between two).
+- sFlow datagrams come in batches (`batch`, 1 s in OVS): arrival times are only known to
+  a batch, so the batch period is added to every silence, and a window never ends in the
+  middle of a batch.
+- Until the rate is known well enough (`min_samples` samples in the window) there is no
+  alarm, except after `max_silence` seconds if the operator set one. `detection_time` and
+  `poorly_sampled` tell a caller which flows to probe with marked probes instead.
+- The flow's `timeout` is a floor on every silence that alarms.
 
 A flow's header is the header as it enters the network at its ingress. With a
 model, the monitor matches reports at the egress against the header(s) the model
@@ -23,7 +26,7 @@ says leave there (set_field rewrites applied), derived again for each model vers
 The silence clock of a flow starts when the flow is first seen (a matching ingress
 sample or report), never before `grace` seconds after the monitor was armed. A flow
 never seen raises no alarm, unless it has `expect_traffic`: then its clock starts
-when the grace ends.
+when the grace ends, and it alarms after `max_silence` if set, else after its `timeout`.
 
 Transients. `TransientGuard` takes a feed of touched header classes: `begin()`
 when a FlowMod is sent (in flight), `end()` when it is applied everywhere, or
@@ -43,9 +46,14 @@ from dataclasses import dataclass, field
 from cpc.critical import CriticalFlow
 from cpc.results import Port
 
+from .silence import HOUR, Series, poisson_lower, poisson_upper, run_needed, silence_threshold
+
 __all__ = ["CriticalFlow", "BlackholeAlarm", "BlackholeMonitor", "TransientGuard"]
 
-_ALPHA = 0.2  # EWMA weight of a new gap
+# The lower confidence bound on a rate is wrong with probability at most this; with at
+# least `min_samples` samples it costs at most half the false-alarm budget (docs/tester.md).
+CONFIDENCE = 1e-3
+_MAX_PPS = 1e7  # no flow is faster: caps the rate bound of a flow seen for an instant
 
 
 @dataclass
@@ -54,11 +62,8 @@ class _FlowState:
     start: float  # when the monitor was armed (the grace counts from here)
     first_seen: float | None = None
     last_report: float | None = None
-    report_gap: float | None = None
-    egress_rate: int = 0
-    last_ingress: float | None = None
-    ingress_gap: float | None = None
-    ingress_rate: int = 0
+    reports: Series = field(default_factory=Series)
+    ingress: Series = field(default_factory=Series)
     alarmed: bool = False
     alarms: int = 0
     # What identifies the flow in reports at its egress (the model's egress headers).
@@ -71,13 +76,11 @@ class BlackholeAlarm:
     flow: CriticalFlow
     since: float  # the silence began: last report, else first seen, else end of the grace
     now: float
-    threshold: float
-    expected_gap: float | None
+    threshold: float  # the silence this alarm needed, or was expected to need
+    expected_gap: float | None  # the expected time between reports, when known
     detail: str = field(default="")
-
-
-def _ewma(old: float | None, new: float) -> float:
-    return new if old is None else old + _ALPHA * (new - old)
+    ingress_samples: int = 0  # ingress samples during the silence (sampled ingress)
+    needed: int = 0  # how many of them were improbable enough
 
 
 def flow_paths(model, flow: CriticalFlow) -> list[tuple]:
@@ -94,6 +97,15 @@ def flow_paths(model, flow: CriticalFlow) -> list[tuple]:
 
 
 class BlackholeMonitor:
+    """Alarms for critical flows whose silence is improbable (see the module docstring).
+
+    per_hour: the false-alarm bound per flow-hour. batch: the sFlow flush period (s).
+    latency: how late a report may come after the batch it was sent in (s). window: the
+    rate window (s). min_samples: samples the window needs before the rate counts.
+    max_silence: alarm after this silence whatever the rate (None: never). max_detect: a
+    flow whose blackhole would take longer to find is `poorly_sampled`. k: a floor of k
+    expected report gaps on the silence (kept for old configs; it rarely binds)."""
+
     def __init__(
         self,
         flows: Iterable[CriticalFlow],
@@ -102,19 +114,41 @@ class BlackholeMonitor:
         *,
         grace: float = 0.0,
         model=None,
+        per_hour: float = 1e-6,
+        batch: float = 1.0,
+        latency: float = 0.5,
+        window: float = 600.0,
+        min_samples: int = 10,
+        max_silence: float | None = None,
+        max_detect: float = 60.0,
     ):
+        if not 0.0 < per_hour < 1.0:
+            raise ValueError(f"per_hour must be in (0, 1), got {per_hour!r}")
+        if batch < 0 or latency < 0 or window <= 0 or min_samples < 1:
+            raise ValueError("batch and latency must be >= 0, window > 0, min_samples >= 1")
         self.k = k
         self.grace = grace
         self.model = model  # a cpc.model.Model: derives the flows' egress headers
+        self.per_hour = per_hour
+        self.batch = batch
+        self.latency = latency
+        self.window = window
+        self.min_samples = min_samples
+        self.max_silence = max_silence
+        self.max_detect = max_detect
         start = time.monotonic() if now is None else now
         self._states = [_FlowState(f, start) for f in flows]
         self._by_egress: dict[Port, list[_FlowState]] = {}
         self._by_ingress: dict[Port, list[_FlowState]] = {}
+        self._by_name: dict[str, _FlowState] = {}
         for st in self._states:
             self._by_egress.setdefault(st.flow.egress, []).append(st)
             self._by_ingress.setdefault(st.flow.ingress, []).append(st)
+            self._by_name[st.flow.name] = st
 
         self._hold_until = start
+        self._meant: dict[tuple, bool] = {}  # (flow, ingress header) -> meant for egress
+        self._meant_version: int | None = None
 
     @property
     def flows(self) -> list[CriticalFlow]:
@@ -148,6 +182,9 @@ class BlackholeMonitor:
             st.version = model.version
         return st.egress_match
 
+    def _keep(self, series: Series, now: float) -> None:
+        series.prune(now - self.window - 2 * self.batch)
+
     def on_report(
         self, egress: Port, header: dict, now: float, sampling_rate: int
     ) -> list[CriticalFlow]:
@@ -155,34 +192,138 @@ class BlackholeMonitor:
         recovered = []
         for st in self._by_egress.get(egress, ()):
             if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
-                if st.last_report is not None and now > st.last_report and not st.alarmed:
-                    st.report_gap = _ewma(st.report_gap, now - st.last_report)
-                st.last_report = now
+                st.reports.add(now, max(1, sampling_rate))
+                self._keep(st.reports, now)
+                st.last_report = now if st.last_report is None else max(st.last_report, now)
                 if st.first_seen is None:
                     st.first_seen = now
-                st.egress_rate = sampling_rate
                 if st.alarmed:
                     st.alarmed = False
                     recovered.append(st.flow)
         return recovered
 
+    def _meant_for_egress(self, st: _FlowState, header: dict) -> bool:
+        """Does the model deliver this ingress header to the flow's egress? (True without
+        a model, or when it cannot tell.) Packets dropped on purpose, or sent elsewhere,
+        must not count as lost."""
+        model = self.model
+        if model is None:
+            return True
+        if self._meant_version != model.version or len(self._meant) > 4096:
+            self._meant.clear()
+            self._meant_version = model.version
+        key = (st.flow.name, tuple(sorted(header.items())))
+        ok = self._meant.get(key)
+        if ok is None:
+            try:
+                ok = any(
+                    d.kind == "egress" and d.egress == st.flow.egress
+                    for d, _ in model.trace_headers(st.flow.ingress, header)
+                )
+            except Exception:  # a header the model cannot trace: count it
+                ok = True
+            self._meant[key] = ok
+        return ok
+
     def on_ingress(self, ingress: Port, header: dict, now: float, sampling_rate: int) -> None:
         for st in self._by_ingress.get(ingress, ()):
-            if st.flow.matches(header):
-                if st.last_ingress is not None and now > st.last_ingress:
-                    st.ingress_gap = _ewma(st.ingress_gap, now - st.last_ingress)
-                st.last_ingress = now
+            if st.flow.matches(header) and self._meant_for_egress(st, header):
+                st.ingress.add(now, max(1, sampling_rate))
+                self._keep(st.ingress, now)
                 if st.first_seen is None:
                     st.first_seen = now
-                st.ingress_rate = sampling_rate
+
+    # -- rates ---------------------------------------------------------------------------
+
+    def _rate_lower(self, series: Series, end: float) -> float | None:
+        """A lower confidence bound on the sample rate (samples/s) over the window that
+        ends at the batch arriving at `end`; None while it has fewer than min_samples."""
+        n, span = series.window(end, self.window)
+        if n < self.min_samples:
+            return None
+        # Each batch holds samples from up to one batch period before it arrived.
+        return poisson_lower(n, CONFIDENCE) / (span + self.batch)
+
+    def _report_rate(self, st: _FlowState) -> tuple[float | None, float | None]:
+        """(lower bound, estimate) of the flow's report rate at its egress, per second."""
+        ing, rep = st.ingress, st.reports
+        n_e = rep.rate or ing.rate or 1
+        if ing:  # packets counted at the ingress, each sample stands for N_i of them
+            lower = self._rate_lower(ing, ing.last)
+            n, span = ing.window(ing.last, self.window)
+            scale = ing.rate / n_e
+        else:
+            lower = self._rate_lower(rep, rep.last) if rep else None
+            n, span = rep.window(rep.last, self.window) if rep else (0, 0.0)
+            scale = 1.0
+        est = n * scale / span if n and span > 0 else None
+        return (None if lower is None else lower * scale), est
 
     def expected_gap(self, st: _FlowState) -> float | None:
-        """E: the expected time between reports of the flow, None while unknown."""
-        if st.ingress_gap and st.ingress_rate:
-            pps = st.ingress_rate / st.ingress_gap
-            n_e = st.egress_rate or st.ingress_rate
-            return n_e / pps
-        return st.report_gap
+        """The expected time between the flow's reports, None while unknown."""
+        est = self._report_rate(st)[1]
+        return 1.0 / est if est else None
+
+    def _run_needed(self, st: _FlowState, now: float) -> int:
+        """Ingress samples during a silence that alarm (tester.silence.run_needed)."""
+        ing = st.ingress
+        n_i, n_e = ing.rate, st.reports.rate or ing.rate
+        seen = ing.count(now - self.window, now)
+        span = max(now - max(ing.first, now - self.window), self.batch)
+        pps = min(poisson_upper(seen, CONFIDENCE) * n_i / span, _MAX_PPS)
+        return run_needed(1.0 / n_i, 1.0 / n_e, HOUR * pps / n_e, self.per_hour / 2)
+
+    def _silence_needed(self, lam: float) -> float:
+        """The silence that alarms a flow reported at (at least) lam per second."""
+        quiet = silence_threshold(lam, self.per_hour / 2)
+        return max(self.k / lam, self.batch + self.latency + quiet)
+
+    def detection_time(self, flow: CriticalFlow | str, now: float) -> float | None:
+        """The silence after which a blackhole of the flow, starting now, would alarm (its
+        expected value for a flow with a sampled ingress); None while the flow's rate is
+        too poorly known to alarm on (the max_silence fallback aside)."""
+        st = self._by_name[flow if isinstance(flow, str) else flow.name]
+        lower, _ = self._report_rate(st)
+        if lower is None:
+            return None
+        if st.ingress:
+            lam_in = lower * (st.reports.rate or st.ingress.rate) / st.ingress.rate
+            wait = 2 * (self.batch + self.latency) + self._run_needed(st, now) / lam_in
+        else:
+            wait = self._silence_needed(lower)
+        return max(st.flow.timeout, wait)
+
+    def poorly_sampled(self, flow: CriticalFlow | str, now: float) -> bool:
+        """True when production samples cannot find a blackhole of the flow within
+        max_detect seconds: probe it with marked probes instead."""
+        t = self.detection_time(flow, now)
+        return t is None or t > self.max_detect
+
+    # -- alarms --------------------------------------------------------------------------
+
+    def _judge(self, st: _FlowState, since: float, now: float) -> BlackholeAlarm | None:
+        silence = now - since
+        gap = self.expected_gap(st)
+        if st.ingress:
+            # Ingress samples taken after the last report, whose own report would be in.
+            late = self.batch + self.latency
+            m = st.ingress.count(since + late, now - late)
+            if m:
+                need = self._run_needed(st, now)
+                if m >= need:
+                    wait = self.detection_time(st.flow, now) or silence
+                    detail = "ingress still sampled, no report at egress"
+                    return BlackholeAlarm(st.flow, since, now, wait, gap, detail, m, need)
+        elif st.reports:
+            lower = self._rate_lower(st.reports, st.reports.last)
+            if lower is not None:
+                wait = self._silence_needed(lower)
+                if silence > wait:
+                    return BlackholeAlarm(st.flow, since, now, wait, gap, "no report at egress")
+        if self.max_silence is not None and silence > self.max_silence:
+            detail = "no report at egress for longer than max_silence"
+            return BlackholeAlarm(st.flow, since, now, self.max_silence, gap, detail)
+        return None
 
     def check(self, now: float) -> list[BlackholeAlarm]:
         """New alarms since the last call (each outage alarms once)."""
@@ -197,20 +338,20 @@ class BlackholeMonitor:
                 continue  # never seen: no traffic to lose yet
             grace = self.grace if st.flow.grace is None else st.flow.grace
             since = max(st.start + grace, since if since is not None else st.start)
-            e = self.expected_gap(st)
-            threshold = max(st.flow.timeout, self.k * e) if e else st.flow.timeout
-            if now - since <= threshold:
+            if now - since <= st.flow.timeout:
                 continue
-            if st.last_ingress is not None and st.ingress_gap:
-                # Ingress samples are seen for this flow: alarm only while it is still sent.
-                if now - st.last_ingress > self.k * st.ingress_gap:
+            if st.first_seen is None:  # expect_traffic, never seen: the operator's limit
+                limit = st.flow.timeout if self.max_silence is None else self.max_silence
+                if now - since <= limit:
                     continue
-                detail = "ingress still sampled, no report at egress"
+                alarm = BlackholeAlarm(st.flow, since, now, limit, None, "no report at egress")
             else:
-                detail = "no report at egress"
+                alarm = self._judge(st, since, now)
+                if alarm is None:
+                    continue
             st.alarmed = True
             st.alarms += 1
-            out.append(BlackholeAlarm(st.flow, since, now, threshold, e, detail))
+            out.append(alarm)
         return out
 
 

@@ -200,16 +200,19 @@ def test_workers_judge_reports_and_record_faults(net):
     )
     assert s, d.log_text()[-2000:]
 
-    # The critical flow (the first flow) has been silent since its last report: pazzd's
-    # blackhole timer, fed with the workers' samples of it, says so from that report on.
-    rows = _wait(
-        lambda: [
+    # The critical flow (the first flow) has been silent at its egress since its last
+    # report, while it still enters (its ingress sampled 1 in 1): pazzd's blackhole timer,
+    # fed with the workers' samples of it, says so from that report on.
+    def still_entering():
+        em.add_ingress(ingress, h)
+        _send(addr, em, socks)
+        return [
             r
             for r in json.loads(pazzctl(d.sock, "faults", "--json").stdout)
             if r["kind"] == "blackhole"
-        ],
-        timeout=10,
-    )
+        ]
+
+    rows = _wait(still_entering, timeout=15)
     assert len(rows) == 1 and rows[0]["location"].startswith("flow:"), rows
     assert rows[0]["localization"]["silent_since"] >= t_last - 1.0, (rows[0], t_last)
     for s_ in socks.values():

@@ -70,14 +70,15 @@ def test_reports_after_a_rewrite_keep_the_flow_alive_and_alarm_names_the_path(tm
     )
     ref = RefDataPlane(topo, m.entries(), m.groups())
     em = ReferenceEmitter()
-    for s in range(10):  # the reference's report: the rewritten header, at the egress
-        for d, out in ref.send_with_headers(INGRESS, f.header):
-            em.add_delivery(d, out)
+    for s in range(12):  # the reference's report: the rewritten header, at the egress
+        for _ in range(5):  # five packets a second, each reported (1/1)
+            for d, out in ref.send_with_headers(INGRESS, f.header):
+                em.add_delivery(d, out)
         for dg in em.flush():
             t.process_datagram(dg, float(s))
         t.tick(s + 0.5)
-    assert t.stats.consistent == 10 and store.faults() == []  # matched as the flow's reports
-    t.tick(30.0)  # reports stop: a blackhole, localized on the model's path through the NAT
+    assert t.stats.consistent == 60 and store.faults() == []  # matched as the flow's reports
+    t.tick(40.0)  # reports stop: a blackhole, localized on the model's path through the NAT
     (fault,) = store.faults()
     assert fault.kind == BLACKHOLE
     assert requests[0].candidates == (1, 2, 3)
@@ -87,7 +88,8 @@ def test_reports_after_a_rewrite_keep_the_flow_alive_and_alarm_names_the_path(tm
 def test_egress_header_follows_model_changes() -> None:
     topo, m = nat_line()
     f = flow()
-    mon = BlackholeMonitor([f], k=1.0, now=0.0, model=m)
+    # Two reports are no rate: the operator's max_silence alarms on this flow.
+    mon = BlackholeMonitor([f], k=1.0, now=0.0, model=m, max_silence=3.0)
     at_egress = dict(f.header, ipv4_dst=INSIDE)
     mon.on_report(EGRESS, at_egress, 1.0, 1)
     assert mon.check(2.0) == []
@@ -127,7 +129,7 @@ def test_grace_and_expect_traffic() -> None:
     assert alarm.since == 21.0
     # A seen flow's clock does not start before the grace ends either; a per-flow grace wins.
     g = flow(grace=5.0)
-    mon2 = BlackholeMonitor([g], k=10.0, now=0.0, grace=20.0)
+    mon2 = BlackholeMonitor([g], k=10.0, now=0.0, grace=20.0, max_silence=3.0)
     mon2.arm(0.0)
     mon2.on_report(EGRESS, g.header, 1.0, 1)
     assert mon2.check(7.5) == []
@@ -178,3 +180,26 @@ def test_config_keys(tmp_path) -> None:
 def test_config_errors_name_the_key(tmp_path, tester, extra, key) -> None:
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         load_config(_cfg(tmp_path, tester, extra))
+
+
+def test_ingress_samples_the_model_drops_on_purpose_are_not_lost_packets() -> None:
+    """The flow's match (ipv4_dst) also covers DNS, which an ACL at s1 drops: ingress
+    samples of it, with no report, are no blackhole; ingress samples of the flow's own
+    packets, with no report, are (1/1: one is proof, after the batch allowances)."""
+    topo, m = nat_line()
+    m.add_flow(1, "table=0,priority=100,udp,nw_dst=10.0.0.2,tp_dst=53,actions=drop")
+    f = flow()
+    dns = dict(f.header, ip_proto=17, tp_dst=53)
+    assert [d.kind for d, _ in m.trace_headers(INGRESS, dns)] != ["egress"]
+    mon = BlackholeMonitor([f], now=0.0, model=m)
+    at_egress = dict(f.header, ipv4_dst=INSIDE)
+    for s in range(10):
+        mon.on_ingress(INGRESS, f.header, float(s), 1)
+        mon.on_report(EGRESS, at_egress, float(s), 1)
+    for s in range(10, 30):  # only DNS enters now
+        mon.on_ingress(INGRESS, dns, float(s), 1)
+        assert mon.check(s + 0.5) == []
+    mon.on_ingress(INGRESS, f.header, 30.0, 1)  # the flow again, and no report of it
+    assert mon.check(31.4) == []  # its report may still be on its way (1 s + 0.5 s)
+    (alarm,) = mon.check(31.6)
+    assert alarm.since == 9.0 and alarm.ingress_samples == 1 and alarm.needed == 1

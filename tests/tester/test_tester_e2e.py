@@ -202,8 +202,9 @@ def test_deleted_rule_blackhole(tmp_path, net) -> None:
     mon = BlackholeMonitor([flow], k=5.0, now=0.0)
     t, store = make_tester(tmp_path, wl, m, blackholes=mon)
     ref = RefDataPlane(wl.topo, m.entries(), m.groups())
-    em = ReferenceEmitter(sampling_rate=10)
+    em = ReferenceEmitter(sampling_rate=1)  # every packet sampled, at ingress and egress
     for s in range(10):
+        em.add_ingress(ingress, h)
         replay(t, ref, [(ingress, h)], float(s), em)
         t.tick(s + 0.5)
     assert store.faults() == []
@@ -212,7 +213,12 @@ def test_deleted_rule_blackhole(tmp_path, net) -> None:
     broken = with_entries(wl, m, lambda es: [e for e in es if e is not gone])
     assert all(d.kind != "egress" for d in broken.send(ingress, h))
     for s in range(10, 20):
+        em.add_ingress(ingress, h)
         replay(t, broken, [(ingress, h)], float(s), em)
         t.tick(s + 0.5)
     (f,) = store.faults()
+    # At 1/1 one ingress sample without its report is proof: the first after the last
+    # report (9 s) and its batch and latency allowances (1.5 s each ways), once the
+    # flow's 3 s timeout has passed.
+    assert f.first_seen == 12.5 and "ingress" in f.localization["detail"]
     assert f.kind == BLACKHOLE and x in f.localization["candidates"]

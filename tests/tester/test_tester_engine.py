@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sqlite3
 
 import pytest
@@ -175,28 +176,38 @@ def test_model_version_invalidates_cache(tmp_path) -> None:
     assert model.calls == 2 and t.stats.consistent == 4
 
 
+def silence_for(lam: float) -> float:
+    """The alarm's silence for a flow reported at lam per second at its egress, by the
+    derivation in docs/tester.md: a 1 s batch, 0.5 s latency, and 3600 lam e^(-lam t) =
+    5e-7 (half of the 1e-6 per flow-hour bound)."""
+    return 1.5 + math.log(3600 * lam / 5e-7) / lam
+
+
 def test_blackhole(tmp_path) -> None:
     flow = CriticalFlow(
         "web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=5.0, header=HDR
     )
-    mon = BlackholeMonitor([flow], k=10.0, now=0.0)
+    mon = BlackholeMonitor([flow], now=0.0)
     t, _, store, events, requests = make(tmp_path, blackholes=mon)
     em = ReferenceEmitter(sampling_rate=100)
-    # Reports every second: E ~ 1 s, threshold = max(5, 10 * 1) = 10 s.
-    for s in range(10):
-        send(t, em, GOOD, float(s))
-    t.tick(15.0)
+    # Five reports a second (one batch) for 20 s, then none: 5 reports/s measured, and
+    # the monitor alarms on a lower bound of it, so between the silence for 5/s and for
+    # 2.5/s (90 reports in the window: the bound is about 3/s).
+    for s in range(20):
+        send(t, em, GOOD, float(s), n=5)
+    t.tick(19.0 + silence_for(5.0) - 0.1)
     assert not store.faults()
-    t.tick(19.5)
+    t.tick(19.0 + silence_for(2.5) + 0.1)
     (f,) = store.faults()
     assert f.kind == BLACKHOLE and requests[0].candidates == (1, 2, 3)
-    assert f.localization["threshold_s"] == 10.0
-    t.tick(30.0)
+    assert silence_for(5.0) <= f.localization["threshold_s"] <= silence_for(2.5)
+    assert f.localization["expected_gap_s"] == pytest.approx(0.2, rel=0.1)
+    t.tick(60.0)
     assert store.get(f.id).count == 1  # one alarm per outage
-    for s in range(31, 42):
+    for s in range(61, 72):
         send(t, em, GOOD, float(s))
         t.tick(s + 0.5)
-    t.tick(42.0)
+    t.tick(72.0)
     assert store.get(f.id).state == RESOLVED
 
 
@@ -212,38 +223,50 @@ def test_blackhole_clock_starts_when_armed_and_waits_out_a_hold() -> None:
     assert mon.check(7.5) == []
     (alarm,) = mon.check(8.0)
     assert alarm.since == 4.0 and alarm.threshold == 3.0
-    # A flow that already reported keeps its clock when armed again.
-    mon2 = BlackholeMonitor([flow], k=10.0, now=0.0)
+    # A flow that already reported keeps its clock when armed again (one report is no
+    # rate: only the operator's max_silence alarms on it).
+    mon2 = BlackholeMonitor([flow], k=10.0, now=0.0, max_silence=3.0)
     mon2.on_report(EGRESS, HDR, 1.0, 1)
     mon2.arm(4.0)
     (alarm2,) = mon2.check(4.5)
-    assert alarm2.since == 1.0
+    assert alarm2.since == 1.0 and "max_silence" in alarm2.detail
 
 
 def test_blackhole_idle_source_no_alarm(tmp_path) -> None:
     flow = CriticalFlow("web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=1.0)
-    mon = BlackholeMonitor([flow], k=10.0, now=0.0)
+    mon = BlackholeMonitor([flow], now=0.0)
     t, _, store, _, _ = make(tmp_path, blackholes=mon)
     em = ReferenceEmitter(sampling_rate=10)
-    # Ingress samples every 0.1 s at 1:10 -> 100 pps; egress 1:10 -> E = 0.1 s, T = 1 s.
-    for i in range(20):
+    # 1:10 at both ends, one batch a second: ~2 ingress samples and ~2 reports a second
+    # for 30 s, then the reports stop while the ingress is still sampled.
+    for s in range(90):
         em.add_ingress((1, 1), HDR)
-        if i < 10:
+        em.add_ingress((1, 1), HDR)
+        if s < 30:
+            em.add(EGRESS, HDR, *tags_of(GOOD))
             em.add(EGRESS, HDR, *tags_of(GOOD))
         for d in em.flush():
-            t.process_datagram(d, i * 0.1)
-    assert t.stats.ingress_samples == 20
-    t.tick(1.95)
+            t.process_datagram(d, float(s))
+        t.tick(s + 0.5)
+    assert t.stats.ingress_samples == 180
     (f,) = store.faults()
     assert f.kind == BLACKHOLE and "ingress" in f.localization["detail"]
+    # Alarmed on enough ingress samples without a report: of the packets sampled anywhere
+    # 0.1*0.9/(0.1*0.9+0.1) = 47 % are sampled at the ingress only, so 0.47^m times the
+    # reports per hour (7200 at 2/s, or a few times that) must stay under 5e-7.
+    # Two ingress samples a batch count from 1.5 s after the last report (at 29 s) to
+    # 1.5 s before the tick.
+    need = math.log(5e-7 / 7201) / math.log(0.09 / 0.19)
+    fired = f.first_seen - 29.0
+    assert 2.5 + need / 2 <= fired <= 2.5 + (need + 6) / 2, (need, fired)
     # A second flow whose source stops entirely: no alarm.
     flow2 = CriticalFlow("idle", (1, 1), EGRESS, {"ipv4_dst": 0x0A000303}, timeout=1.0)
-    mon2 = BlackholeMonitor([flow2], k=10.0, now=0.0)
+    mon2 = BlackholeMonitor([flow2], now=0.0)
     h2 = dict(HDR, ipv4_dst=0x0A000303)
-    for i in range(10):
-        mon2.on_ingress((1, 1), h2, i * 0.1, 10)
-        mon2.on_report(EGRESS, h2, i * 0.1, 10)
-    assert mon2.check(5.0) == []
+    for i in range(60):
+        mon2.on_ingress((1, 1), h2, float(i), 10)
+        mon2.on_report(EGRESS, h2, float(i), 10)
+    assert all(mon2.check(60.0 + s) == [] for s in range(3600))
 
 
 def test_sequence_loss_unknown_interface_and_malformed(tmp_path) -> None:
