@@ -99,6 +99,10 @@ class Config:
     settle: float = 2.0
     blackhole_k: float = 10.0
     blackhole_grace: float = 0.0
+    # A critical flow's silence that alarms at most, whatever its measured rate (None: only
+    # the false-alarm bound decides, tester.timers), and that bound per flow-hour.
+    blackhole_max_silence: float | None = None
+    blackhole_false_alarms: float = 1e-6
     tester_workers: int = 1
     corroborate: int = 2  # fault samples (or re-probes) needed before a fault opens
     corroborate_window: float = 60.0
@@ -201,6 +205,8 @@ KNOWN = {
         "settle",
         "blackhole_k",
         "blackhole_grace",
+        "blackhole_max_silence",
+        "blackhole_false_alarms",
         "workers",
         "corroborate",
         "corroborate_window",
@@ -821,6 +827,12 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     cfg.blackhole_k = r.typed(t, "blackhole_k", "tester.blackhole_k", float, 10.0, lo=1.0)
     cfg.blackhole_grace = r.typed(
         t, "blackhole_grace", "tester.blackhole_grace", float, 0.0, lo=0.0
+    )
+    cfg.blackhole_max_silence = r.typed(
+        t, "blackhole_max_silence", "tester.blackhole_max_silence", float, None, lo=0.1
+    )
+    cfg.blackhole_false_alarms = r.typed(
+        t, "blackhole_false_alarms", "tester.blackhole_false_alarms", float, 1e-6, lo=1e-12, hi=0.1
     )
     cfg.tester_workers = r.typed(t, "workers", "tester.workers", int, 1, lo=1, hi=64)
     cfg.corroborate = r.typed(t, "corroborate", "tester.corroborate", int, 2, lo=1, hi=16)

@@ -485,7 +485,9 @@ class Daemon:
         t.resolve_after = cfg.resolve_after
         self.guard.settle = cfg.settle
         if list(cfg.critical_flows) != list(old.critical_flows) or (
-            (cfg.blackhole_k, cfg.blackhole_grace) != (old.blackhole_k, old.blackhole_grace)
+            (cfg.blackhole_k, cfg.blackhole_grace, cfg.blackhole_max_silence)
+            != (old.blackhole_k, old.blackhole_grace, old.blackhole_max_silence)
+            or cfg.blackhole_false_alarms != old.blackhole_false_alarms
         ):
             t.blackholes = wiring.blackholes(cfg, self.model)
         t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)

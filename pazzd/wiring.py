@@ -139,6 +139,8 @@ def blackholes(cfg: Config, model) -> BlackholeMonitor | None:
         now=time.time(),
         grace=cfg.blackhole_grace,
         model=model,
+        per_hour=cfg.blackhole_false_alarms,
+        max_silence=cfg.blackhole_max_silence,
     )
 
 

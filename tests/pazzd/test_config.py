@@ -276,3 +276,23 @@ def test_check_config_warns_of_agent_dependent_entries(tmp_path):
     assert len(warnings) == 2, p.stdout
     assert f"rules.jsonl:{n - 1}" in warnings[1] and "[equal-priority-overlap]" in warnings[1]
     assert f"rules.jsonl:{n}" in warnings[0] and "[set-field-prerequisite]" in warnings[0]
+
+
+def test_blackhole_bound_settings(tmp_path):
+    """tester.blackhole_false_alarms and .blackhole_max_silence reach the monitor; a value
+    out of range names the key."""
+    from pazzd.config import ConfigError, load_config
+    from pazzd.wiring import blackholes
+
+    cfg = base_config(tmp_path)
+    cfg["tester"] = {"blackhole_false_alarms": 1e-4, "blackhole_max_silence": 30}
+    cfg["critical_flows"] = [
+        {"name": "f", "from": "s1:5", "to": "s4:5", "header": "ipv4_dst=10.0.3.1"}
+    ]
+    c = load_config(write_config(tmp_path / "pazzd.yaml", cfg))
+    assert (c.blackhole_false_alarms, c.blackhole_max_silence) == (1e-4, 30.0)
+    m = blackholes(c, None)
+    assert (m.per_hour, m.max_silence) == (1e-4, 30.0)
+    cfg["tester"] = {"blackhole_false_alarms": 0.5}
+    with pytest.raises(ConfigError, match=r"tester\.blackhole_false_alarms: must be at most"):
+        load_config(write_config(tmp_path / "pazzd.yaml", cfg))
