@@ -281,7 +281,6 @@ def test_check_config_warns_of_agent_dependent_entries(tmp_path):
 def test_blackhole_bound_settings(tmp_path):
     """tester.blackhole_false_alarms and .blackhole_max_silence reach the monitor; a value
     out of range names the key."""
-    from pazzd.config import ConfigError, load_config
     from pazzd.wiring import blackholes
 
     cfg = base_config(tmp_path)
