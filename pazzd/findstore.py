@@ -11,11 +11,10 @@ before a caller reports them (WAL, as the fault store).
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from typing import Any
 
-from tester.store import OPEN, RESOLVED
+from tester.store import OPEN, RESOLVED, connect
 
 from .records import Finding, record_class
 
@@ -76,10 +75,7 @@ class FindingStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = connect(path)
         self._migrate()
 
     @property

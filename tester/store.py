@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FaultStore", "FaultRow", "OPEN", "RESOLVED"]
+__all__ = ["FaultStore", "FaultRow", "OPEN", "RESOLVED", "connect"]
 
 OPEN = "open"
 RESOLVED = "resolved"
@@ -131,16 +131,23 @@ def _with_header(headers_json: str | None, header: dict) -> str:
     return json.dumps(hs, sort_keys=True)
 
 
+def connect(path: str) -> sqlite3.Connection:
+    """A connection as every store of the file keeps one: WAL, autocommit (transactions
+    are explicit), waiting up to 5 s for another writer."""
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
 class FaultStore:
     """Thread-safe (one connection, one lock); open with a path or ':memory:'."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = connect(path)
         self._migrate()
 
     @property

@@ -14,20 +14,16 @@ import json
 
 import pytest
 
-from cpc.model import Model
 from cpc.rules import FlowMod, Instructions, Match
-from cpc.topology import Topology
 from pazzd.entries import AGENT, EntryConfirmations
 from pazzd.findstore import FindingStore
 from pazzd.services import FindingSink
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
-from .test_probes import Network
+from .test_probes import two_switches
 
 IP = {"eth_type": (0x0800, 0xFFFF)}
 NET = Match.build({**IP, "ipv4_dst": (0x0A000100, 0xFFFFFF00)})  # 10.0.1.0/24
-OTHER = {"eth_type": 0x0800, "ipv4_dst": 0x0A000909, "ipv4_src": 0x0A000001, "ip_proto": 17,
-         "tp_src": 1, "tp_dst": 2}  # fmt: skip
 
 
 def out(port):
@@ -36,18 +32,8 @@ def out(port):
 
 @pytest.fixture
 def net(tmp_path):
-    topo = Topology()
-    topo.add_switch(1, "s1", [1, 2, 3])
-    topo.add_switch(2, "s2", [1, 2])
-    topo.add_link((1, 3), (2, 1))
-    for p in ((1, 1), (1, 2), (2, 2)):
-        topo.add_edge(p)
-    model = Model(topo)
-    model.add_entries([])
-    ip = Match.build(IP)
-    model.apply(FlowMod("add", 1, 0, 10, ip, out(2), rule_id=1))  # default: to s1:2
-    model.apply(FlowMod("add", 2, 0, 10, ip, out(2), rule_id=2))
-    n = Network(topo, model, background=((1, 1), OTHER))
+    n = two_switches()
+    model, topo = n.model, n.topo
     store = FindingStore(str(tmp_path / "faults.db"))
     svc = n.service()
     ec = EntryConfirmations(

@@ -127,10 +127,10 @@ class Network:
         return job
 
 
-@pytest.fixture
-def net():
-    """s1 (edges 1, 2) -- s2 (edge 2); IP goes out s1:2 by default, 10.0.1.0/24 to s2 is
-    added by the test (a model update, so its reports are held back for SETTLE s)."""
+def two_switches() -> Network:
+    """s1 (edges 1, 2) -- s2 (edge 2); IP goes out s1:2 by default, with background
+    traffic from s1:1; a test adds 10.0.1.0/24 to s2 (a model update, so its reports are
+    held back for SETTLE s)."""
     topo = Topology()
     topo.add_switch(1, "s1", [1, 2, 3])
     topo.add_switch(2, "s2", [1, 2])
@@ -143,6 +143,11 @@ def net():
     model.apply(FlowMod("add", 1, 0, 10, ip, out(2), rule_id=1))
     model.apply(FlowMod("add", 2, 0, 10, ip, out(2), rule_id=2))
     return Network(topo, model, background=((1, 1), OTHER))
+
+
+@pytest.fixture
+def net():
+    return two_switches()
 
 
 def _route(n: Network) -> None:

@@ -27,6 +27,26 @@ def net(i: int) -> Match:
     return Match.build({**IP, "ipv4_dst": (0x0A000000 + (i << 8), 0xFFFFFF00)})
 
 
+def intents_check(model, topo, store, startup, policy, clock) -> IntentsCheck:
+    """The intents check started on these services (no tester, fuzzer or proxy)."""
+    svc = Services(
+        cfg=SimpleNamespace(intent_policies=[policy]),
+        model=model,
+        store=None,
+        findings=store,
+        tester=None,
+        topology=topo,
+        sink=FindingSink(store, clock=clock),
+        startup=startup,
+        changes=ChangeLog(),
+        metrics=None,
+        clock=clock,
+    )
+    check = IntentsCheck()
+    check.start(svc)
+    return check
+
+
 def test_startup_settles_after_quiet_or_limit():
     st = Startup(100.0, needs_controller=True, quiet=3.0, limit=60.0)
     assert not st.check(101.0, False) and not st.settled  # no controller yet
@@ -55,21 +75,7 @@ def test_intent_findings_wait_for_the_first_install():
     reach = Policy(
         "reach-s2", "reach", src=((1, 1),), dst=(2, 2), match=(("eth_type", 0x800, 0xFFFF),)
     )
-    svc = Services(
-        cfg=SimpleNamespace(intent_policies=[reach]),
-        model=model,
-        store=None,
-        findings=store,
-        tester=None,
-        topology=topo,
-        sink=FindingSink(store, clock=lambda: now[0]),
-        startup=startup,
-        changes=ChangeLog(),
-        metrics=None,
-        clock=lambda: now[0],
-    )
-    check = IntentsCheck()
-    check.start(svc)
+    check = intents_check(model, topo, store, startup, reach, lambda: now[0])
     model.subscribe(check.on_update)
     startup.check(now[0], controller_connected=True)
     check.tick(now[0])
@@ -105,20 +111,7 @@ def test_what_is_still_broken_when_the_install_ends_opens_with_cause_startup():
     reach = Policy(
         "reach", "reach", src=((1, 1),), dst=(1, 2), match=(("eth_type", 0x800, 0xFFFF),)
     )
-    svc = Services(
-        cfg=SimpleNamespace(intent_policies=[reach]),
-        model=model,
-        store=None,
-        findings=store,
-        tester=None,
-        topology=topo,
-        sink=FindingSink(store, clock=lambda: 5.0),
-        startup=startup,
-        changes=ChangeLog(),
-        metrics=None,
-    )
-    check = IntentsCheck()
-    check.start(svc)
+    check = intents_check(model, topo, store, startup, reach, lambda: 5.0)
     assert store.findings() == []
     assert not startup.check(0.5, controller_connected=True)  # the controller connects
     assert startup.check(2.0, controller_connected=True)
