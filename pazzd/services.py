@@ -24,8 +24,8 @@ class Startup:
 
     started: float
     needs_controller: bool
-    quiet: float = 3.0
-    limit: float = 120.0
+    quiet: float = 2.0
+    limit: float = 30.0  # a controller with steady churn from the start: open findings anyway
     last_change: float | None = None
     connected_at: float | None = None
     settled_at: float | None = None
