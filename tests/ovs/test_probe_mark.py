@@ -34,7 +34,7 @@ PRIO = 100
 MARKED = tags.pack_header(tags.VERIFY_PORT_INIT, tags.VERIFY_RULE_INIT, marked=True)
 PLAIN = tags.pack_header(tags.VERIFY_PORT_INIT, tags.VERIFY_RULE_INIT)
 
-# Reads "HEX COUNT" lines; sends each frame COUNT times, in chunks of 100 with a short pause
+# Reads "HEX COUNT" lines; sends each frame COUNT times, in chunks of 50 with a short pause
 # (so that the veth and the switch's receive queue do not overflow).
 SENDER = (
     "import socket,sys,time\n"
@@ -44,7 +44,7 @@ SENDER = (
     "    h,n=line.split(); f=bytes.fromhex(h)\n"
     "    for i in range(int(n)):\n"
     "        s.send(f)\n"
-    "        if i % 100 == 99: time.sleep(0.002)\n"
+    "        if i % 50 == 49: time.sleep(0.005)\n"
 )
 
 
@@ -233,7 +233,7 @@ def test_marked_probes_are_reported_every_time_unmarked_at_1_in_1000(net):
     stats = net.probe_stats()
     reports, samples = net.reports()
     # Frames may be lost before br2 on a loaded machine; n counts those br2 output to h2.
-    assert min(n[1000], n[1001]) > 200 and min(n[2000], n[2001]) > 5000, n
+    assert min(n[1000], n[1001]) > 100 and min(n[2000], n[2001]) > 5000, n
 
     by = {}
     for s in reports:
