@@ -18,8 +18,8 @@ Injectors:
 Every injector sends probes: each frame leaves with a fresh Verify shim that carries the
 probe mark (`marked`, docs/verify-header.md "The probe mark"), so that the exit switch
 reports it always. A packet-out keeps its mark; a frame from a host keeps it only on an
-interface with other_config:verify-probe=true (elsewhere the switch strips the mark and the
-probe is reported at 1/N). The switch's edge push_verify leaves a present header alone, so
+interface with other_config:verify-probe=true or =trust (elsewhere the switch strips the
+mark and the probe is reported at 1/N). The switch's edge push_verify leaves a present header alone, so
 a pre-tagged probe is tagged the same as if the switch had pushed the header.
 """
 
