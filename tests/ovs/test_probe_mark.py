@@ -18,7 +18,7 @@ import subprocess
 import time
 
 import pytest
-from scapy.all import IP, UDP, Ether, Raw
+from scapy.all import IP, UDP, Dot1Q, Ether, Raw
 
 from cpc import tags
 from tests.ovs.ovsenv import Netns, VethPair, unique_name
@@ -48,13 +48,13 @@ SENDER = (
 )
 
 
-def udp_frame(src_mac: str, src_ip: str, sport: int, shim: bytes = b"") -> bytes:
-    f = bytes(
-        Ether(src=src_mac, dst=H2_MAC)
-        / IP(src=src_ip, dst=H2_IP)
-        / UDP(sport=sport, dport=9)
-        / Raw(b"probe-mark" * 2)
-    )
+def udp_frame(
+    src_mac: str, src_ip: str, sport: int, shim: bytes = b"", vlan: int | None = None
+) -> bytes:
+    eth = Ether(src=src_mac, dst=H2_MAC)
+    if vlan is not None:
+        eth = eth / Dot1Q(vlan=vlan)
+    f = bytes(eth / IP(src=src_ip, dst=H2_IP) / UDP(sport=sport, dport=9) / Raw(b"probe-mark" * 2))
     return f[:12] + shim + f[12:]
 
 
@@ -62,6 +62,8 @@ def udp_sport(frame: bytes) -> int | None:
     off = 12
     if frame[12:14] in (b"\x08\x20", b"\x08\x21"):
         off += 8
+    if frame[off : off + 2] == b"\x81\x00":
+        off += 4
     if frame[off : off + 2] != b"\x08\x00" or frame[off + 2 + 9] != 17:
         return None
     ihl = (frame[off + 2] & 0x0F) * 4
@@ -297,7 +299,14 @@ def test_the_mark_never_changes_the_tags(net):
     net.ovs.vsctl("set", "sflow", net.sflow, "sampling=1")
     for shim in (PLAIN, MARKED, b""):
         net.phase("h1", udp_frame(H1_MAC, H1_IP, 3000, shim), 5)
+    # A marked header stays in front of a VLAN tag; the tags are the same again.
+    net.phase("h1", udp_frame(H1_MAC, H1_IP, 3001, MARKED, vlan=7), 5)
     reports, _ = net.reports()
+    vlan = [s["header"] for s in reports if udp_sport(s["header"]) == 3001]
+    assert len(vlan) == 5 and {(h[12:14], h[20:22], h[23]) for h in vlan} == {
+        (b"\x08\x21", b"\x81\x00", 7)
+    }
+    assert {tags.unpack_header(h[12:20]) for h in vlan} == {_expected_tags()}
     seen = {}
     for s in reports:
         if udp_sport(s["header"]) == 3000:
