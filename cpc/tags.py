@@ -11,6 +11,10 @@ import binascii
 import struct
 
 VERIFY_ETHERTYPE = 0x0820
+# The probe mark (docs/verify-header.md, "The probe mark"): the same header with this
+# EtherType is a probe's; same layout, same tags.
+VERIFY_ETHERTYPE_MARKED = 0x0821
+VERIFY_ETHERTYPES = (VERIFY_ETHERTYPE, VERIFY_ETHERTYPE_MARKED)
 VERIFY_HEADER_LEN = 8
 VERIFY_PORT_INIT = 0
 VERIFY_RULE_INIT = 1
@@ -103,16 +107,22 @@ def set_verify_rule(
     return binascii.crc_hqx(rule_bytes(dpid, table_id, priority, cookie, rule_id), verify_rule)
 
 
-def pack_header(verify_port: int, verify_rule: int) -> bytes:
-    """The 8 bytes of the shim: EtherType 0x0820, Verify_Port, Verify_Rule."""
-    return struct.pack(">HIH", VERIFY_ETHERTYPE, verify_port, verify_rule)
+def pack_header(verify_port: int, verify_rule: int, marked: bool = False) -> bytes:
+    """The 8 bytes of the shim: EtherType 0x0820 (0x0821 when marked), Verify_Port,
+    Verify_Rule."""
+    etype = VERIFY_ETHERTYPE_MARKED if marked else VERIFY_ETHERTYPE
+    return struct.pack(">HIH", etype, verify_port, verify_rule)
 
 
 def unpack_header(data: bytes) -> tuple[int, int]:
-    """(Verify_Port, Verify_Rule) from the 8 shim bytes; ValueError if they are not a shim."""
+    """(Verify_Port, Verify_Rule) from the 8 shim bytes, marked or not; ValueError if they
+    are not a shim."""
     if len(data) < VERIFY_HEADER_LEN:
         raise ValueError(f"Verify header needs {VERIFY_HEADER_LEN} bytes, got {len(data)}")
     etype, vport, vrule = struct.unpack_from(">HIH", data)
-    if etype != VERIFY_ETHERTYPE:
-        raise ValueError(f"EtherType 0x{etype:04x} is not the Verify type 0x{VERIFY_ETHERTYPE:04x}")
+    if etype not in VERIFY_ETHERTYPES:
+        raise ValueError(
+            f"EtherType 0x{etype:04x} is not a Verify type (0x{VERIFY_ETHERTYPE:04x}, "
+            f"0x{VERIFY_ETHERTYPE_MARKED:04x})"
+        )
     return vport, vrule

@@ -1,7 +1,8 @@
 """Probe frames for model headers, fast.
 
 scapy builds one template frame per kind (TCP, UDP, other IPv4 protocol,
-non-IP; with or without an 802.1Q tag; with or without a leading Verify shim);
+non-IP; with or without an 802.1Q tag; with or without a leading Verify shim, marked
+or not);
 `Crafter.frame()` copies the template and patches the header fields with
 struct, then fixes the IPv4 header checksum and the TCP/UDP checksum from the
 template's precomputed partial sum plus the patched words (RFC 1071 ones'
@@ -22,7 +23,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 from cpc.fields import ETH_TYPE_IPV4, OFPVID_PRESENT
-from cpc.tags import VERIFY_ETHERTYPE, VERIFY_PORT_INIT, VERIFY_RULE_INIT
+from cpc.tags import VERIFY_ETHERTYPE_MARKED, VERIFY_ETHERTYPES, VERIFY_PORT_INIT, VERIFY_RULE_INIT
 from cpc.verify_layer import Verify
 
 __all__ = ["Crafter", "PROBE_MAGIC", "probe_seq"]
@@ -62,13 +63,17 @@ class Crafter:
     pretag: put a Verify shim (VERIFY_PORT_INIT, VERIFY_RULE_INIT) after the source MAC,
     as an edge port's push_verify would; for packet-out injection, where the switch does
     not see the frame arrive on the edge port (push_verify leaves a present header alone).
+    mark: the same shim with the probe mark (EtherType 0x0821, docs/verify-header.md "The
+    probe mark"), so that the exit switch reports the probe always; implies pretag. The
+    fuzzer's probes are marked.
     """
 
-    def __init__(self, payload_len: int = 18, pretag: bool = False) -> None:
+    def __init__(self, payload_len: int = 18, pretag: bool = False, mark: bool = False) -> None:
         if payload_len < 6:
             raise ValueError("payload_len must be at least 6 (magic + sequence number)")
         self.payload_len = payload_len
-        self.pretag = pretag
+        self.pretag = pretag or mark
+        self.mark = mark
         self._templates: dict[tuple, _Template] = {}
 
     # --- templates -----------------------------------------------------------------------
@@ -86,6 +91,8 @@ class Crafter:
         et = h.get("eth_type", 0)
         vid = h.get("vlan_vid", 0)
         pkt = Ether(dst=mac(h.get("eth_dst", 0)), src=mac(h.get("eth_src", 0)))
+        if self.mark:
+            pkt.type = VERIFY_ETHERTYPE_MARKED
         if self.pretag:  # a fresh header, as an edge port's push_verify writes it
             pkt = pkt / Verify(port=VERIFY_PORT_INIT, rule=VERIFY_RULE_INIT)
         if vid & OFPVID_PRESENT:
@@ -213,7 +220,7 @@ def probe_seq(frame: bytes) -> int | None:
     if n < 14:
         return None
     et = _H.unpack_from(frame, off)[0]
-    if et == VERIFY_ETHERTYPE:
+    if et in VERIFY_ETHERTYPES:
         off += 8
         et = _H.unpack_from(frame, off)[0] if n >= off + 2 else -1
     if et in (0x8100, 0x88A8):

@@ -127,7 +127,8 @@ class Fuzzer:
         self.shares = dict(shares) if shares is not None else default_shares(sampling)
         self.window_s = window_s
         self.min_replan_s = min_replan_s
-        self.crafter = crafter or Crafter()
+        # Every probe carries the marked shim: the exit switch reports it always.
+        self.crafter = crafter or Crafter(mark=True)
         self.valid = valid_headers(self.space)
         # Critical flows probed every period_s: [flow, its header (canonical), next due].
         self.critical: list[list] = []

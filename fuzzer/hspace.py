@@ -34,8 +34,9 @@ __all__ = [
 ]
 
 # EtherTypes a probe never carries: 802.1Q/802.1ad/QinQ TPIDs (the model has one VLAN level)
-# and the Verify shim's own EtherType. Values below 0x0600 are 802.3 lengths, not types.
-INVALID_ETH_TYPES = (0x8100, 0x88A8, 0x9100, 0x0820)
+# and the Verify shim's own EtherTypes (0x0821: marked). Values below 0x0600 are 802.3
+# lengths, not types.
+INVALID_ETH_TYPES = (0x8100, 0x88A8, 0x9100, 0x0820, 0x0821)
 MIN_ETH_TYPE = 0x0600
 _SHIFT = {}
 _pos = HEADER_BITS

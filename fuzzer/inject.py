@@ -11,13 +11,16 @@ Injectors:
     (ofwire.packet_out is its encoding).
   * QueuedPacketOut: the same over an async `send_packet_out` (pazzd's proxy,
     Proxy.send_packet_out): inject() queues, run() sends from the event loop.
-    Both put a fresh Verify shim into frames without one (`pretagged`): the switch does not
-    see a packet-out arrive on its edge port, so its edge push_verify may not run;
-    push_verify leaves a present header alone, so a pre-tagged probe is tagged the same
-    either way.
   * RawSocketInjector: AF_PACKET on a host-side interface (testbeds: the frame really
-    arrives on the edge port). Use untagged frames (Crafter(pretag=False)).
+    arrives on the edge port).
   * ByIngress: one of the above per ingress port.
+
+Every injector sends probes: each frame leaves with a fresh Verify shim that carries the
+probe mark (`marked`, docs/verify-header.md "The probe mark"), so that the exit switch
+reports it always. A packet-out keeps its mark; a frame from a host keeps it only on an
+interface with other_config:verify-probe=true or =trust (elsewhere the switch strips the
+mark and the probe is reported at 1/N). The switch's edge push_verify leaves a present header alone, so
+a pre-tagged probe is tagged the same as if the switch had pushed the header.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from cpc.results import Port
-from cpc.tags import VERIFY_ETHERTYPE, VERIFY_PORT_INIT, VERIFY_RULE_INIT, pack_header
+from cpc.tags import (
+    VERIFY_ETHERTYPE,
+    VERIFY_ETHERTYPE_MARKED,
+    VERIFY_PORT_INIT,
+    VERIFY_RULE_INIT,
+    pack_header,
+)
 
 log = logging.getLogger("fuzzer.inject")
 
@@ -41,13 +50,16 @@ __all__ = [
     "QueuedPacketOut",
     "RawSocketInjector",
     "RecordingInjector",
+    "marked",
     "pretagged",
 ]
 
 SendPacketOut = Callable[[int, int, bytes], None]
 AsyncSendPacketOut = Callable[[int, int, bytes], Awaitable[None]]
 _VERIFY = VERIFY_ETHERTYPE.to_bytes(2, "big")
+_MARKED = VERIFY_ETHERTYPE_MARKED.to_bytes(2, "big")
 _FRESH = pack_header(VERIFY_PORT_INIT, VERIFY_RULE_INIT)
+_FRESH_MARKED = pack_header(VERIFY_PORT_INIT, VERIFY_RULE_INIT, marked=True)
 
 
 @runtime_checkable
@@ -58,9 +70,20 @@ class Injector(Protocol):
 def pretagged(frame: bytes) -> bytes:
     """frame with a fresh Verify shim after the source MAC, as an edge port's push_verify
     writes it; a frame that has one is returned as it is."""
-    if frame[12:14] == _VERIFY:
+    if frame[12:14] in (_VERIFY, _MARKED):
         return frame
     return frame[:12] + _FRESH + frame[12:]
+
+
+def marked(frame: bytes) -> bytes:
+    """frame as a probe: with a fresh marked Verify shim after the source MAC; a frame with
+    a shim gets the mark on it (its tags are kept), a marked frame is returned as it is."""
+    et = frame[12:14]
+    if et == _MARKED:
+        return frame
+    if et == _VERIFY:
+        return frame[:12] + _MARKED + frame[14:]
+    return frame[:12] + _FRESH_MARKED + frame[12:]
 
 
 class PacketOutInjector:
@@ -71,7 +94,7 @@ class PacketOutInjector:
     def inject(self, ingress: Port, frames: Sequence[bytes]) -> int:
         dpid, port = ingress
         for f in frames:
-            self.send(dpid, port, pretagged(f))
+            self.send(dpid, port, marked(f))
         self.sent += len(frames)
         return len(frames)
 
@@ -111,7 +134,7 @@ class QueuedPacketOut:
         while self.queue:
             (dpid, port), frame = self.queue.popleft()
             try:
-                await self.send(dpid, port, pretagged(frame))
+                await self.send(dpid, port, marked(frame))
                 self.sent += 1
             except (KeyError, RuntimeError, ConnectionError) as e:
                 if not self.failed:
@@ -149,7 +172,7 @@ class RawSocketInjector:
         s = self._sock(ingress)
         n = 0
         for f in frames:
-            s.send(f)
+            s.send(marked(f))
             n += 1
         self.sent += n
         return n

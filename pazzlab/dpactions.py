@@ -3,7 +3,9 @@
 outcomes() runs the actions over a packet state (set(), push_vlan, pop_vlan, clone) and
 returns, per output, the port and the packet as it leaves: the bytes a switch sends, in the
 fields the trace shows. The Verify actions of the patched switch (verify_push, verify_pop,
-verify_port, verify_rule) are left out: they only add and remove the Verify header.
+verify_port, verify_rule; and of the probe mark verify_push_marked, verify_unmark and the
+report verify_sample) are left out: they only add, mark and remove the Verify header, or
+report the packet.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from __future__ import annotations
 import ipaddress
 import re
 
-VERIFY = ("verify_push", "verify_pop", "verify_port", "verify_rule")
+VERIFY = (
+    "verify_push",  # and verify_push_marked
+    "verify_pop",
+    "verify_port",
+    "verify_rule",
+    "verify_unmark",
+    "verify_sample(",
+)
 
 
 def split_top(text: str) -> list[str]:

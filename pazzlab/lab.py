@@ -19,7 +19,8 @@ links and one OVSSwitch per switch whose bridge lives in the lab's own ovs-vswit
 the work directory; the system's OVS is never used, Mininet's ovs-vsctl calls go to the
 private database). Bridge pz<tag>s<dpid> has dpid N for switch N, the topology's port
 numbers as OpenFlow ports (interfaces pz<tag>s<dpid>-<port>), `verify-tagging` on, and
-`verify-edge` on the host ports; the tag is unique on the machine, so names never clash
+`verify-edge` and `verify-probe=trust` (the fuzzer's marked probes keep their mark) on the
+host ports; the tag is unique on the machine, so names never clash
 with another lab's. Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k
 (h1, h2, ...) has eth0 with address 10.0.(k-1).1/8 and MAC 02:00:00:00:HH:LL; the workload
 routes /24 prefixes 10.0.i.0/24 to host i mod hosts (pazzdata.workloads). Each host's namespace

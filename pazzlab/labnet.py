@@ -8,8 +8,9 @@ ovs-vswitchd (`pazzlab.ovs.OvsInstance`, userspace datapath), never the system's
   instance's database and tools. All bridges and their ports are created in one ovs-vsctl
   transaction (Mininet's batch start-up): `datapath_type=netdev`, `fail_mode=secure`, the
   given dpid, `other_config:verify-tagging=true`, each port on its OpenFlow number
-  (`ofport_request`), `mtu_request` on links and `other_config:verify-edge=true` on host
-  ports.
+  (`ofport_request`), `mtu_request` on links and `other_config:verify-edge=true` plus
+  `other_config:verify-probe=trust` (the fuzzer injects there; docs/verify-header.md "The
+  probe mark") on host ports.
 - `LabIntf`, a Mininet interface with an MTU and no IPv6 (no router solicitations or DAD on
   test links), configured before the interface comes up.
 - `LabNet`, a Mininet network without controller that leaves host-wide settings alone:
@@ -102,7 +103,9 @@ class OvsBridge(OVSSwitch):
             link = intf.link
             peer = link and (link.intf2 if link.intf1 is intf else link.intf1)
             if peer is not None and isinstance(peer.node, Host):
-                sets.append("other_config:verify-edge=true")
+                # A host port is also where the fuzzer injects (netns:...:eth0): the
+                # probes' mark is kept, the host's own traffic stays unmarked.
+                sets += ["other_config:verify-edge=true", "other_config:verify-probe=trust"]
             args += ["--", "add-port", br, intf.name, "--", "set", "interface", intf.name, *sets]
         return args
 

@@ -30,9 +30,9 @@ def _headers(n: int, seed: int = 1):
     return out
 
 
-@pytest.mark.parametrize("pretag", [False, True])
-def test_frames_equal_scapy(pretag):
-    c = Crafter(pretag=pretag)
+@pytest.mark.parametrize("pretag,mark", [(False, False), (True, False), (False, True)])
+def test_frames_equal_scapy(pretag, mark):
+    c = Crafter(pretag=pretag, mark=mark)
     for i, h in enumerate(_headers(400)):
         seq = (i * 2654435761) & 0xFFFFFFFF
         f = c.frame(h, seq)
@@ -40,7 +40,9 @@ def test_frames_equal_scapy(pretag):
         assert probe_seq(f) == seq
         p = parse_frame(f)  # the tester's independent parser reads the header back
         assert p.header == h
-        assert p.has_verify == pretag
+        assert p.has_verify == (pretag or mark) and p.marked == mark
+        if mark:  # the marked shim: 0x0821, Verify_Port 0, Verify_Rule 1
+            assert f[12:20] == bytes.fromhex("0821000000000001")
 
 
 def test_crafting_throughput():

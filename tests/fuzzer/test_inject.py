@@ -13,6 +13,7 @@ from fuzzer.inject import (
     PacketOutInjector,
     QueuedPacketOut,
     RecordingInjector,
+    marked,
     pretagged,
 )
 from tests.fuzzer.test_craft import _headers
@@ -29,19 +30,19 @@ def test_pretagged_is_the_crafters_pretag():
         assert pretagged(want) == want  # a present header is left alone
 
 
-def test_packet_out_injector_pretags():
+def test_packet_out_injector_pretags_and_marks():
     sent = []
     inj = PacketOutInjector(lambda dpid, port, data: sent.append((dpid, port, data)))
     h = _headers(1)[0]
     assert inj.inject((3, 5), [Crafter().frame(h, 7)]) == 1
-    assert sent == [(3, 5, Crafter(pretag=True).frame(h, 7))]
+    assert sent == [(3, 5, Crafter(mark=True).frame(h, 7))]
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([1, 2, 9]), st.integers(1, 20)), max_size=30))
 def test_queued_packet_out(batches):
     """inject() only queues (the oldest go beyond the limit); run() sends from the event loop
-    in the order injected, pre-tagged; a switch that is not connected (dpid 9: KeyError, as
+    in the order injected, pre-tagged with the probe mark; a switch that is not connected (dpid 9: KeyError, as
     Proxy.send_packet_out raises) counts as failed."""
     limit = 64
     injected = [
@@ -74,7 +75,7 @@ def test_queued_packet_out(batches):
     inj, got = asyncio.run(main())
     kept = injected[-limit:]
     assert inj.dropped == len(injected) - len(kept)
-    assert got == [(i, pretagged(f)) for i, f in kept if i[0] != 9]
+    assert got == [(i, marked(f)) for i, f in kept if i[0] != 9]
     assert inj.failed == sum(1 for i, _ in kept if i[0] == 9)
     assert inj.sent == len(got)
 

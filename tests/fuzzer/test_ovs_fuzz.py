@@ -202,13 +202,14 @@ def grid_net(ovs, cleanup, tmp_path):
         cleanup.push(pair.delete)
         ovs.add_port(bridges[a], na, pa)
         ovs.add_port(bridges[b], nb, pb)
-    ifindex = {}
+    ifindex, hosts = {}, {}
     for name, (d, p) in sorted(wl.hosts.items()):
         ns = Netns(unique_name(name))
         cleanup.push(ns.delete)
         link = VethPair.host(ns, "eth0", f"192.0.2.{d}/24")
         cleanup.push(link.delete)
         ovs.add_port(bridges[d], link.outer, p, {"verify-edge": "true"})
+        hosts[(d, p)] = (ns, link.outer)
         # sFlow names interfaces by ifIndex: the kernel ifindex of the veth (README).
         ifindex[(d, p)] = int(Path(f"/sys/class/net/{link.outer}/ifindex").read_text())
     for br in bridges.values():  # the bridge's management socket exists
@@ -257,11 +258,12 @@ def grid_net(ovs, cleanup, tmp_path):
         "polling=600",
         *[x for br in bridges.values() for x in ("--", "set", "bridge", br, "sflow=@s")],
     )
-    return wl, bridges, sflow, ifindex, of
+    # hosts: {edge port: (namespace, OVS-side interface)}
+    return wl, bridges, sflow, ifindex, of, hosts
 
 
 def test_hidden_rule_found_by_boundary_probes(ovs, cleanup, grid_net):
-    wl, bridges, sflow, ifindex, of = grid_net
+    wl, bridges, sflow, ifindex, of, _ = grid_net
     model = Model(wl.topo)
     model.add_entries(wl.entries, wl.groups)
     # The hidden rule: on s4, admit what the first intended ACL there drops.

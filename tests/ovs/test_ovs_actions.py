@@ -64,7 +64,10 @@ def test_trace_shows_verify_actions(ovs):
     k = tags.set_verify_rule(0, dpid, 0, 5, 0x99, 7)  # CRC(0, u_r) is the per-entry constant
     bits = tags.port_bits(dpid, 1)
     dp = out.split("Datapath actions:")[1].strip()
-    assert dp.startswith(f"verify_push,verify_port(0x{bits:08x}),verify_rule(0x{k:04x}),")
+    # An ordinary edge port strips a host's probe mark before the push (ovs-patches 0006).
+    assert dp.startswith(
+        f"verify_unmark,verify_push,verify_port(0x{bits:08x}),verify_rule(0x{k:04x}),"
+    )
     assert "verify_pop" in dp
     assert "set_verify_rule:7" in out
 

@@ -12,10 +12,10 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from cpc.tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT, pack_header
-from cpc.verify_layer import Verify
+from cpc.tags import VERIFY_ETHERTYPE_MARKED, VERIFY_PORT_INIT, VERIFY_RULE_INIT, pack_header
+from cpc.verify_layer import Verify, is_marked
 from fuzzer.craft import Crafter
-from tester.packet import parse_frame
+from tester.packet import build_frame, is_report, parse_frame
 from tests.fuzzer.test_craft import _headers
 
 
@@ -85,3 +85,50 @@ def test_pretagged_probes_carry_a_fresh_header_scapy_reads():
         assert p.has_verify
         for k in ("eth_type", "vlan_vid", "eth_dst", "eth_src"):
             assert p.header[k] == h.get(k, 0), (k, h)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vport=st.integers(0, 2**32 - 1),
+    vrule=st.integers(0, 2**16 - 1),
+    vlan=st.one_of(st.none(), st.integers(0, 4095)),
+    dst=st.integers(0, 2**32 - 1),
+    dport=st.integers(0, 65535),
+)
+def test_the_marked_header_parses_like_the_unmarked_one(vport, vrule, vlan, dst, dport):
+    """The probe mark (0x0821): scapy and the hot-path parser both read a Verify header with
+    the same tags and fields as the unmarked one, and set `marked`; pack_header and
+    build_frame write the same bytes."""
+    frames = {}
+    for mark in (False, True):
+        eth = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+        if mark:
+            eth.type = VERIFY_ETHERTYPE_MARKED
+        pkt = eth / Verify(port=vport, rule=vrule)
+        if vlan is not None:
+            pkt = pkt / Dot1Q(vlan=vlan)
+        pkt = pkt / IP(src="10.0.0.1", dst=str(ipaddress.IPv4Address(dst))) / UDP(dport=dport)
+        data = bytes(pkt)
+        assert data[12:20] == pack_header(vport, vrule, marked=mark)
+        again = Ether(data)
+        assert is_marked(again) == mark and (again[Verify].port, again[Verify].rule) == (
+            vport,
+            vrule,
+        )
+        p = parse_frame(data)
+        assert p.complete and p.has_verify and p.marked == mark
+        assert (p.verify_port, p.verify_rule) == (vport, vrule)
+        assert is_report(_Sample(data))  # a non-OVS agent's report: the shim at bytes 12-13
+        assert data[:-8] == build_frame(p.header, (vport, vrule), 0, marked=mark)[: len(data) - 8]
+        frames[mark] = (p.header, data)
+    assert frames[True][0] == frames[False][0]  # the same header either way
+    a, b = frames[False][1], frames[True][1]
+    assert a[:13] == b[:13] and a[14:] == b[14:] and (a[13], b[13]) == (0x20, 0x21)
+
+
+class _Sample:
+    source_type = 0
+    source_index = 1
+
+    def __init__(self, header):
+        self.header = header
