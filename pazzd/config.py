@@ -82,6 +82,10 @@ class Config:
     sflow_host: str = "0.0.0.0"
     sflow_port: int = 6343
     sampling_rate: int = 64
+    # The switches report every marked probe (patched OVS: packet-outs keep the mark, a
+    # fuzz.inject interface needs other_config:verify-probe): a few copies of a probe
+    # show, instead of 3N at sampling 1/N.
+    marked_reports: bool = True
     sflow_interfaces: list[dict] = field(default_factory=list)
     sflow_agents: frozenset[str] | None = None  # None: datagrams of every agent accepted
     switches: list[SwitchCfg] = field(default_factory=list)
@@ -197,7 +201,7 @@ KNOWN = {
     },
     "controller.tls": {"cert", "key", "ca"},
     "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
-    "sflow": {"listen", "sampling_rate", "interfaces", "agents"},
+    "sflow": {"listen", "sampling_rate", "interfaces", "agents", "marked_reports"},
     "ovs": {"bin_dir"},
     "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
     "tester": {
@@ -687,6 +691,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     cfg.sflow_host, cfg.sflow_port = r.address(s, "listen", "sflow.listen", ("0.0.0.0", 6343))
     r.resolvable(s, "listen", "sflow.listen", cfg.sflow_host)
     cfg.sampling_rate = r.typed(s, "sampling_rate", "sflow.sampling_rate", int, 64, lo=1)
+    cfg.marked_reports = r.typed(s, "marked_reports", "sflow.marked_reports", bool, True)
     if s.get("agents") is not None:
         ags = s["agents"]
         if not isinstance(ags, list):

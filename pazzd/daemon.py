@@ -81,12 +81,18 @@ RESTART_ONLY = (
     "agents_confirm",
     "fuzz_delivered_share",
     "sampling_rate",  # the fuzzer's shares and the probe copies are sized by it at start
+    "marked_reports",
     "controller_host",
     "controller_port",
     "controller_name",
     "controllers",
 )
 _STALL = 1.0  # a tick this much late means the loop was blocked
+
+
+def probe_sampling(cfg: Config) -> int:
+    """The rate at which the exits report a probe: 1 with marked reports, else sFlow's."""
+    return 1 if cfg.marked_reports else cfg.sampling_rate
 
 
 class Daemon:
@@ -270,7 +276,7 @@ class Daemon:
         t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
         t.on_suspect = self.faults.suspect
         self.faults.tester = t
-        self.faults.sampling_rate = cfg.sampling_rate
+        self.faults.sampling_rate = probe_sampling(cfg)
 
     def _start_checks(self, cfg: Config, n_workers: int) -> None:
         """The services every check gets, then each check the config turns on."""
@@ -282,7 +288,7 @@ class Daemon:
                 self.fuzzer,
                 self.model,
                 cfg.topology,
-                sampling_rate=cfg.sampling_rate,
+                sampling_rate=probe_sampling(cfg),
                 probe_rate=cfg.fuzz_rate,
                 share=cfg.agents_share,
             )

@@ -404,7 +404,8 @@ class Tester:
                     st.unknown_interface += 1
                     continue
                 pf = parse_frame(s.header)
-                self.blackholes.on_ingress(ingress, pf.header, now, s.sampling_rate)
+                if not pf.marked:  # a probe on its way says nothing of production rates
+                    self.blackholes.on_ingress(ingress, pf.header, now, s.sampling_rate)
         for c in dg.counters:
             st.counter_samples += 1
             g = c.generic
@@ -436,7 +437,8 @@ class Tester:
             self.rlog.warning("undecodable", "report without a complete Verify/IPv4 header")
             return None
         hdr = pf.header
-        if self.blackholes is not None:
+        if self.blackholes is not None and not pf.marked:
+            # A marked report is a probe's (reported 1/1): not the flow's production rate.
             self.note_report(egress, hdr, now, sampling_rate)
         cls, held = self._classify(hdr, now)
         if held:
