@@ -50,20 +50,29 @@ class ReferenceEmitter:
         self._pending: dict[str, list[bytes]] = {}
 
     def report_sample(
-        self, egress: Port, header: dict, verify_port: int, verify_rule: int, in_if: int = 0
+        self,
+        egress: Port,
+        header: dict,
+        verify_port: int,
+        verify_rule: int,
+        in_if: int = 0,
+        marked: bool = False,
     ) -> FlowSample:
+        """marked: a probe's report, as patched OVS sends it for every marked packet
+        (the shim keeps the mark, sampling rate 1)."""
         agent = agent_of(egress[0])
         ifi = self.base + egress[1]
         n = self._sample_seq.get((agent, ifi), 0) + 1
         self._sample_seq[(agent, ifi)] = n
-        frame = build_frame(header, (verify_port, verify_rule))
+        frame = build_frame(header, (verify_port, verify_rule), marked=marked)
         stype, sidx = (2, 0x820000) if self.ovs_marking else (0, ifi)
+        rate = 1 if marked else self.sampling_rate
         return FlowSample(
             n,
             stype,
             sidx,
-            self.sampling_rate,
-            n * self.sampling_rate,
+            rate,
+            n * rate,
             0,
             0,
             in_if,
@@ -105,8 +114,15 @@ class ReferenceEmitter:
         self.add(d.egress, header, d.verify_port, d.verify_rule)
         return True
 
-    def add(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> None:
-        s = self.report_sample(egress, header, verify_port, verify_rule)
+    def add(
+        self,
+        egress: Port,
+        header: dict,
+        verify_port: int,
+        verify_rule: int,
+        marked: bool = False,
+    ) -> None:
+        s = self.report_sample(egress, header, verify_port, verify_rule, marked=marked)
         self._pending.setdefault(agent_of(egress[0]), []).append(encode_flow_sample(s))
 
     def add_ingress(self, ingress: Port, header: dict) -> None:

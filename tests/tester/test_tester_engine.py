@@ -211,6 +211,28 @@ def test_blackhole(tmp_path) -> None:
     assert store.get(f.id).state == RESOLVED
 
 
+def test_marked_probe_reports_are_not_a_critical_flows_production(tmp_path) -> None:
+    """The fuzzer's probes of a critical flow's header are reported 1/1 (marked): were they
+    counted, the flow's rate would read as the probes' and its silence would not alarm.
+    Production stops at 20 s; the marked probes go on; the alarm comes as without them."""
+    flow = CriticalFlow(
+        "web", (1, 1), EGRESS, {"ipv4_dst": HDR["ipv4_dst"]}, timeout=5.0, header=HDR
+    )
+    mon = BlackholeMonitor([flow], now=0.0)
+    t, _, store, events, requests = make(tmp_path, blackholes=mon)
+    em = ReferenceEmitter(sampling_rate=100)
+    for s in range(20):
+        send(t, em, GOOD, float(s), n=5)
+    for s in range(20, 60):  # one marked probe a second
+        em.add(EGRESS, HDR, *tags_of(GOOD), marked=True)
+        for d in em.flush():
+            t.process_datagram(d, float(s))
+        t.tick(float(s) + 0.5)
+    (f,) = store.faults()
+    assert f.kind == BLACKHOLE
+    assert t.stats.consistent == 100 + 40  # the probes were judged all the same
+
+
 def test_blackhole_clock_starts_when_armed_and_waits_out_a_hold() -> None:
     # expect_traffic: the operator wants an alarm even for a flow never seen.
     flow = CriticalFlow(
