@@ -26,7 +26,8 @@ from ofwire import message_types
 from pazzd.proxy import roles
 from pazzd.proxy.audit import AuditFinding, Auditor
 from pazzd.proxy.feed import ModelFeed
-from pazzd.proxy.session import Counters, Hooks, Services, Session, _OwnRequest, abort
+from pazzd.proxy.parts import Counters, Hooks, OwnRequest, Services, abort
+from pazzd.proxy.session import Session
 from pazzd.proxy.store import Entry, Store
 from pazzd.proxy.table import EntryChange, GroupChange, IntendedTable
 
@@ -490,7 +491,7 @@ class Proxy:
             raise RuntimeError("flow dumps need OpenFlow 1.3")
         fut = asyncio.get_running_loop().create_future()
         xid = self._next_xid()
-        s.send_own(of.flow_stats_request(xid, table), _OwnRequest("flows", fut))
+        s.send_own(of.flow_stats_request(xid, table), OwnRequest("flows", fut))
         try:
             return await asyncio.wait_for(fut, self.config.request_timeout)
         finally:
@@ -502,7 +503,7 @@ class Proxy:
         fut = asyncio.get_running_loop().create_future()
         xid = self._next_xid()
         s.send_own(
-            of.message(s.version, message_types.BARRIER_REQ[s.version], xid), _OwnRequest("x", fut)
+            of.message(s.version, message_types.BARRIER_REQ[s.version], xid), OwnRequest("x", fut)
         )
         try:
             await asyncio.wait_for(fut, self.config.request_timeout)

@@ -1,5 +1,6 @@
-"""One switch connection and its upstream controller connections (a `Session`), and the
-narrow `Services` of the proxy that a session uses."""
+"""One switch connection and its upstream controller connections (a `Session`). Its
+records and the narrow `Services` of the proxy it uses are in pazzd.proxy.parts; how it
+writes the intended table, in pazzd.proxy.writes."""
 
 from __future__ import annotations
 
@@ -10,167 +11,25 @@ import logging
 import ssl
 import struct
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import ofwire as of
 from ofwire import flow_monitor, message_types
 from pazzd.proxy import roles
-from pazzd.proxy.feed import ModelFeed
-from pazzd.proxy.store import Store
-from pazzd.proxy.table import EntryChange, IntendedTable, Writer
+from pazzd.proxy.parts import (
+    OwnRequest,
+    Pending,
+    Services,
+    Upstream,
+    UpstreamProtocol,
+    abort,
+    orig_xid,
+)
+from pazzd.proxy.writes import IntendedWrites
 
 log = logging.getLogger("pazzd.proxy")
 
 
-def orig_xid(msg: bytes) -> int:
-    return int.from_bytes(msg[4:8], "big")
-
-
-def abort(transport) -> None:
-    """Close at once, dropping what is queued (a transport without abort just closes)."""
-    (getattr(transport, "abort", None) or transport.close)()
-
-
-@dataclass
-class Hooks:
-    """pazzd's subscribers to what sessions see (Proxy.hooks; each a list, called in order).
-
-    guards(dpid, RawFlowMod) -> why it is refused, or None: asked before a FlowMod is
-    forwarded; the first reason refuses it (an OFPT_ERROR, never sent to the switch).
-    packet_in(dpid, message) for every PACKET_IN; release(dpid, buffer_id) for every
-    PACKET_OUT and FLOW_MOD of the controller; commit(dpid, changes): the committed changes
-    of a switch's intended table (proxy.table's EntryChange), after the model has them.
-    """
-
-    guards: list[Callable[[int, of.RawFlowMod], str | None]] = field(default_factory=list)
-    packet_in: list[Callable[[int, bytes], None]] = field(default_factory=list)
-    release: list[Callable[[int, int], None]] = field(default_factory=list)
-    commit: list[Callable[[int, list], None]] = field(default_factory=list)
-
-    def call(self, name: str, *args) -> None:
-        """Call every subscriber of `name`; one that fails is logged, the others still run
-        (a subscriber must never cost the controller its messages)."""
-        for fn in getattr(self, name):
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("%s subscriber failed", name)
-
-    def refusal(self, dpid: int, fm) -> str | None:
-        for g in self.guards:
-            why = g(dpid, fm)
-            if why:
-                return why
-        return None
-
-
-@dataclass
-class Counters:
-    """Connections dropped or refused, and messages refused (see Proxy.drops)."""
-
-    stuck_drops: int = 0  # peers dropped because they stopped reading
-    handshake_timeouts: int = 0  # switch connections without a handshake in time
-    idle_drops: int = 0  # switches silent for idle_timeout
-    refused: int = 0  # connections refused at the cap
-    barrier_drops: int = 0  # switches that did not answer a barrier in time
-    refused_mods: int = 0  # controller messages answered with an error, not forwarded
-    takeovers_refused: int = 0  # connections that claimed a live switch's dpid
-    unexplained_removals: int = 0  # FLOW_REMOVED (delete) the controller did not cause
-
-
-@dataclass
-class Services:
-    """What a Session uses of its proxy: the configuration, the intended state, the model
-    feed, the callbacks, the counters, and a few proxy-wide steps."""
-
-    config: object  # ProxyConfig
-    store: Store
-    tables: dict[int, IntendedTable]
-    feed: ModelFeed
-    hooks: Hooks
-    counters: Counters
-    next_xid: Callable[[], int]
-    log_limited: Callable[..., None]  # (key, level, fmt, *args): once a minute per key
-    attach: Callable[[Session], None]  # a new connection
-    detach: Callable[[Session], None]  # a connection gone
-    claim: Callable[[Session], None]  # its dpid is known: go live, or contest a live one
-    register: Callable[[Session], None]  # it is the switch of its dpid now
-    group_mod: Callable[[int, of.RawGroupMod, IntendedTable], list[EntryChange]]
-    removed: Callable[[int, tuple], None]  # an intended entry left the switch unasked
-    flush_soon: Callable[[], None]  # write the intended state to the store soon
-
-
-@dataclass
-class _Pending:
-    seq: int
-    xid: int
-    kind: str  # "flow" | "group"
-    msg: object  # RawFlowMod | RawGroupMod
-    orig: bytes
-    sent: bytes
-    rule_id: int = 0
-    rejected: bool = False
-    conn: str = ""  # the controller connection that sent it
-    cxid: int = 0  # its xid as that controller sent it
-
-
-@dataclass
-class _OwnRequest:
-    kind: str
-    future: asyncio.Future | None = None
-    parts: list = field(default_factory=list)
-    seq: int = 0
-    snapshot: dict | None = None
-    sent: float = 0.0  # time.monotonic() when sent
-    xseq: int = 0  # a barrier: the translated requests sent before it (roles.XidMap.seq)
-
-
-class Upstream:
-    """One controller connection of a session: its role and asynchronous configuration
-    (pazzd.proxy.roles) and what is queued for it."""
-
-    def __init__(self, addr, first: bool) -> None:
-        self.addr = addr  # proxy.Controller
-        self.name = addr.name
-        self.key = "controller" if first else f"controller {addr.name}"  # in Session.paused
-        self.transport = None
-        self.ready = False  # its HELLO arrived
-        self.buf = bytearray()
-        self.out: list[bytes] = []
-        self.role = roles.EQUAL
-        self.async_cfg = roles.DEFAULT_ASYNC
-        self.gone: asyncio.Event | None = None
-
-
-class _UpstreamProtocol(asyncio.Protocol):
-    def __init__(self, session: Session, u: Upstream) -> None:
-        self.session = session
-        self.u = u
-        self.transport = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.set_write_buffer_limits(high=self.session.svc.config.write_buffer_high)
-        self.session.upstream_made(transport, self.u)
-
-    def data_received(self, data: bytes) -> None:
-        if self.transport is self.u.transport:
-            self.session.from_controller(data, self.u)
-
-    def connection_lost(self, exc) -> None:
-        self.session.upstream_lost(self.transport, exc, self.u)
-
-    def pause_writing(self) -> None:
-        if self.transport is self.u.transport:
-            self.session.peer_paused(self.u.key, True)
-
-    def resume_writing(self) -> None:
-        if self.transport is self.u.transport:
-            self.session.peer_paused(self.u.key, False)
-
-
-class Session:
+class Session(IntendedWrites):
     """One switch connection and its upstream controller connections (`ups`, the default
     controller first; `up` and `up_ready` are the default one's)."""
 
@@ -194,9 +53,9 @@ class Session:
         self.hello_for_controller = b""
         self.dpid: int | None = None
         self.features: bytes | None = None
-        self.own: dict[int, _OwnRequest] = {}
+        self.own: dict[int, OwnRequest] = {}
         self.own_fire: collections.OrderedDict[int, str] = collections.OrderedDict()
-        self.pending: collections.deque[_Pending] = collections.deque()
+        self.pending: collections.deque[Pending] = collections.deque()
         self.seq = 0
         self.unbarriered = False
         self.closed = False
@@ -248,7 +107,7 @@ class Session:
     def own_xid(self) -> int:
         return self.svc.next_xid()
 
-    def send_own(self, data: bytes, req: _OwnRequest | None) -> None:
+    def send_own(self, data: bytes, req: OwnRequest | None) -> None:
         xid = of.header(data)[3]
         if req is None:
             self.own_fire[xid] = "fire"
@@ -539,7 +398,7 @@ class Session:
             self.hello_for_controller = of.hello(sorted(common), xid)
             self.send_own(
                 of.message(self.version, of.OFPT_FEATURES_REQUEST, self.own_xid()),
-                _OwnRequest("features"),
+                OwnRequest("features"),
             )
             return
         message_types.check(self.version, ver, t, ln)
@@ -601,50 +460,6 @@ class Session:
         if self.upstream_task is None:
             self.upstream_task = asyncio.ensure_future(self._upstream_loop())
 
-    def _flow_removed(self, fr: of.RawFlowRemoved) -> None:
-        """Only a timeout ends intent here. A delete the controller sent (FlowMod or group
-        delete) ends it when that change commits; any other delete is an entry removed
-        behind the controller's back: it stays intended and the next audit reports it
-        missing at once."""
-        key = (fr.table, fr.priority, fr.mkey)
-        table = self.svc.tables.setdefault(self.dpid, IntendedTable())
-        if fr.reason not in (of.OFPRR_IDLE_TIMEOUT, of.OFPRR_HARD_TIMEOUT):
-            if key in table.entries and not self._delete_pending():
-                self.svc.counters.unexplained_removals += 1
-                self.svc.removed(self.dpid, key)
-                log.warning(
-                    "%r: intended entry table=%d priority=%d removed (reason %d) by "
-                    "something other than the controller",
-                    self,
-                    fr.table,
-                    fr.priority,
-                    fr.reason,
-                )
-            return
-        old = table.remove(key)
-        if old is not None:
-            self.svc.store.delete(self.dpid, key)
-            self._free_ids(table, (key,))
-            self.svc.feed.feed(self.dpid, [EntryChange("delete", old)])
-
-    def _free_ids(self, table: IntendedTable, keys) -> None:
-        """Free the rule IDs of keys neither intended nor named by a FlowMod in flight."""
-        if not keys:
-            return
-        busy = {(p.msg.table, p.msg.priority, p.msg.mkey) for p in self.pending if p.kind == "flow"}
-        for key in keys:
-            if key not in table.entries and key not in busy:
-                self.svc.store.free_id(self.dpid, *key)
-
-    def _delete_pending(self) -> bool:
-        """Is a delete of the controller's (FlowMod or GroupMod) awaiting its barrier?"""
-        for p in self.pending:
-            if p.kind == "flow" and p.msg.command in (of.FC_DELETE, of.FC_DELETE_STRICT):
-                return True
-            if p.kind == "group" and p.msg.command == of.GC_DELETE:
-                return True
-        return False
-
     def fail_switch(self, reason: str) -> None:
         log.warning("disconnecting %r: protocol error: %s", self, reason)
         self.sw.close()
@@ -688,7 +503,7 @@ class Session:
             if u.transport is None:
                 try:
                     await loop.create_connection(
-                        lambda: _UpstreamProtocol(self, u),
+                        lambda: UpstreamProtocol(self, u),
                         a.host,
                         a.port,
                         ssl=a.ssl,
@@ -777,7 +592,7 @@ class Session:
             self.unbarriered = False
             xid = self.own_xid()
             xseq = self.xmap.seq if self.xmap is not None else 0
-            self.own[xid] = _OwnRequest("barrier", seq=self.seq, sent=time.monotonic(), xseq=xseq)
+            self.own[xid] = OwnRequest("barrier", seq=self.seq, sent=time.monotonic(), xseq=xseq)
             self._barrier_sent()
             out.append(of.message(self.version, message_types.BARRIER_REQ[self.version], xid))
         if out and not self.closed:
@@ -827,9 +642,7 @@ class Session:
                     self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action", u)
                     return
                 self.seq += 1
-                p = _Pending(
-                    self.seq, xid, "group", gm, orig, msg, conn=u.name, cxid=orig_xid(orig)
-                )
+                p = Pending(self.seq, xid, "group", gm, orig, msg, conn=u.name, cxid=orig_xid(orig))
                 self.pending.append(p)
                 self.unbarriered = True
         out.append(msg)
@@ -874,122 +687,3 @@ class Session:
         if u.transport is not None:
             xid = of.header(msg)[3]
             u.transport.write(of.error_msg(self.version, xid, etype, code, msg))
-
-    def _flow_mod(self, msg: bytes, xid: int, orig: bytes, u: Upstream) -> bytes | None:
-        """msg: the FlowMod as it goes to the switch (xid translated), orig: as the
-        controller sent it."""
-        fm = of.parse_flow_mod(msg)
-        if fm.buffer_id != of.OFP_NO_BUFFER:
-            self.svc.hooks.call("release", self.dpid, fm.buffer_id)
-        rid = 0
-        sent = msg
-        adds = fm.command in (of.FC_ADD, of.FC_MODIFY, of.FC_MODIFY_STRICT)
-        if adds and of.has_verify_action(fm.instr):
-            # The proxy's own set_verify_rule:ID (or the switch's implicit step) already
-            # tags the entry; a second one, or push/pop/set_verify_port, breaks the tags.
-            self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, "a Verify action", u)
-            return None
-        if adds and (twice := of.groups_named_twice(fm.instr)):
-            why = f"actions name group {twice[0]} twice (Open vSwitch aborts when it is deleted)"
-            if self.svc.config.group_twice == "refuse":
-                self._refuse(orig, of.OFPET_BAD_ACTION, of.OFPBAC_EPERM, why, u)
-                return None
-            self.svc.feed.agent_warnings += 1
-            self.svc.log_limited("group-twice", logging.WARNING, "%r: %s", self, why)
-        why = self.svc.hooks.refusal(self.dpid, fm)
-        if why:
-            self._refuse(orig, of.OFPET_FLOW_MOD_FAILED, of.OFPFMFC_EPERM, why, u)
-            return None
-        if self.ids_on and adds and fm.match_end + len(of.add_rule_id(fm.instr, 0)) > 0xFFFF:
-            # No room for the rule-ID action within OpenFlow's 16-bit length.
-            self._refuse(
-                orig, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_LEN, "no room for the rule ID", u
-            )
-            return None
-        if self.ids_on and adds:
-            store = self.svc.store
-            rid = 0
-            if fm.command == of.FC_MODIFY:
-                sel = self.svc.tables[self.dpid].select(fm, False)
-                if len(sel) == 1:
-                    rid = sel[0].rule_id
-            if not rid:
-                rid = store.rule_id(self.dpid, fm.table, fm.priority, fm.mkey)
-            sent = of.flow_mod_with_instructions(msg, fm, of.add_rule_id(fm.instr, rid))
-        self.seq += 1
-        p = _Pending(self.seq, xid, "flow", fm, orig, sent, rid, conn=u.name, cxid=orig_xid(orig))
-        self.pending.append(p)
-        self.unbarriered = True
-        return sent
-
-    def _reid(self, table: IntendedTable) -> list:
-        """A non-strict MODIFY gave several entries one ID: give each its own again with a
-        MODIFY_STRICT of the proxy's (same instructions; cookie and counters kept). Only
-        when nothing else is in flight, so that it cannot overtake a later FlowMod."""
-        changes = []
-        for key in self.reid:
-            e = table.entries.get(key)
-            if e is None:
-                continue
-            rid = self.svc.store.rule_id(self.dpid, e.table, e.priority, e.mkey)
-            if rid == e.rule_id:
-                continue
-            e.rule_id = rid
-            fm = of.flow_mod(
-                self.own_xid(),
-                e.table,
-                of.FC_MODIFY_STRICT,
-                e.priority,
-                e.oxm,
-                of.add_rule_id(e.instr, rid),
-                flags=e.flags,
-                idle=e.idle,
-                hard=e.hard,
-            )
-            self.svc.store.flush()
-            self.send_own(fm, None)
-            self.svc.store.put(self.dpid, e)
-            changes.append(EntryChange("modify", e, e))
-        self.reid.clear()
-        return changes
-
-    # --- commit ------------------------------------------------------------------------------------
-    def _commit(self, upto: int) -> None:
-        svc = self.svc
-        table = svc.tables.setdefault(self.dpid, IntendedTable())
-        store = svc.store
-        changes = []
-        freeable: set = set()  # keys whose rule ID may have no use left
-        xids = []
-        while self.pending and self.pending[0].seq <= upto:
-            p = self.pending.popleft()
-            if p.rejected:
-                if p.kind == "flow" and p.rule_id:
-                    freeable.add((p.msg.table, p.msg.priority, p.msg.mkey))
-                continue
-            self.mods_committed += 1
-            xids.append(p.cxid)
-            if p.kind == "flow":
-                ch = table.apply(p.msg, p.rule_id, p.conn)
-                by = Writer(p.conn, p.cxid, p.msg)
-                for c in ch:
-                    c.by = by
-                if p.rule_id and len(ch) > 1 and p.msg.command == of.FC_MODIFY:
-                    self.reid.update(c.entry.key for c in ch)
-            else:
-                ch = svc.group_mod(self.dpid, p.msg, table)
-            for c in ch:
-                if c.kind == "delete":
-                    store.delete(self.dpid, c.entry.key)
-                    freeable.add(c.entry.key)
-                else:
-                    store.put(self.dpid, c.entry)
-            changes.extend(ch)
-        self._free_ids(table, freeable)
-        if self.reid and not self.pending:
-            changes.extend(self._reid(table))
-        self._check_pending()
-        svc.flush_soon()
-        svc.feed.feed(self.dpid, changes, tuple(xids))
-        if changes:
-            svc.hooks.call("commit", self.dpid, changes)

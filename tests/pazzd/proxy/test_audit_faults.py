@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from pazzd.audit import AuditFaults
-from pazzd.daemon import Daemon
+from cpc.topology import Topology
+from pazzd.checks.audit import AuditCheck
+from pazzd.metrics import Metrics
 from tester.store import OPEN, RESOLVED, FaultStore
 from tests.pazzd.proxy.test_proxy_ovs import ROUTES, install_routes, start, target
 
@@ -35,16 +37,17 @@ def test_audit_faults_open_update_and_resolve(ovs, bridge, tmp_path):
     db = str(tmp_path / "faults.db")
     store = FaultStore(db)
     reader = FaultStore(db)  # another connection, as pazzctl's daemon or a worker would read
-    d = Daemon(str(tmp_path / "unused.yaml"))  # only its audit handler and metrics
-    d.store = store
-    d.audit_faults = AuditFaults(store, {DPID: "s7"})
+    topo = Topology()
+    topo.add_switch(DPID, "s7", [1, 2])
+    metrics = Metrics(lambda: {})
+    check = AuditCheck()  # the daemon's audit check, on the proxy under test
 
     def audit_faults(state=None):
         return [r for r in reader.faults(state) if r.kind == "audit"]
 
     async def main():
         ctl, px = await start(ovs, {"audit_interval": 0.3, "audit_delay": 0.1})
-        px.on_audit = d._on_audit
+        check.start(SimpleNamespace(topology=topo, store=store, metrics=metrics, proxy=px))
         try:
             ovs.vsctl("set-controller", br, target(px))
             c = await ctl.conn()
@@ -66,7 +69,7 @@ def test_audit_faults_open_update_and_resolve(ovs, bridge, tmp_path):
             )
             await until(lambda: reader.get(row.id).count >= 3)
             assert len(audit_faults()) == 1  # not a new fault per round
-            assert d.metrics.faults_detected.labels("audit")._value.get() == 1
+            assert metrics.faults_detected.labels("audit")._value.get() == 1
             # Removed again: the next audit resolves it.
             ovs.ofctl("del-flows", br, "--strict", "priority=100,ip,nw_dst=10.0.99.0/24")
             await until(lambda: reader.get(row.id).state == RESOLVED)

@@ -26,7 +26,7 @@ import ofwire as of
 from pazzd.proxy import Proxy, ProxyConfig
 
 pytestmark = pytest.mark.ovs
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def free_port() -> int:
