@@ -19,7 +19,7 @@ from cpc.model import Model
 from fuzzer.craft import probe_seq
 from fuzzer.engine import Fuzzer
 from fuzzer.inject import RawSocketInjector
-from pazzd.daemon import netns_packet_socket
+from pazzd.wiring import netns_packet_socket
 from tester.packet import is_report, parse_frame
 from tester.sflow import decode
 from tests.fuzzer.test_ovs_fuzz import grid_net  # noqa: F401  (the fixture)

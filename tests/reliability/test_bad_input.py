@@ -12,7 +12,8 @@ import sqlite3
 import pytest
 
 from pazzd.config import ConfigError, load_config
-from pazzd.daemon import Daemon, _amain
+from pazzd.daemon import Daemon
+from pazzd.main import _amain
 from tests.pazzd.helpers import base_config, write_config
 
 
