@@ -10,30 +10,34 @@ from __future__ import annotations
 
 import grp
 import ipaddress
-import math
-import socket
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cpc import agents, yamlpos
+from cpc import yamlpos
 from cpc.critical import CriticalFlow
 from cpc.fields import parse_header
-from cpc.intents import KINDS, Policy
-from cpc.interference import UNKNOWN, App, Apps
-from cpc.ofctl import parse_flow, read_rules
-from cpc.rules import FlowMod, Group, ModelError
+from cpc.intents import Policy
+from cpc.interference import App
 from cpc.topology import Topology, TopologyError, load_topology
 
-__all__ = ["Config", "ConfigError", "SwitchCfg", "load_config"]
+from .configread import ConfigError, Reader, as_int
+from .configsections import (
+    ControllerCfg,
+    check_database,
+    check_rules,
+    controller_names,
+    read_agents,
+    read_apps,
+    read_controllers,
+    read_intents,
+    read_tls,
+)
+
+__all__ = ["Config", "ConfigError", "ControllerCfg", "SwitchCfg", "controller_names", "load_config"]
 
 
 DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -42,16 +46,6 @@ class SwitchCfg:
     ofctl: str | None = None  # ovs-ofctl target (bridge name or unix:/.../BR.mgmt)
     ovsdb: str | None = None  # OVSDB for the sFlow ifIndex map
     agent: str | None = None  # sFlow agent address of this switch
-
-
-@dataclass
-class ControllerCfg:
-    """One more upstream controller (controller.controllers[i])."""
-
-    host: str
-    port: int
-    name: str
-    tls: dict | None = None  # upstream TLS, as controller.upstream_tls
 
 
 @dataclass
@@ -229,358 +223,7 @@ KNOWN = {
     },
     "agents": {"confirm", "delay", "probes_per_entry", "share", "max_pending", "group_twice"},
 }
-POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
-
-
-class _Reader:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, container, key, dotted: str, msg: str):
-        line = yamlpos.line_of(container, key) if container is not None else 0
-        where = f"{self.path}:{line}" if line else self.path
-        raise ConfigError(f"{where}: {dotted}: {msg}")
-
-    def items(self, doc, key: str, dotted: str) -> list:
-        """The list under key ([] when absent)."""
-        v = doc.get(key) or []
-        if not isinstance(v, list):
-            self.fail(doc, key, dotted, "must be a list")
-        return v
-
-    def section(self, doc, key: str, dotted: str):
-        v = doc.get(key)
-        if v is None:
-            return yamlpos.PosDict()
-        if not isinstance(v, dict):
-            self.fail(doc, key, dotted, "must be a mapping")
-        unknown = sorted(str(k) for k in v if k not in KNOWN.get(dotted, set()))
-        if unknown:
-            self.fail(v, unknown[0], f"{dotted}.{unknown[0]}", "unknown key")
-        return v
-
-    def typed(self, d, key, dotted, kind, default, lo=None, hi=None):
-        if key not in d or d[key] is None:
-            return default
-        v = d[key]
-        if kind is float and isinstance(v, int) and not isinstance(v, bool):
-            v = float(v)
-        if kind is bool and not isinstance(v, bool):
-            self.fail(d, key, dotted, f"must be true or false, not {v!r}")
-        if kind is not bool and (isinstance(v, bool) or not isinstance(v, kind)):
-            self.fail(d, key, dotted, f"must be a {kind.__name__}, not {v!r}")
-        if kind is float and not math.isfinite(v):  # NaN passes every range check
-            self.fail(d, key, dotted, f"must be a finite number, not {v!r}")
-        if lo is not None and v < lo:
-            self.fail(d, key, dotted, f"must be at least {lo}")
-        if hi is not None and v > hi:
-            self.fail(d, key, dotted, f"must be at most {hi}")
-        return v
-
-    def address(self, d, key, dotted, default: tuple[str, int]) -> tuple[str, int]:
-        if key not in d or d[key] is None:
-            return default
-        v = d[key]
-        if isinstance(v, int) and not isinstance(v, bool):
-            return default[0], self._port(d, key, dotted, v)
-        if not isinstance(v, str) or ":" not in v:
-            self.fail(d, key, dotted, f"must be HOST:PORT, not {v!r}")
-        host, _, port = v.rpartition(":")
-        host = host.strip("[]") or default[0]
-        try:
-            p = int(port)
-        except ValueError:
-            self.fail(d, key, dotted, f"bad port {port!r}")
-        return host, self._port(d, key, dotted, p)
-
-    def _port(self, d, key, dotted, p: int) -> int:
-        if not 0 <= p <= 65535:
-            self.fail(d, key, dotted, f"port {p} out of range 0..65535")
-        return p
-
-    def port_ref(self, topo: Topology, container, key, dotted, text) -> tuple[int, int]:
-        """SWITCH:PORT of a port that the topology has on that switch."""
-        try:
-            p = topo.resolve_port(str(text))
-        except TopologyError as e:
-            self.fail(container, key, dotted, str(e))
-        sw = topo.switches[p[0]]
-        if p[1] not in sw.ports:
-            have = ", ".join(str(n) for n in sorted(sw.ports)) or "none"
-            self.fail(
-                container,
-                key,
-                dotted,
-                f"switch {sw.name} has no port {p[1]} in the topology (ports: {have})",
-            )
-        return p
-
-    def resolvable(self, d, key, dotted, host: str) -> None:
-        """A listen address that the resolver cannot turn into an address fails now, not at
-        the bind."""
-        try:
-            socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as e:
-            self.fail(
-                d, key, dotted, f"cannot resolve host {host!r}: {getattr(e, 'strerror', e) or e}"
-            )
-
-
-def _match(r: _Reader, d, key, dotted: str) -> tuple:
-    """A policy's header set in ovs-ofctl match syntax ("tcp,nw_dst=10.0.2.0/24")."""
-    text = d.get(key)
-    if text is None or text == "any":
-        return ()
-    if not isinstance(text, str):
-        r.fail(
-            d,
-            key,
-            dotted,
-            f"must be an ovs-ofctl match such as 'ip,nw_dst=10.0.0.0/8', not {text!r}",
-        )
-    try:
-        fm = parse_flow(text, 0, "delete")
-        fm.match.check_prerequisites()
-    except ModelError as e:
-        r.fail(d, key, dotted, str(e))
-    if fm.match.in_port is not None or fm.table or fm.priority != FlowMod("delete", 0).priority:
-        r.fail(d, key, dotted, "a header set: header fields only (no in_port, table or priority)")
-    return fm.match.fields
-
-
-def _ports(r: _Reader, topo: Topology, d, key, dotted: str) -> tuple:
-    v = d.get(key)
-    items = v if isinstance(v, list) else [v]
-    out = []
-    for i, text in enumerate(items):
-        where = f"{dotted}[{i}]" if isinstance(v, list) else dotted
-        p = r.port_ref(
-            topo, v if isinstance(v, list) else d, i if isinstance(v, list) else key, where, text
-        )
-        if p not in topo.edges:
-            r.fail(d, key, where, f"{text} is not an edge port of the topology")
-        out.append(p)
-    return tuple(out)
-
-
-def _agents(r: _Reader, doc, cfg: Config) -> None:
-    sec = r.section(doc, "agents", "agents")
-    cfg.agents_confirm = r.typed(sec, "confirm", "agents.confirm", bool, True)
-    cfg.agents_delay = r.typed(sec, "delay", "agents.delay", float, 1.0, lo=0.0, hi=3600.0)
-    cfg.agents_probes_per_entry = r.typed(
-        sec, "probes_per_entry", "agents.probes_per_entry", int, 3, lo=1, hi=16
-    )
-    cfg.agents_share = r.typed(sec, "share", "agents.share", float, 0.25, lo=0.01, hi=1.0)
-    cfg.agents_max_pending = r.typed(
-        sec, "max_pending", "agents.max_pending", int, 64, lo=1, hi=4096
-    )
-    g = sec.get("group_twice", "refuse")
-    if g not in ("refuse", "warn"):
-        r.fail(sec, "group_twice", "agents.group_twice", f"must be refuse or warn, not {g!r}")
-    cfg.agents_group_twice = g
-
-
-def _intents(r: _Reader, doc, topo: Topology, cfg: Config) -> None:
-    sec = r.section(doc, "intents", "intents")
-    cfg.intents_confirm = r.typed(sec, "confirm", "intents.confirm", bool, True)
-    cfg.intents_packet_ins = r.typed(sec, "packet_ins", "intents.packet_ins", bool, True)
-    cfg.intents_forgotten_after = r.typed(
-        sec, "forgotten_after", "intents.forgotten_after", float, 5.0, lo=0.1
-    )
-    cfg.intents_resolve_after = r.typed(
-        sec, "resolve_after", "intents.resolve_after", float, 60.0, lo=0.1
-    )
-    pols: list[Policy] = []
-    if r.typed(sec, "no_loops", "intents.no_loops", bool, True):
-        pols.append(Policy("no_loops", "loop_free"))
-    nb = sec.get("no_blackholes", False)
-    if nb is True:
-        pols.append(Policy("no_blackholes", "blackhole_free"))
-    elif isinstance(nb, dict):
-        bad = sorted(str(k) for k in nb if k not in {"from", "match"})
-        if bad:
-            r.fail(nb, bad[0], f"intents.no_blackholes.{bad[0]}", "unknown key")
-        src = _ports(r, topo, nb, "from", "intents.no_blackholes.from") if "from" in nb else ()
-        match = _match(r, nb, "match", "intents.no_blackholes.match")
-        pols.append(Policy("no_blackholes", "blackhole_free", src=src, match=match))
-    elif nb not in (False, None):
-        r.fail(
-            sec, "no_blackholes", "intents.no_blackholes", "must be true, false or {from, match}"
-        )
-    names = {p.name for p in pols}
-    items = r.items(sec, "policies", "intents.policies")
-    for i, e in enumerate(items):
-        d = f"intents.policies[{i}]"
-        if not isinstance(e, dict):
-            r.fail(items, i, d, "must be a mapping {name, check, from, to, match}")
-        bad = sorted(str(k) for k in e if k not in POLICY_KEYS)
-        if bad:
-            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
-        for k in ("name", "check"):
-            if k not in e:
-                r.fail(items, i, f"{d}.{k}", "required key missing")
-        name, check = str(e["name"]), e["check"]
-        if name in names:
-            r.fail(e, "name", f"{d}.name", f"duplicate policy name {name!r}")
-        names.add(name)
-        if check not in KINDS:
-            r.fail(e, "check", f"{d}.check", f"must be one of {', '.join(KINDS)}, not {check!r}")
-        needs = ["from", "to"] if check not in ("loop_free", "blackhole_free") else []
-        if check == "waypoint":
-            needs.append("via")
-        for k in needs:
-            if k not in e:
-                r.fail(e, "check", f"{d}.{k}", f"required for a {check} policy")
-        src = _ports(r, topo, e, "from", f"{d}.from") if "from" in e else ()
-        dst = None
-        if "to" in e:
-            (dst,) = _ports(r, topo, e, "to", f"{d}.to")
-        via = set()
-        vs = e.get("via") or []
-        for j, sw in enumerate(vs if isinstance(vs, list) else [vs]):
-            try:
-                via.add(topo.resolve_switch(str(sw)))
-            except TopologyError as ex:
-                r.fail(e, "via", f"{d}.via[{j}]", str(ex))
-        match = _match(r, e, "match", f"{d}.match")
-        enforce = r.typed(e, "enforce", f"{d}.enforce", bool, False)
-        pols.append(Policy(name, check, src, dst, match, frozenset(via), enforce))
-    cfg.intent_policies = pols
-
-
-def _apps(r: _Reader, doc, cfg: Config) -> None:
-    items = r.items(doc, "apps", "apps")
-    apps = []
-    for i, e in enumerate(items):
-        d = f"apps[{i}]"
-        if not isinstance(e, dict):
-            r.fail(items, i, d, "must be a mapping {name, cookie, mask, controller, may_overwrite}")
-        keys = {"name", "cookie", "mask", "controller", "may_overwrite"}
-        bad = sorted(str(k) for k in e if k not in keys)
-        if bad:
-            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
-        need = ("name", "cookie", "mask") if "controller" not in e or "cookie" in e else ("name",)
-        for k in need + (("cookie",) if "mask" in e else ()):
-            if k not in e:
-                r.fail(items, i, f"{d}.{k}", "required key missing")
-        vals = {}
-        for k in ("cookie", "mask"):
-            if k not in e:
-                continue
-            try:
-                vals[k] = _int(e[k])
-            except ValueError:
-                r.fail(e, k, f"{d}.{k}", f"must be an integer (0x... for hex), not {e[k]!r}")
-        ctl = e.get("controller")
-        if ctl is not None:
-            names = controller_names(cfg)
-            if str(ctl) not in names:
-                r.fail(
-                    e,
-                    "controller",
-                    f"{d}.controller",
-                    f"no controller named {ctl!r} (controllers: {', '.join(names)})",
-                )
-            ctl = str(ctl)
-        apps.append(App(str(e["name"]), vals.get("cookie"), vals.get("mask"), ctl))
-    try:
-        Apps(apps)
-    except ModelError as ex:  # names the field: apps[i].name, .cookie or .mask
-        where, _, msg = str(ex).partition(": ")
-        i = int(where[5 : where.index("]")])
-        key = where.rsplit(".", 1)[1] if "." in where else "name"
-        r.fail(items[i], key, where, msg)
-    cfg.apps = apps
-    cfg.overwrite_allowed = set()
-    names = {a.name for a in apps} | {UNKNOWN}
-    for i, e in enumerate(items):
-        may = e.get("may_overwrite", [])
-        if not isinstance(may, list):
-            r.fail(e, "may_overwrite", f"apps[{i}].may_overwrite", "must be a list of app names")
-        for j, other in enumerate(may):
-            if str(other) not in names:
-                r.fail(
-                    may,
-                    j,
-                    f"apps[{i}].may_overwrite[{j}]",
-                    f"no app named {other!r} (apps: {', '.join(sorted(names))})",
-                )
-            cfg.overwrite_allowed.add((str(e["name"]), str(other)))
-
-
-def _controllers(r: _Reader, c, cfg: Config, rel) -> None:
-    """controller.name and controller.controllers: the default controller is
-    controller.address (named controller.name), or the first of the list when neither is
-    given."""
-    if c.get("name") is not None and not isinstance(c["name"], str):
-        r.fail(c, "name", "controller.name", "must be a string")
-    items = r.items(c, "controllers", "controller.controllers") if c.get("controllers") else []
-    more = []
-    for i, e in enumerate(items):
-        d = f"controller.controllers[{i}]"
-        if not isinstance(e, dict):
-            r.fail(items, i, d, "must be a mapping {address, name, upstream_tls}")
-        bad = sorted(str(k) for k in e if k not in {"address", "name", "upstream_tls"})
-        if bad:
-            r.fail(e, bad[0], f"{d}.{bad[0]}", "unknown key")
-        if e.get("address") is None:
-            r.fail(items, i, f"{d}.address", "required key missing")
-        host, port = r.address(e, "address", f"{d}.address", ("127.0.0.1", 6633))
-        name = e.get("name")
-        if name is not None and (not isinstance(name, str) or not name):
-            r.fail(e, "name", f"{d}.name", "must be a non-empty string")
-        tls = _tls(r, e, "upstream_tls", d, ("ca",), rel) if e.get("upstream_tls") else None
-        more.append((ControllerCfg(host, port, name or f"{host}:{port}", tls), e, d))
-    if more and c.get("address") is None and c.get("name") is None:  # the first is the default
-        first = more.pop(0)[0]
-        cfg.controller_host, cfg.controller_port = first.host, first.port
-        cfg.controller_name = first.name
-        cfg.controller_tls = first.tls or cfg.controller_tls
-    else:
-        cfg.controller_name = str(c.get("name") or "")
-    seen = {cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"}
-    for ctl, e, d in more:
-        if ctl.name in seen:
-            key = "name" if "name" in e else "address"
-            r.fail(e, key, f"{d}.{key}", f"controller {ctl.name!r} is named twice")
-        seen.add(ctl.name)
-    cfg.controllers = [ctl for ctl, _, _ in more]
-
-
-def controller_names(cfg: Config) -> list[str]:
-    """The names of the configured controllers, the default first."""
-    first = cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"
-    return [first, *(c.name for c in cfg.controllers)]
-
-
-def _tls(r: _Reader, c, key: str, where: str, need, rel) -> dict:
-    """A TLS section (cert, key, ca; server_hostname) with its files checked."""
-    t = r.section(c, key, f"{where}.{key}")
-    tls = {}
-    for k in ("cert", "key", "ca"):
-        if t.get(k) is None:
-            if k in need:
-                r.fail(c, key, f"{where}.{key}.{k}", "required key missing")
-            continue
-        if not isinstance(t[k], str):
-            r.fail(t, k, f"{where}.{key}.{k}", "must be a file path")
-        tls[k] = rel(t[k])
-        if not Path(tls[k]).is_file():
-            r.fail(t, k, f"{where}.{key}.{k}", f"{tls[k]}: no such file")
-    if ("cert" in tls) != ("key" in tls):
-        r.fail(c, key, f"{where}.{key}", "cert and key go together")
-    if t.get("server_hostname") is not None:
-        tls["server_hostname"] = str(t["server_hostname"])
-    return tls
-
-
-def _int(v) -> int:
-    if isinstance(v, bool):
-        raise ValueError(v)
-    if isinstance(v, int):
-        return v
-    return int(str(v), 0)
 
 
 def load_config(path: str | Path, deep: bool = False) -> Config:
@@ -594,7 +237,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         doc = yamlpos.load(path)
     except yamlpos.YamlError as e:
         raise ConfigError(str(e)) from None
-    r = _Reader(path)
+    r = Reader(path, KNOWN)
     if doc is None:
         doc = yamlpos.PosDict()
     if not isinstance(doc, dict):
@@ -667,12 +310,12 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     for key, need in (("tls", ("cert", "key")), ("upstream_tls", ("ca",))):
         if c.get(key) is None:
             continue
-        tls = _tls(r, c, key, "controller", need, rel)
+        tls = read_tls(r, c, key, "controller", need, rel)
         if key == "tls":
             cfg.switch_tls = tls
         else:
             cfg.controller_tls = tls
-    _controllers(r, c, cfg, rel)
+    read_controllers(r, c, cfg, rel)
 
     if doc.get("edge_ports") is not None:
         eps = doc["edge_ports"]
@@ -713,7 +356,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
                 r.fail(ifs, i, f"{d}.{k}", "required key missing")
         dpid, port = r.port_ref(topo, e, "port", f"{d}.port", e["port"])
         try:
-            ifindex = _int(e["ifindex"])
+            ifindex = as_int(e["ifindex"])
         except (TypeError, ValueError):
             r.fail(e, "ifindex", f"{d}.ifindex", f"must be an integer, not {e['ifindex']!r}")
         ent = {"agent": str(e["agent"]), "ifindex": ifindex, "dpid": dpid, "port": port}
@@ -822,9 +465,9 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             CriticalFlow(name, src, dst, {k: hdr[k] for k in keys}, timeout, hdr, grace, expect)
         )
 
-    _intents(r, doc, topo, cfg)
-    _agents(r, doc, cfg)
-    _apps(r, doc, cfg)
+    read_intents(r, doc, topo, cfg)
+    read_agents(r, doc, cfg)
+    read_apps(r, doc, cfg)
 
     t = r.section(doc, "tester", "tester")
     cfg.resolve_after = r.typed(t, "resolve_after", "tester.resolve_after", float, 60.0, lo=0.1)
@@ -889,50 +532,9 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             "false (the intended rules come from a file)"
         )
     if deep:
-        _check_rules(r, doc, cfg)
-        _check_database(r, doc, cfg)
+        check_rules(r, doc, cfg)
+        check_database(r, doc, cfg)
     return cfg
-
-
-def _check_rules(r: _Reader, doc, cfg: Config) -> None:
-    """Parse the rule file and check that its switches are the topology's."""
-    if cfg.rules is None:
-        return
-    items = []
-    try:
-        for it in read_rules(cfg.rules):
-            if it.dpid not in cfg.topology.switches:
-                where = f"{it.source}: " if getattr(it, "source", "") else ""
-                raise ModelError(f"{where}switch dpid {it.dpid} is not in the topology")
-            items.append(it)
-    except ModelError as e:
-        r.fail(doc, "rules", "rules", str(e))
-    entries = [it for it in items if not isinstance(it, Group)]
-    groups = [it for it in items if isinstance(it, Group)]
-    cfg.agent_warnings = [str(w) for w in agents.lint(entries, groups)]
-
-
-def _check_database(r: _Reader, doc, cfg: Config) -> None:
-    """An existing fault database must be one SQLite can read."""
-    db = cfg.database
-    if db == ":memory:" or not Path(db).exists():
-        return
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            ok = con.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error as e:
-        ok = str(e)
-    if ok != "ok":
-        r.fail(
-            doc,
-            "database",
-            "database",
-            f"{db} is not a readable fault database ({ok}); move it away and pazzd "
-            "starts with an empty one",
-        )
 
 
 def describe(cfg: Config) -> dict[str, Any]:
