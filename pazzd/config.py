@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grp
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,15 @@ from .configsections import (
     read_tls,
 )
 
-__all__ = ["Config", "ConfigError", "ControllerCfg", "SwitchCfg", "controller_names", "load_config"]
+__all__ = [
+    "RESTART_ONLY",
+    "Config",
+    "ConfigError",
+    "ControllerCfg",
+    "SwitchCfg",
+    "controller_names",
+    "load_config",
+]
 
 
 DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
@@ -48,20 +56,25 @@ class SwitchCfg:
     agent: str | None = None  # sFlow agent address of this switch
 
 
+RESTART = {"restart": True}  # a setting that takes effect at the next restart
+
+
 @dataclass
 class Config:
     path: str
-    topology_path: str
+    topology_path: str = field(metadata=RESTART)
     topology: Topology
-    rules: str | None = None
-    controller_enabled: bool = False
-    controller_host: str = "127.0.0.1"
-    controller_port: int = 6633
-    controller_name: str = ""  # the default controller's name; "" = HOST:PORT
+    rules: str | None = field(default=None, metadata=RESTART)
+    controller_enabled: bool = field(default=False, metadata=RESTART)
+    controller_host: str = field(default="127.0.0.1", metadata=RESTART)
+    controller_port: int = field(default=6633, metadata=RESTART)
+    controller_name: str = field(
+        default="", metadata=RESTART
+    )  # the default controller's name; "" = HOST:PORT
     # More controllers for every switch (controller.controllers; the default one first).
-    controllers: list[ControllerCfg] = field(default_factory=list)
-    listen_host: str = "0.0.0.0"
-    listen_port: int = 6653
+    controllers: list[ControllerCfg] = field(default_factory=list, metadata=RESTART)
+    listen_host: str = field(default="0.0.0.0", metadata=RESTART)
+    listen_port: int = field(default=6653, metadata=RESTART)
     audit_interval: float = 30.0
     audit_delay: float = 2.0
     handshake_timeout: float = 10.0
@@ -73,13 +86,13 @@ class Config:
     switch_tls: dict | None = None
     controller_tls: dict | None = None
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
-    sflow_host: str = "0.0.0.0"
-    sflow_port: int = 6343
-    sampling_rate: int = 64
+    sflow_host: str = field(default="0.0.0.0", metadata=RESTART)
+    sflow_port: int = field(default=6343, metadata=RESTART)
+    sampling_rate: int = field(default=64, metadata=RESTART)
     # The switches report every marked probe (patched OVS: packet-outs keep the mark, a
     # fuzz.inject interface needs other_config:verify-probe): a few copies of a probe
     # show, instead of 3N at sampling 1/N.
-    marked_reports: bool = True
+    marked_reports: bool = field(default=True, metadata=RESTART)
     sflow_interfaces: list[dict] = field(default_factory=list)
     sflow_agents: frozenset[str] | None = None  # None: datagrams of every agent accepted
     switches: list[SwitchCfg] = field(default_factory=list)
@@ -89,7 +102,9 @@ class Config:
     fuzz_enabled: bool = False
     fuzz_rate: float = 1000.0
     fuzz_window: float = 10.0  # an area counts as covered while probed within this many seconds
-    fuzz_delivered_share: float = 0.0  # of the probes, into delivered space (they reach hosts)
+    fuzz_delivered_share: float = field(
+        default=0.0, metadata=RESTART
+    )  # of the probes, into delivered space (they reach hosts)
     fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
     critical_flows: list[CriticalFlow] = field(default_factory=list)
@@ -104,16 +119,18 @@ class Config:
     tester_workers: int = 1
     corroborate: int = 2  # fault samples (or re-probes) needed before a fault opens
     corroborate_window: float = 60.0
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int = 9473
-    ui_enabled: bool = False  # the read-only web view (pazzd/ui), on its own listener
-    ui_host: str = "127.0.0.1"
-    ui_port: int = 9474
-    api_socket: str = "/run/pazz/pazzd.sock"
+    metrics_host: str = field(default="127.0.0.1", metadata=RESTART)
+    metrics_port: int = field(default=9473, metadata=RESTART)
+    ui_enabled: bool = field(
+        default=False, metadata=RESTART
+    )  # the read-only web view (pazzd/ui), on its own listener
+    ui_host: str = field(default="127.0.0.1", metadata=RESTART)
+    ui_port: int = field(default=9474, metadata=RESTART)
+    api_socket: str = field(default="/run/pazz/pazzd.sock", metadata=RESTART)
     # The API socket's group (mode 0660): its members may use pazzctl. None: the default,
     # "pazz" if that group exists, else the process's own group.
     api_group: str | None = None
-    database: str = "/var/lib/pazz/faults.db"
+    database: str = field(default="/var/lib/pazz/faults.db", metadata=RESTART)
     log_level: str = "info"
     # Checks of the intended state (cpc.intents): NoForwardingLoops over everything unless
     # intents.no_loops is false, and the configured policies.
@@ -129,7 +146,7 @@ class Config:
     # (writer, owner) app pairs whose overwrites are allowed (apps[].may_overwrite)
     overwrite_allowed: set[tuple[str, str]] = field(default_factory=set)
     # Switch agents (pazzd.entries): confirm each accepted entry in the data plane.
-    agents_confirm: bool = True
+    agents_confirm: bool = field(default=True, metadata=RESTART)
     agents_delay: float = 1.0  # seconds after the commit and tester.settle
     agents_probes_per_entry: int = 3
     agents_share: float = 0.25  # of each probe batch, at most, for confirmation probes
@@ -224,6 +241,11 @@ KNOWN = {
     "agents": {"confirm", "delay", "probes_per_entry", "share", "max_pending", "group_twice"},
 }
 LOG_LEVELS = {"debug", "info", "warning", "error"}
+
+
+# Settings that take effect at the next restart: a reload warns when they change and keeps
+# the running instance's (the fields marked RESTART).
+RESTART_ONLY = tuple(f.name for f in fields(Config) if f.metadata.get("restart"))
 
 
 def load_config(path: str | Path, deep: bool = False) -> Config:

@@ -33,7 +33,7 @@ from . import status, wiring
 from .api import ApiServer
 from .checks import REGISTRY
 from .commands import Commands, url_host
-from .config import Config, ConfigError, load_config
+from .config import RESTART_ONLY, Config, ConfigError, load_config
 from .confirm import Confirmations
 from .faults import FaultEvents
 from .findstore import FindingStore
@@ -55,32 +55,6 @@ STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 log = logging.getLogger("pazzd")
 
 _TICK = 0.5  # seconds between ticks of the tester and the checks
-# Settings that take effect at the next restart: a reload warns when they change and keeps
-# the running instance's.
-RESTART_ONLY = (
-    "topology_path",
-    "rules",
-    "sflow_host",
-    "sflow_port",
-    "api_socket",
-    "metrics_host",
-    "metrics_port",
-    "ui_enabled",
-    "ui_host",
-    "ui_port",
-    "database",
-    "controller_enabled",
-    "listen_host",
-    "listen_port",
-    "agents_confirm",
-    "fuzz_delivered_share",
-    "sampling_rate",  # the fuzzer's shares and the probe copies are sized by it at start
-    "marked_reports",
-    "controller_host",
-    "controller_port",
-    "controller_name",
-    "controllers",
-)
 _STALL = 1.0  # a tick this much late means the loop was blocked
 
 

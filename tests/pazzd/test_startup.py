@@ -191,7 +191,6 @@ def test_reload_reads_the_config_off_the_event_loop(tmp_path, monkeypatch):
     """Resolving the listen hosts (DNS) during a reload must not stall the loop."""
     import asyncio
 
-    import pazzd.config
     from pazzd.daemon import Daemon
 
     d = Daemon(str(write_config(tmp_path / "pazzd.yaml", base_config(tmp_path))))
@@ -204,7 +203,7 @@ def test_reload_reads_the_config_off_the_event_loop(tmp_path, monkeypatch):
     async def run():
         await d.start()
         try:
-            monkeypatch.setattr(pazzd.config.socket, "getaddrinfo", slow)
+            monkeypatch.setattr(socket, "getaddrinfo", slow)  # the config resolves hosts
             reload = asyncio.create_task(d.reload())
             await asyncio.sleep(0.05)
             t0 = time.monotonic()
