@@ -355,11 +355,13 @@ class Identities(Labels):
         if self._below is not None:  # the model calls bulk_add for entries with a prefix
             self.miss  # noqa: B018 - any other entry ends bulk mode
         key = _ikey(entry)
-        upper = ()
+        upper = None
         if self._entry and entry.priority > self._lowest():
             over = self.overlapping(entry)
             lower = [o for o in over if o.priority < entry.priority]
-            if len(lower) > _UNION_MAX:
+            # The pieces taken are the lower entries' and the miss's: more than _UNION_MAX
+            # of them once lower has _UNION_MAX. Then the entries above may be fewer to OR.
+            if len(lower) >= _UNION_MAX:
                 upper = [o for o in over if o.priority >= entry.priority]
         else:
             lower = []  # nothing here has a lower priority (bulk loads go highest first)
@@ -379,7 +381,7 @@ class Identities(Labels):
         self._id[key] = ident
         self._key[ident] = key
         self.beh[ident] = beh
-        if len(taken) <= _UNION_MAX or len(upper) >= len(taken):
+        if len(taken) <= _UNION_MAX or upper is None or len(upper) >= len(taken):
             region = taken[0][0] if len(taken) == 1 else self.space.union(g for g, _ in taken)
         else:  # what the entries above do not win: fewer ORs than the pieces taken
             region = m & ~self.space.union([self.eff[_ikey(o)] for o in upper])

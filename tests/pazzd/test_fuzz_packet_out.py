@@ -77,11 +77,12 @@ def test_fuzz_probes_go_out_as_packet_outs_through_the_proxy(tmp_path):
         assert parse_frame(data).has_verify
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, workers):
-    """A fault's first sample has the fuzzer send that header again in 3N PACKET_OUTs at
-    sampling 1/N, from the ingress the probe came from (the model expects the header
-    nowhere, so it names no ingress itself).
+@pytest.mark.parametrize(("workers", "marked"), [(1, True), (2, True), (1, False)])
+def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, workers, marked):
+    """A fault's first sample has the fuzzer send that header again from the ingress the
+    probe came from (the model expects the header nowhere, so it names no ingress itself):
+    3 PACKET_OUTs where the switches report every marked probe (sflow.marked_reports), 3N
+    at sampling 1/N where they do not.
 
     workers 1: the in-process tester's on_suspect, called as it calls it. workers 2: a real
     sFlow datagram (the probe's header at s4:5 with tags no path gives it) judged by a
@@ -94,6 +95,8 @@ def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, work
         tester={"workers": workers},
     )
     cfg["sflow"]["sampling_rate"] = sampling
+    cfg["sflow"]["marked_reports"] = marked
+    want = 3 if marked else 3 * sampling
     cfg["sflow"]["interfaces"] = [
         {"agent": agent_of(d), "ifindex": base + p, "port": f"{d}:{p}"}
         for d in (1, 2, 3, 4)
@@ -125,7 +128,7 @@ def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, work
                 em = ReferenceEmitter(base=base)
                 em.add((4, 5), hdr, tags.VERIFY_PORT_INIT, 0x5A5A)
                 em.send((host, int(port)), em.flush())
-            assert await wait_for(lambda: len(same()) >= before + 3 * sampling, 20)
+            assert await wait_for(lambda: len(same()) >= before + want, 20)
             await asyncio.sleep(0.3)
             return same(), before
         finally:
@@ -133,6 +136,6 @@ def test_a_suspicious_probe_sample_is_sent_again_from_its_ingress(tmp_path, work
             await d.stop()
 
     copies, before = asyncio.run(main())
-    # exactly 3N, all from the probe's port (the worker's sample is the only suspect)
-    assert len(copies) - before == 3 * sampling
+    # exactly that many, all from the probe's port (the worker's sample is the only suspect)
+    assert len(copies) - before == want
     assert {o[1] for o in copies} == {5}
