@@ -47,7 +47,7 @@ from cpc.fields import FIELD_NAMES, WIDTH
 from cpc.results import Port
 from cpc.space import HeaderSpace
 
-from .hspace import CountCache, Sampler, canonicalize, valid_headers
+from .hspace import CountCache, Membership, Sampler, canonicalize, valid_headers
 from .region import RegionEdges
 
 __all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
@@ -245,7 +245,10 @@ class _CellDraw:
 
     def __call__(self, plan: IngressPlan) -> dict:
         if self.it is None:
-            cell = self.bdd & self.region
+            bdd, region = self.bdd, self.region
+            cell = plan.cache.derive(
+                ("cell", int(bdd), int(region)), (bdd, region), lambda: bdd & region
+            )
             if cell == plan.space.false:
                 raise _Empty
             self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
@@ -272,10 +275,48 @@ class _FlipDraw:
         return smp.header(plan._shared_index(("flip", self.field_name), smp.total))
 
 
+def flip_set(space: HeaderSpace, covered, field_name: str, residual):
+    """Headers of `residual` one bit flip of field_name away from a header of `covered`
+    (residual ⊆ ¬covered). A bit that covered does not test is skipped: flipping it maps
+    covered onto itself, which residual does not meet."""
+    bdd = space.bdd
+    support = bdd.support(covered) if covered != space.false else set()
+    u = space.false
+    for i in range(WIDTH[field_name]):
+        name = f"{field_name}_{i}"
+        if name in support:
+            u = u | bdd.let({name: ~bdd.var(name)}, covered)
+    return u & residual
+
+
 def _edge_iter(space: HeaderSpace, covered, max_cubes: int) -> Iterator[dict]:
     """±1 range edges of the covered cubes (small fields first, then addresses)."""
     for cube in space.cubes(covered, limit=max_cubes):
         yield from boundary_regions(cube, 0)
+
+
+class _EdgeRegions:
+    """The edge regions of one covered set as (canonical region, seen key), in
+    `_edge_iter` order, listed as far as a plan has read them: plans over the same covered
+    set share one list (CountCache.derive), so a rebuilt plan does not walk the cubes again."""
+
+    __slots__ = ("items", "_it")
+
+    def __init__(self, space: HeaderSpace, covered, max_cubes: int) -> None:
+        self.items: list[tuple[dict, tuple]] = []
+        self._it: Iterator[dict] | None = _edge_iter(space, covered, max_cubes)
+
+    def get(self, k: int) -> tuple[dict, tuple] | None:
+        """The k-th edge region, or None past the last."""
+        items = self.items
+        while len(items) <= k and self._it is not None:
+            region = next(self._it, None)
+            if region is None:
+                self._it = None
+                break
+            region = canonical_region(region)
+            items.append((region, ("edge", tuple(sorted(region.items())))))
+        return items[k] if k < len(items) else None
 
 
 class IngressPlan:
@@ -344,7 +385,15 @@ class IngressPlan:
             for k, m in sorted((matches or {}).items()):
                 self._add("delivered", f"delivered {k}", _CellDraw(m, delivered))
         self._random: Sampler | None = None
-        self._edges = _edge_iter(space, covered, max_cubes)
+        self._edges = self.cache.derive(
+            ("edges", int(covered), max_cubes),
+            (covered,),
+            partial(_EdgeRegions, space, covered, max_cubes),
+        )
+        self._edge_pos = 0  # the next region of self._edges to look at
+        self._in_covered = self.cache.derive(
+            ("member", int(covered)), (covered,), partial(Membership, space, covered)
+        )
         self._edges_done = False
         self._edge_regions: list[dict] = []  # regions that gave a probe, cycled once done
         self._edge_next = 0
@@ -396,16 +445,19 @@ class IngressPlan:
         more than `tries` candidates per call: most edges of a decomposed covered set lie
         in another covered cube; a region another ingress took in this version is left to
         it); later passes cycle over the regions that gave a probe, with fresh free bits."""
-        contains = self.space.contains
+        in_covered = self._in_covered
         if not self._edges_done:
-            for region in self._edges:
-                region = canonical_region(region)
-                key = ("edge", tuple(sorted(region.items())))
+            while True:
+                item = self._edges.get(self._edge_pos)
+                if item is None:
+                    break
+                self._edge_pos += 1
+                region, key = item
                 if key in self.seen:
                     continue
                 tries -= 1
                 h = fill(region, self.rng)
-                if contains(self.covered, h):
+                if in_covered(h):
                     if tries <= 0:
                         return None
                     continue  # the edge lies in covered space (next to another covered cube)
@@ -418,20 +470,20 @@ class IngressPlan:
             region = regions[self._edge_next % len(regions)]
             self._edge_next += 1
             h = fill(region, self.rng)
-            if not contains(self.covered, h):
+            if not in_covered(h):
                 return h
         if not regions:
             raise _Empty
         return None
 
     def _flip_set(self, field_name: str):
-        """Headers outside covered(i) one bit flip of field_name away from a covered header."""
-        sp = self.space
-        u = sp.false
-        for i in range(WIDTH[field_name]):
-            name = f"{field_name}_{i}"
-            u = u | sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
-        return u & self._residual
+        """Headers outside covered(i) one bit flip of field_name away from a covered header
+        (the same set for the same covered set: CountCache.derive)."""
+        return self.cache.derive(
+            ("flip", field_name, int(self.covered)),
+            (self.covered,),
+            partial(flip_set, self.space, self.covered, field_name, self._residual),
+        )
 
     def _grow_boundary(self) -> None:
         """After the first `warmup` probes, build one bit-flip set per probe (small fields
