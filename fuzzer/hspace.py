@@ -26,6 +26,9 @@ from cpc.space import HeaderSpace
 
 __all__ = [
     "INVALID_ETH_TYPES",
+    "MAC_GROUP_BIT",
+    "local_mac",
+    "parse_mac",
     "Membership",
     "Sampler",
     "canonicalize",
@@ -39,6 +42,10 @@ __all__ = [
 # EtherTypes a probe never carries: 802.1Q/802.1ad/QinQ TPIDs (the model has one VLAN level)
 # and the Verify shim's own EtherType. Values below 0x0600 are 802.3 lengths, not types.
 INVALID_ETH_TYPES = (0x8100, 0x88A8, 0x9100, 0x0820)
+# The I/G bit of a MAC address (bit 0 of its first octet): set in a group (multicast or
+# broadcast) address, which is never a frame's source; switches drop such frames.
+MAC_GROUP_BIT = 1 << 40
+MAC_LOCAL_BIT = 1 << 41  # the U/L bit: a locally administered address
 MIN_ETH_TYPE = 0x0600
 _SHIFT = {}
 _pos = HEADER_BITS
@@ -86,7 +93,8 @@ def valid_headers(space: HeaderSpace):
         etype_ok = etype_ok & ~exact("eth_type", t)
     ip_zero = exact("ipv4_dst", 0) & exact("ipv4_src", 0) & exact("ip_proto", 0) & tp0
     vlan_ok = exact("vlan_vid", 0) | f("vlan_vid", OFPVID_PRESENT, OFPVID_PRESENT)
-    v = vlan_ok & (ip_ok | (etype_ok & ip_zero))
+    src_ok = f("eth_src", 0, MAC_GROUP_BIT)
+    v = vlan_ok & src_ok & (ip_ok | (etype_ok & ip_zero))
     space.derived["fuzzer_valid"] = v
     return v
 
@@ -99,9 +107,11 @@ def canonicalize(h: Mapping[str, int]) -> dict[str, int]:
     """The real packet closest to h: fields the frame cannot carry are 0.
 
     Non-IPv4 EtherType: IP and transport fields 0 (an 802.3 length or a TPID becomes
-    ARP). IPv4 without TCP/UDP: ports 0. vlan_vid without OFPVID_PRESENT: untagged.
+    ARP). IPv4 without TCP/UDP: ports 0. vlan_vid without OFPVID_PRESENT: untagged. A
+    group source MAC: its I/G bit cleared (a source address is an individual one).
     """
     out = {f: h.get(f, 0) for f in FIELD_NAMES}
+    out["eth_src"] &= ~MAC_GROUP_BIT
     if not out["vlan_vid"] & OFPVID_PRESENT:
         out["vlan_vid"] = 0
     et = out["eth_type"]
@@ -114,6 +124,27 @@ def canonicalize(h: Mapping[str, int]) -> dict[str, int]:
         for f in _IP_ONLY:
             out[f] = 0
     return out
+
+
+def parse_mac(mac: int | str) -> int:
+    """A MAC address as an int, from an int or "aa:bb:cc:dd:ee:ff"."""
+    if isinstance(mac, int):
+        value = mac
+    else:
+        parts = str(mac).split(":")
+        if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+            raise ValueError(f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+        value = int("".join(parts), 16)
+    if not 0 <= value < 1 << 48:
+        raise ValueError(f"{mac!r} is not a 48-bit MAC address")
+    return value
+
+
+def local_mac(ingress: tuple[int, int]) -> int:
+    """A locally administered unicast MAC for probes from an ingress whose host's MAC is
+    not known: 02:50:5a (the U/L bit, "PZ") and the low 24 bits of dpid and port."""
+    dpid, port = ingress
+    return MAC_LOCAL_BIT | 0x505A << 24 | ((dpid << 8 | port & 0xFF) & 0xFFFFFF)
 
 
 def header_from_bits(bits: int) -> dict[str, int]:

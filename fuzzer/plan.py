@@ -47,7 +47,15 @@ from cpc.fields import FIELD_NAMES, WIDTH
 from cpc.results import Port
 from cpc.space import HeaderSpace
 
-from .hspace import CountCache, Membership, Sampler, canonicalize, valid_headers
+from .hspace import (
+    MAC_GROUP_BIT,
+    CountCache,
+    Membership,
+    Sampler,
+    canonicalize,
+    local_mac,
+    valid_headers,
+)
 from .region import RegionEdges
 
 __all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
@@ -167,10 +175,13 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
 class _Area:
     """One area of a plan: how to draw its next header, and when it was probed."""
 
-    __slots__ = ("name", "draw", "pair", "weight", "stride", "sent", "last")
+    __slots__ = ("name", "draw", "pair", "weight", "stride", "sent", "last", "within")
 
-    def __init__(self, name: str, draw, pair=None, weight: float = 1.0) -> None:
+    def __init__(self, name: str, draw, pair=None, weight: float = 1.0, within=None) -> None:
         self.name = name
+        # () -> the area's header set (None: not known yet), for the source MAC's check;
+        # None: an area of single regions (edges, region), checked against covered(i)
+        self.within = within
         self.pair = pair  # (ingress, egress) of a sweep area
         self.weight = weight  # its share of the group's weighted turns
         self.stride = 0.0  # pass value of the weighted turns
@@ -181,6 +192,10 @@ class _Area:
         self.draw = draw
         self.sent = 0
         self.last: float | None = None
+
+
+def _itself(x):
+    return x
 
 
 class _Empty(Exception):
@@ -238,10 +253,13 @@ def _sweep_draw(p: PairArea, plan: IngressPlan) -> dict:
 class _CellDraw:
     """An endless spread walk over a BDD inside a region (empty: _Empty)."""
 
-    __slots__ = ("bdd", "region", "it")
+    __slots__ = ("bdd", "region", "it", "cell")
 
     def __init__(self, bdd, region) -> None:
-        self.bdd, self.region, self.it = bdd, region, None
+        self.bdd, self.region, self.it, self.cell = bdd, region, None, None
+
+    def within(self):
+        return self.cell
 
     def __call__(self, plan: IngressPlan) -> dict:
         if self.it is None:
@@ -251,6 +269,7 @@ class _CellDraw:
             )
             if cell == plan.space.false:
                 raise _Empty
+            self.cell = cell
             self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
         return next(self.it)
 
@@ -339,13 +358,16 @@ class IngressPlan:
         max_cubes: int = 20000,
         cache: CountCache | None = None,
         warmup: int = 24,
+        src_mac: int | None = None,
     ) -> None:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
         {egress: S_i} for the exits that are not selected (they still count as covered);
         classes: {class id: BDD} of the model, for the class areas (None: no class areas);
         matches: {match fields: BDD} of the model's entries, for the delivered areas;
         shares: each group's share of the ingress's probes (groups without areas give
-        theirs to the others); random_share overrides shares["random"]."""
+        theirs to the others); random_share overrides shares["random"]; src_mac: the
+        source MAC of the probes wherever their area leaves eth_src free (the MAC of the
+        host behind the ingress, else a locally administered one: hspace.local_mac)."""
         self.space = space
         self.cache = cache or CountCache(space)
         self.warmup = warmup  # probes before the (slower) bit-flip sets are built
@@ -354,6 +376,11 @@ class IngressPlan:
         self.rng = rng
         self.max_cubes = max_cubes
         self.seen = seen if seen is not None else {}
+        self.src_mac = local_mac(ingress) if src_mac is None else src_mac
+        if self.src_mac & MAC_GROUP_BIT:
+            raise ValueError(
+                f"ingress {ingress}: source MAC {self.src_mac:012x} is a group address"
+            )
         sh = dict(DEFAULT_SHARES if shares is None else shares)
         if random_share is not None:
             sh["random"] = random_share
@@ -374,16 +401,29 @@ class IngressPlan:
             self.pairs[egress] = p
             if sweep != space.false:
                 name = f"sweep {egress[0]}:{egress[1]}"
-                self._add("sweep", name, partial(_sweep_draw, p), (ingress, egress))
+                self._add(
+                    "sweep",
+                    name,
+                    partial(_sweep_draw, p),
+                    (ingress, egress),
+                    within=partial(_itself, sweep),
+                )
         self._residual = v & ~covered
         if self._residual != space.false:
-            self._add("random", "random", IngressPlan._random_draw)
+            self._add(
+                "random",
+                "random",
+                IngressPlan._random_draw,
+                within=partial(_itself, self._residual),
+            )
             for c in sorted(classes or {}):
-                self._add("class", f"class {c}", _CellDraw(classes[c], self._residual))
+                d = _CellDraw(classes[c], self._residual)
+                self._add("class", f"class {c}", d, within=d.within)
         if self.shares["delivered"] > 0:
             delivered = v & covered
             for k, m in sorted((matches or {}).items()):
-                self._add("delivered", f"delivered {k}", _CellDraw(m, delivered))
+                d = _CellDraw(m, delivered)
+                self._add("delivered", f"delivered {k}", d, within=d.within)
         self._random: Sampler | None = None
         self._edges = self.cache.derive(
             ("edges", int(covered), max_cubes),
@@ -408,8 +448,37 @@ class IngressPlan:
         self._pass = dict.fromkeys(GROUPS, 0.0)
         self._rr = dict.fromkeys(GROUPS, 0)
 
-    def _add(self, group: str, name: str, draw, pair=None, weight: float = 1.0) -> None:
-        self.areas[group].append(_Area(name, draw, pair, weight))
+    def _add(
+        self, group: str, name: str, draw, pair=None, weight: float = 1.0, within=None
+    ) -> None:
+        self.areas[group].append(_Area(name, draw, pair, weight, within))
+
+    # --- source MACs ------------------------------------------------------------------------
+    def _member(self, u) -> Membership:
+        return self.cache.derive(("member", int(u)), (u,), partial(Membership, self.space, u))
+
+    def _covered_tests_src(self) -> bool:
+        """Does covered(i) depend on eth_src (a rule on the way matches it)?"""
+        cov = self.covered
+        return self.cache.derive(
+            ("tests eth_src", int(cov)),
+            (cov,),
+            lambda: any(n.startswith("eth_src_") for n in self.space.bdd.support(cov)),
+        )
+
+    def _with_src(self, a: _Area, h: dict) -> dict:
+        """h with the plan's source MAC, where that keeps h in its area: an area that
+        constrains eth_src (a rule matching on it) keeps the drawn one (unicast, as V
+        has it)."""
+        mac = self.src_mac
+        if h.get("eth_src") == mac:
+            return h
+        moved = dict(h)
+        moved["eth_src"] = mac
+        if a.within is None:  # single regions next to covered(i): edges, region
+            return h if self._covered_tests_src() else moved
+        u = a.within()
+        return moved if u is not None and self._member(u)(moved) else h
 
     # --- areas -----------------------------------------------------------------------------
     def _shared_index(self, key, n: int) -> int:
@@ -496,7 +565,13 @@ class IngressPlan:
                 smp = Sampler(self.space, cache=self.cache, u=u)
                 # Weighted turns by the set's number of disjoint cubes: the ipv4_dst set
                 # holds a fat-finger region for every bit of every covered prefix.
-                self._add("boundary", f"flip {f}", _FlipDraw(f, smp), weight=smp.paths())
+                self._add(
+                    "boundary",
+                    f"flip {f}",
+                    _FlipDraw(f, smp),
+                    weight=smp.paths(),
+                    within=partial(_itself, u),
+                )
 
     # --- the schedule -----------------------------------------------------------------------
     def _pick(self, group: str) -> int:
@@ -530,7 +605,7 @@ class IngressPlan:
                 continue
             a.sent += 1
             a.last = now
-            return Probe(self.ingress, h, group, a.pair)
+            return Probe(self.ingress, self._with_src(a, h), group, a.pair)
         return None
 
     def next_probe(self, now: float | None = None) -> Probe | None:
