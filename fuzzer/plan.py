@@ -15,7 +15,10 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 distance scale (RegionEdges), the other fields from a covered header.
   class       = V ∧ ¬covered(i) ∧ C for every model class C that meets it: one area per
                 behaviour of the uncovered space (an ACL's dropped headers towards one route,
-                the table-miss headers of one switch, ...), however small.
+                the table-miss headers of one switch, ...), however small; one draw in
+                EDGE_EVERY at the exact edges of the cell's blocks of ipv4_dst (an
+                ACL's dropped /24: its first and last address, then inward at every
+                scale; region.BlockEdges).
   random      = V ∧ ¬covered(i), uniform.
   delivered   = V ∧ covered(i) ∧ M for every distinct match M of the model's entries that
                 meets it, only with a positive `shares["delivered"]` (default 0): what the
@@ -38,6 +41,7 @@ Every probe is a canonical header, outside covered(i) but for the delivered grou
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,7 +60,7 @@ from .hspace import (
     local_mac,
     valid_headers,
 )
-from .region import RegionEdges
+from .region import BlockEdges, RegionEdges
 
 __all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
 
@@ -194,6 +198,15 @@ class _Area:
         self.last: float | None = None
 
 
+def sqrt_weight(prior: float, size: float) -> float:
+    """An area's weight in its group's weighted turns: sqrt(prior * size). With a hidden
+    entry in area k with probability p_k, found after s_k probes of the area on average,
+    and x_k of the group's probes going to area k, the expected wait is
+    sum_k p_k s_k / x_k; under sum_k x_k = 1 it is least at x_k proportional to
+    sqrt(p_k s_k) (Lagrange)."""
+    return math.sqrt(max(prior, 0.0) * max(size, 0.0))
+
+
 def _itself(x):
     return x
 
@@ -250,13 +263,23 @@ def _sweep_draw(p: PairArea, plan: IngressPlan) -> dict:
     return next(p.sweep_iter)
 
 
+# One draw in EDGE_EVERY of a class cell probes its block edges (region.BlockEdges), the
+# others walk the cell: the square-root rule between the two (docs/fuzzer.md, "The probe
+# budget"). An exact edge of B blocks comes round every 4B edge draws, a /32 anywhere in
+# B /24 blocks after about 256B walk draws; with equal priors the rule gives the edges
+# sqrt(4B) : sqrt(256B) = 1 : 8 of the cell's draws, whatever B is.
+EDGE_EVERY = 1 + round(math.sqrt(256 / 4))
+
+
 class _CellDraw:
-    """An endless spread walk over a BDD inside a region (empty: _Empty)."""
+    """An endless spread walk over a BDD inside a region (empty: _Empty), and, one draw in
+    EDGE_EVERY from the first on, the exact edges of the cell's blocks (with edges)."""
 
-    __slots__ = ("bdd", "region", "it", "cell")
+    __slots__ = ("bdd", "region", "it", "cell", "edges", "turn", "with_edges")
 
-    def __init__(self, bdd, region) -> None:
+    def __init__(self, bdd, region, edges: bool = False) -> None:
         self.bdd, self.region, self.it, self.cell = bdd, region, None, None
+        self.edges, self.turn, self.with_edges = None, 0, edges
 
     def within(self):
         return self.cell
@@ -270,7 +293,14 @@ class _CellDraw:
             if cell == plan.space.false:
                 raise _Empty
             self.cell = cell
-            self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
+            smp = Sampler(plan.space, cache=plan.cache, u=cell)
+            self.it = smp.spread(plan.rng)
+            if self.with_edges:
+                edges = BlockEdges(plan.space, smp.u, plan.cache, plan.rng)
+                self.edges = edges if len(edges) else None
+        self.turn += 1
+        if self.edges is not None and self.turn % EDGE_EVERY == 1:
+            return self.edges.draw()
         return next(self.it)
 
 
@@ -359,6 +389,7 @@ class IngressPlan:
         cache: CountCache | None = None,
         warmup: int = 24,
         src_mac: int | None = None,
+        block_edges: bool = True,
     ) -> None:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
         {egress: S_i} for the exits that are not selected (they still count as covered);
@@ -417,7 +448,7 @@ class IngressPlan:
                 within=partial(_itself, self._residual),
             )
             for c in sorted(classes or {}):
-                d = _CellDraw(classes[c], self._residual)
+                d = _CellDraw(classes[c], self._residual, edges=block_edges)
                 self._add("class", f"class {c}", d, within=d.within)
         if self.shares["delivered"] > 0:
             delivered = v & covered
@@ -569,7 +600,7 @@ class IngressPlan:
                     "boundary",
                     f"flip {f}",
                     _FlipDraw(f, smp),
-                    weight=smp.paths(),
+                    weight=sqrt_weight(smp.paths(), smp.paths()),
                     within=partial(_itself, u),
                 )
 
@@ -645,6 +676,19 @@ class IngressPlan:
             per_area = rate * w / (2 * n if n > 1 else 1)
             out[g] = 1.0 / per_area if per_area > 0 else float("inf")
         return out
+
+    def probes_bound(self, group: str, draws: int) -> int:
+        """At most this many probes of this plan (from now) until every area the group has
+        now has had `draws` more draws, when its areas always give a probe (the class
+        group's do): the group gets its live share s of the turns, within one turn per
+        group (stride scheduling; a group that gives no probe leaves its turn to the
+        others), and each of its n areas one round-robin turn in every 2n of the group's
+        (one more round for areas dropped as empty, which shift the turns)."""
+        share = self.live_shares().get(group, 0.0)
+        if share <= 0:
+            return 0
+        n = len(self.areas[group])
+        return math.ceil((2 * n * (draws + 1) + len(GROUPS)) / share)
 
     def area_ages(self, now: float) -> list[tuple[str, str, int, float | None]]:
         """(group, area name, probes sent, seconds since its last probe or None) of every
