@@ -207,6 +207,11 @@ def sqrt_weight(prior: float, size: float) -> float:
     return math.sqrt(max(prior, 0.0) * max(size, 0.0))
 
 
+# The BDD variable of the I/G bit of eth_src (bit 40 of the value: variable i is the
+# value's bit 47 - i).
+_SRC_GROUP_VAR = f"eth_src_{47 - 40}"
+
+
 def _itself(x):
     return x
 
@@ -272,8 +277,8 @@ EDGE_EVERY = 1 + round(math.sqrt(256 / 4))
 
 
 class _CellDraw:
-    """An endless spread walk over a BDD inside a region (empty: _Empty), and, one draw in
-    EDGE_EVERY from the first on, the exact edges of the cell's blocks (with edges)."""
+    """An endless spread walk over a BDD inside a region (empty: _Empty), and, with edges,
+    every EDGE_EVERY-th draw at the exact edges of the cell's blocks."""
 
     __slots__ = ("bdd", "region", "it", "cell", "edges", "turn", "with_edges")
 
@@ -293,14 +298,14 @@ class _CellDraw:
             if cell == plan.space.false:
                 raise _Empty
             self.cell = cell
-            smp = Sampler(plan.space, cache=plan.cache, u=cell)
-            self.it = smp.spread(plan.rng)
-            if self.with_edges:
-                edges = BlockEdges(plan.space, smp.u, plan.cache, plan.rng)
-                self.edges = edges if len(edges) else None
+            self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
         self.turn += 1
-        if self.edges is not None and self.turn % EDGE_EVERY == 1:
-            return self.edges.draw()
+        if self.with_edges and self.turn % EDGE_EVERY == 0:
+            if self.edges is None:  # built at the first edge draw, not in the first batch
+                edges = BlockEdges(plan.space, self.cell, plan.cache, plan.rng)
+                self.edges = edges if len(edges) else False
+            if self.edges:
+                return self.edges.draw()
         return next(self.it)
 
 
@@ -488,14 +493,20 @@ class IngressPlan:
     def _member(self, u) -> Membership:
         return self.cache.derive(("member", int(u)), (u,), partial(Membership, self.space, u))
 
+    def _tests_src(self, u) -> bool:
+        """Does u test a bit of eth_src other than its I/G bit (a rule matches eth_src)?
+        (V tests the I/G bit alone: a source MAC is an individual one.)"""
+        return self.cache.derive(
+            ("tests eth_src", int(u)),
+            (u,),
+            lambda: any(
+                n.startswith("eth_src_") and n != _SRC_GROUP_VAR for n in self.space.bdd.support(u)
+            ),
+        )
+
     def _covered_tests_src(self) -> bool:
         """Does covered(i) depend on eth_src (a rule on the way matches it)?"""
-        cov = self.covered
-        return self.cache.derive(
-            ("tests eth_src", int(cov)),
-            (cov,),
-            lambda: any(n.startswith("eth_src_") for n in self.space.bdd.support(cov)),
-        )
+        return self._tests_src(self.covered)
 
     def _with_src(self, a: _Area, h: dict) -> dict:
         """h with the plan's source MAC, where that keeps h in its area: an area that
@@ -509,7 +520,11 @@ class IngressPlan:
         if a.within is None:  # single regions next to covered(i): edges, region
             return h if self._covered_tests_src() else moved
         u = a.within()
-        return moved if u is not None and self._member(u)(moved) else h
+        if u is None:
+            return h
+        if not self._tests_src(u):  # only the I/G bit, which the MAC has clear
+            return moved
+        return moved if self._member(u)(moved) else h
 
     # --- areas -----------------------------------------------------------------------------
     def _shared_index(self, key, n: int) -> int:
