@@ -5,7 +5,10 @@
 
 corpus_to_plan_ms  from the corpora of one ingress (S_i, S_e for every exit, as
                    model.corpus returns them) to its first batch of `--batch` probes:
-                   areas, samplers, boundary sets (median over ingresses)
+                   areas, samplers, boundary sets (median over ingresses), after a FlowMod
+                   that deletes a route and one that adds it back
+corpus_to_plan_ms_new_route   the same after a FlowMod that adds a route to a /24 nobody
+                   routed before (the ingress's covered set changes: nothing to reuse)
 probes_per_s       crafting throughput: canonical headers to Ethernet frames with checksums
 plan_probes_per_s  planning throughput in steady state (Fuzzer.next_probes + record)
 rss_mb             peak resident size of the process (model included)
@@ -28,12 +31,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, pct, readd_flowmods, rss_mb  # noqa: E402
 from cpc.model import Model  # noqa: E402
+from cpc.rules import FlowMod, Match  # noqa: E402
 from fuzzer.craft import Crafter  # noqa: E402
 from fuzzer.engine import Fuzzer  # noqa: E402
 from fuzzer.hspace import CountCache, Sampler, valid_headers  # noqa: E402
 from fuzzer.plan import IngressPlan  # noqa: E402
 from pazzdata.workloads import generate  # noqa: E402
 from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream  # noqa: E402
+
+
+def covered_of(corpora):
+    """covered(i): the union of S_i over the exits."""
+    out = None
+    for s_i, _ in corpora.values():
+        out = s_i if out is None else out | s_i
+    return out
+
+
+def new_route(e, k: int) -> FlowMod:
+    """A FlowMod that adds a route to 172.16.k.0/24 (outside the generated 10/8), with the
+    next hops of entry e, on e's switch."""
+    match = Match.build(
+        {"eth_type": (0x0800, 0xFFFF), "ipv4_dst": (0xAC100000 | k << 8, 0xFFFFFF00)}
+    )
+    return FlowMod("add", e.dpid, 0, 1000, match, e.instructions, rule_id=900_000 + k)
 
 
 def effect(model, wl, nfaults: int, budget: int, seeds: int, random_share: float) -> dict:
@@ -98,7 +119,8 @@ def main(argv=None) -> dict:
     # Corpus -> first batch, per ingress (corpora computed beforehand, as the model gives
     # them). Cold: a fresh count cache. Warm: the fuzzer's cache after a model update (a
     # route deleted and added back), the case of a running fuzzer getting a new corpus.
-    plan_cold, plan_warm, corpus_ms = [], [], []
+    plan_cold, plan_warm, plan_new, corpus_ms = [], [], [], []
+    routes = [e for e in wl.entries if e.table == 0 and list(e.instructions.outputs())]
     classes = model.part.bdd_of  # the class areas, as the Fuzzer builds its plans
     cache = CountCache(space)
     for ingress in edges[: min(len(edges), 8)]:
@@ -118,6 +140,22 @@ def main(argv=None) -> dict:
         plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
         batch = [plan.next_probe() for _ in range(args.batch)]
         plan_warm.append((time.perf_counter() - t) * 1e3)
+        # a route out of another host port of the ingress's switch: covered(i) grows
+        local = [
+            r
+            for r in routes
+            if r.dpid == ingress[0]
+            and any((r.dpid, p) in edges and p != ingress[1] for p in r.instructions.outputs())
+        ]
+        if local:  # (none where the ingress is its switch's only host port)
+            model.apply(new_route(rng.choice(local), len(plan_new)))
+            before = covered_of(corpora)
+            corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
+            assert covered_of(corpora) != before, "the new route did not change covered(i)"
+            t = time.perf_counter()
+            plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
+            batch = [plan.next_probe() for _ in range(args.batch)]
+            plan_new.append((time.perf_counter() - t) * 1e3)
         cache = CountCache(space)
 
     # Crafting throughput over uniform valid headers (all kinds of frames).
@@ -157,6 +195,7 @@ def main(argv=None) -> dict:
         "corpus_ms_per_ingress": round(median(corpus_ms), 2),
         "corpus_to_plan_ms": round(median(plan_warm), 3),
         "corpus_to_plan_ms_max": round(max(plan_warm), 3),
+        "corpus_to_plan_ms_new_route": round(median(plan_new), 3) if plan_new else None,
         "corpus_to_plan_ms_cold": round(median(plan_cold), 3),
         "probes_per_s": round(probes_per_s),
         "plan_probes_per_s": round(plan_pps),

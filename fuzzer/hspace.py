@@ -17,13 +17,19 @@ evenly over u (every prefix of the top field gets its share early).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 from cpc.fields import ETH_TYPE_IPV4, FIELD_NAMES, FIELDS, HEADER_BITS, OFPVID_PRESENT, WIDTH
 from cpc.space import HeaderSpace
 
 __all__ = [
     "INVALID_ETH_TYPES",
+    "MAC_GROUP_BIT",
+    "local_mac",
+    "parse_mac",
+    "Membership",
     "Sampler",
     "canonicalize",
     "header_from_bits",
@@ -37,6 +43,10 @@ __all__ = [
 # and the Verify shim's own EtherTypes (0x0821: marked). Values below 0x0600 are 802.3
 # lengths, not types.
 INVALID_ETH_TYPES = (0x8100, 0x88A8, 0x9100, 0x0820, 0x0821)
+# The I/G bit of a MAC address (bit 0 of its first octet): set in a group (multicast or
+# broadcast) address, which is never a frame's source; switches drop such frames.
+MAC_GROUP_BIT = 1 << 40
+MAC_LOCAL_BIT = 1 << 41  # the U/L bit: a locally administered address
 MIN_ETH_TYPE = 0x0600
 _SHIFT = {}
 _pos = HEADER_BITS
@@ -84,7 +94,8 @@ def valid_headers(space: HeaderSpace):
         etype_ok = etype_ok & ~exact("eth_type", t)
     ip_zero = exact("ipv4_dst", 0) & exact("ipv4_src", 0) & exact("ip_proto", 0) & tp0
     vlan_ok = exact("vlan_vid", 0) | f("vlan_vid", OFPVID_PRESENT, OFPVID_PRESENT)
-    v = vlan_ok & (ip_ok | (etype_ok & ip_zero))
+    src_ok = f("eth_src", 0, MAC_GROUP_BIT)
+    v = vlan_ok & src_ok & (ip_ok | (etype_ok & ip_zero))
     space.derived["fuzzer_valid"] = v
     return v
 
@@ -97,9 +108,11 @@ def canonicalize(h: Mapping[str, int]) -> dict[str, int]:
     """The real packet closest to h: fields the frame cannot carry are 0.
 
     Non-IPv4 EtherType: IP and transport fields 0 (an 802.3 length or a TPID becomes
-    ARP). IPv4 without TCP/UDP: ports 0. vlan_vid without OFPVID_PRESENT: untagged.
+    ARP). IPv4 without TCP/UDP: ports 0. vlan_vid without OFPVID_PRESENT: untagged. A
+    group source MAC: its I/G bit cleared (a source address is an individual one).
     """
     out = {f: h.get(f, 0) for f in FIELD_NAMES}
+    out["eth_src"] &= ~MAC_GROUP_BIT
     if not out["vlan_vid"] & OFPVID_PRESENT:
         out["vlan_vid"] = 0
     et = out["eth_type"]
@@ -114,6 +127,27 @@ def canonicalize(h: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
+def parse_mac(mac: int | str) -> int:
+    """A MAC address as an int, from an int or "aa:bb:cc:dd:ee:ff"."""
+    if isinstance(mac, int):
+        value = mac
+    else:
+        parts = str(mac).split(":")
+        if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+            raise ValueError(f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+        value = int("".join(parts), 16)
+    if not 0 <= value < 1 << 48:
+        raise ValueError(f"{mac!r} is not a 48-bit MAC address")
+    return value
+
+
+def local_mac(ingress: tuple[int, int]) -> int:
+    """A locally administered unicast MAC for probes from an ingress whose host's MAC is
+    not known: 02:50:5a (the U/L bit, "PZ") and the low 24 bits of dpid and port."""
+    dpid, port = ingress
+    return MAC_LOCAL_BIT | 0x505A << 24 | ((dpid << 8 | port & 0xFF) & 0xFFFFFF)
+
+
 def header_from_bits(bits: int) -> dict[str, int]:
     """Split a HEADER_BITS-wide integer (level 0 = most significant bit) into fields."""
     return {f: (bits >> _SHIFT[f]) & _FIELD_MASK[f] for f in FIELD_NAMES}
@@ -123,10 +157,31 @@ class CountCache:
     """Per-node counts shared by samplers over one manager: {regular node id: (node, models,
     paths to true, paths to false)}. Holding the node keeps its id alive and unique."""
 
-    def __init__(self, space: HeaderSpace, max_entries: int = 2_000_000) -> None:
+    def __init__(
+        self, space: HeaderSpace, max_entries: int = 2_000_000, max_derived: int = 256
+    ) -> None:
         self.space = space
         self.max_entries = max_entries
         self.memo: dict[int, tuple] = {}
+        # Results of set operations by the identity of their inputs (derive), the latest
+        # max_derived of them: a plan rebuilt for an unchanged covered set (most ingresses
+        # after a FlowMod) finds its bit-flip sets and edge regions here.
+        self.max_derived = max_derived
+        self.derived: OrderedDict[tuple, tuple] = OrderedDict()
+
+    def derive(self, key: tuple, inputs: tuple, make: Callable[[], object]):
+        """make(), or its earlier result for the same key. A key names BDD inputs by their
+        node ids (int(u)); `inputs` holds those nodes, so that the ids stay theirs while the
+        entry lives. The result depends on nothing but the inputs named in the key."""
+        hit = self.derived.get(key)
+        if hit is not None:
+            self.derived.move_to_end(key)
+            return hit[1]
+        value = make()
+        self.derived[key] = (inputs, value)
+        while len(self.derived) > self.max_derived:
+            self.derived.popitem(last=False)
+        return value
 
     def trim(self) -> None:
         if len(self.memo) > self.max_entries:
@@ -178,19 +233,67 @@ class CountCache:
         return memo[key]
 
 
+class Membership:
+    """`space.contains(u, h)` for one BDD u, many headers: the nodes a walk passes are
+    kept as (level, complement bit, low id, high id) by node id, so that later walks
+    through them read a dict instead of the BDD library's node objects (the same answers,
+    several times faster once the top of u has been walked)."""
+
+    __slots__ = ("space", "u", "root", "nodes", "fns")
+
+    def __init__(self, space: HeaderSpace, u) -> None:
+        self.space = space
+        self.u = u  # holds every node below it alive, and so their ids
+        self.root = int(u)
+        self.nodes: dict[int, tuple] = {}
+        self.fns: dict[int, object] = {self.root: u}  # nodes not expanded yet
+
+    def _expand(self, k: int) -> tuple:
+        fn = self.fns.pop(k)
+        lv = fn.level
+        if lv >= self.space.id_level:
+            e = (lv, 0, 0, 0)
+        else:
+            lo, hi = fn.low, fn.high
+            lo_k, hi_k = int(lo), int(hi)
+            for ck, c in ((lo_k, lo), (hi_k, hi)):
+                if ck not in self.nodes:
+                    self.fns.setdefault(ck, c)
+            e = (lv, int(fn.negated), lo_k, hi_k)
+        self.nodes[k] = e
+        return e
+
+    def __call__(self, header: Mapping[str, int]) -> bool:
+        sp = self.space
+        lf, ls, id_level = sp.level_field, sp.level_shift, sp.id_level
+        nodes = self.nodes
+        k, comp = self.root, 0
+        while True:
+            e = nodes.get(k) or self._expand(k)
+            lv = e[0]
+            if lv >= id_level:
+                return (k ^ comp) == int(sp.true)
+            comp ^= e[1]
+            k = e[3] if header.get(lf[lv], 0) >> ls[lv] & 1 else e[2]
+
+
+def _header_bits_only(space: HeaderSpace, u):
+    """u with the partition's label variables (cls_*) quantified away."""
+    if any(n.startswith("cls_") for n in space.bdd.support(u)):
+        return space.bdd.exist(space.id_names, u)
+    return u
+
+
 class Sampler:
     """Uniform sampling from a header set (BDD). Counts live in a CountCache (shared or
     private), which holds the nodes whose ids it memoizes."""
 
     def __init__(self, space: HeaderSpace, u, cache: CountCache | None = None) -> None:
         self.space = space
-        bdd = space.bdd
-        if u != space.false and u != space.true:
-            support = bdd.support(u)
-            if any(n.startswith("cls_") for n in support):
-                u = bdd.exist(space.id_names, u)
-        self.u = u
         self.cache = cache or CountCache(space)
+        if u != space.false and u != space.true:
+            u = self.cache.derive(("headers", int(u)), (u,), partial(_header_bits_only, space, u))
+        self.u = u
         self._true_id = int(space.true)
         self.total = self._count_fn(u, 0) << self._lvl(u)
 

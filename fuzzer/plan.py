@@ -15,7 +15,10 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 distance scale (RegionEdges), the other fields from a covered header.
   class       = V ∧ ¬covered(i) ∧ C for every model class C that meets it: one area per
                 behaviour of the uncovered space (an ACL's dropped headers towards one route,
-                the table-miss headers of one switch, ...), however small.
+                the table-miss headers of one switch, ...), however small; one draw in
+                EDGE_EVERY at the exact edges of the cell's blocks of ipv4_dst (an
+                ACL's dropped /24: its first and last address, then inward at every
+                scale; region.BlockEdges).
   random      = V ∧ ¬covered(i), uniform.
   delivered   = V ∧ covered(i) ∧ M for every distinct match M of the model's entries that
                 meets it, only with a positive `shares["delivered"]` (default 0): what the
@@ -38,6 +41,7 @@ Every probe is a canonical header, outside covered(i) but for the delivered grou
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,8 +51,16 @@ from cpc.fields import FIELD_NAMES, WIDTH
 from cpc.results import Port
 from cpc.space import HeaderSpace
 
-from .hspace import CountCache, Sampler, canonicalize, valid_headers
-from .region import RegionEdges
+from .hspace import (
+    MAC_GROUP_BIT,
+    CountCache,
+    Membership,
+    Sampler,
+    canonicalize,
+    local_mac,
+    valid_headers,
+)
+from .region import BlockEdges, RegionEdges
 
 __all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
 
@@ -167,10 +179,13 @@ def fill(region: dict[str, tuple[int, int]], rng: random.Random) -> dict[str, in
 class _Area:
     """One area of a plan: how to draw its next header, and when it was probed."""
 
-    __slots__ = ("name", "draw", "pair", "weight", "stride", "sent", "last")
+    __slots__ = ("name", "draw", "pair", "weight", "stride", "sent", "last", "within")
 
-    def __init__(self, name: str, draw, pair=None, weight: float = 1.0) -> None:
+    def __init__(self, name: str, draw, pair=None, weight: float = 1.0, within=None) -> None:
         self.name = name
+        # () -> the area's header set (None: not known yet), for the source MAC's check;
+        # None: an area of single regions (edges, region), checked against covered(i)
+        self.within = within
         self.pair = pair  # (ingress, egress) of a sweep area
         self.weight = weight  # its share of the group's weighted turns
         self.stride = 0.0  # pass value of the weighted turns
@@ -181,6 +196,24 @@ class _Area:
         self.draw = draw
         self.sent = 0
         self.last: float | None = None
+
+
+def sqrt_weight(prior: float, size: float) -> float:
+    """An area's weight in its group's weighted turns: sqrt(prior * size). With a hidden
+    entry in area k with probability p_k, found after s_k probes of the area on average,
+    and x_k of the group's probes going to area k, the expected wait is
+    sum_k p_k s_k / x_k; under sum_k x_k = 1 it is least at x_k proportional to
+    sqrt(p_k s_k) (Lagrange)."""
+    return math.sqrt(max(prior, 0.0) * max(size, 0.0))
+
+
+# The BDD variable of the I/G bit of eth_src (bit 40 of the value: variable i is the
+# value's bit 47 - i).
+_SRC_GROUP_VAR = f"eth_src_{47 - 40}"
+
+
+def _itself(x):
+    return x
 
 
 class _Empty(Exception):
@@ -235,20 +268,44 @@ def _sweep_draw(p: PairArea, plan: IngressPlan) -> dict:
     return next(p.sweep_iter)
 
 
+# One draw in EDGE_EVERY of a class cell probes its block edges (region.BlockEdges), the
+# others walk the cell: the square-root rule between the two (docs/fuzzer.md, "The probe
+# budget"). An exact edge of B blocks comes round every 4B edge draws, a /32 anywhere in
+# B /24 blocks after about 256B walk draws; with equal priors the rule gives the edges
+# sqrt(4B) : sqrt(256B) = 1 : 8 of the cell's draws, whatever B is.
+EDGE_EVERY = 1 + round(math.sqrt(256 / 4))
+
+
 class _CellDraw:
-    """An endless spread walk over a BDD inside a region (empty: _Empty)."""
+    """An endless spread walk over a BDD inside a region (empty: _Empty), and, with edges,
+    every EDGE_EVERY-th draw at the exact edges of the cell's blocks."""
 
-    __slots__ = ("bdd", "region", "it")
+    __slots__ = ("bdd", "region", "it", "cell", "edges", "turn", "with_edges")
 
-    def __init__(self, bdd, region) -> None:
-        self.bdd, self.region, self.it = bdd, region, None
+    def __init__(self, bdd, region, edges: bool = False) -> None:
+        self.bdd, self.region, self.it, self.cell = bdd, region, None, None
+        self.edges, self.turn, self.with_edges = None, 0, edges
+
+    def within(self):
+        return self.cell
 
     def __call__(self, plan: IngressPlan) -> dict:
         if self.it is None:
-            cell = self.bdd & self.region
+            bdd, region = self.bdd, self.region
+            cell = plan.cache.derive(
+                ("cell", int(bdd), int(region)), (bdd, region), lambda: bdd & region
+            )
             if cell == plan.space.false:
                 raise _Empty
+            self.cell = cell
             self.it = Sampler(plan.space, cache=plan.cache, u=cell).spread(plan.rng)
+        self.turn += 1
+        if self.with_edges and self.turn % EDGE_EVERY == 0:
+            if self.edges is None:  # built at the first edge draw, not in the first batch
+                edges = BlockEdges(plan.space, self.cell, plan.cache, plan.rng)
+                self.edges = edges if len(edges) else False
+            if self.edges:
+                return self.edges.draw()
         return next(self.it)
 
 
@@ -272,10 +329,48 @@ class _FlipDraw:
         return smp.header(plan._shared_index(("flip", self.field_name), smp.total))
 
 
+def flip_set(space: HeaderSpace, covered, field_name: str, residual):
+    """Headers of `residual` one bit flip of field_name away from a header of `covered`
+    (residual ⊆ ¬covered). A bit that covered does not test is skipped: flipping it maps
+    covered onto itself, which residual does not meet."""
+    bdd = space.bdd
+    support = bdd.support(covered) if covered != space.false else set()
+    u = space.false
+    for i in range(WIDTH[field_name]):
+        name = f"{field_name}_{i}"
+        if name in support:
+            u = u | bdd.let({name: ~bdd.var(name)}, covered)
+    return u & residual
+
+
 def _edge_iter(space: HeaderSpace, covered, max_cubes: int) -> Iterator[dict]:
     """±1 range edges of the covered cubes (small fields first, then addresses)."""
     for cube in space.cubes(covered, limit=max_cubes):
         yield from boundary_regions(cube, 0)
+
+
+class _EdgeRegions:
+    """The edge regions of one covered set as (canonical region, seen key), in
+    `_edge_iter` order, listed as far as a plan has read them: plans over the same covered
+    set share one list (CountCache.derive), so a rebuilt plan does not walk the cubes again."""
+
+    __slots__ = ("items", "_it")
+
+    def __init__(self, space: HeaderSpace, covered, max_cubes: int) -> None:
+        self.items: list[tuple[dict, tuple]] = []
+        self._it: Iterator[dict] | None = _edge_iter(space, covered, max_cubes)
+
+    def get(self, k: int) -> tuple[dict, tuple] | None:
+        """The k-th edge region, or None past the last."""
+        items = self.items
+        while len(items) <= k and self._it is not None:
+            region = next(self._it, None)
+            if region is None:
+                self._it = None
+                break
+            region = canonical_region(region)
+            items.append((region, ("edge", tuple(sorted(region.items())))))
+        return items[k] if k < len(items) else None
 
 
 class IngressPlan:
@@ -298,13 +393,17 @@ class IngressPlan:
         max_cubes: int = 20000,
         cache: CountCache | None = None,
         warmup: int = 24,
+        src_mac: int | None = None,
+        block_edges: bool = True,
     ) -> None:
         """corpora: {egress: (S_i, S_e)} for the selected pairs of this ingress; others:
         {egress: S_i} for the exits that are not selected (they still count as covered);
         classes: {class id: BDD} of the model, for the class areas (None: no class areas);
         matches: {match fields: BDD} of the model's entries, for the delivered areas;
         shares: each group's share of the ingress's probes (groups without areas give
-        theirs to the others); random_share overrides shares["random"]."""
+        theirs to the others); random_share overrides shares["random"]; src_mac: the
+        source MAC of the probes wherever their area leaves eth_src free (the MAC of the
+        host behind the ingress, else a locally administered one: hspace.local_mac)."""
         self.space = space
         self.cache = cache or CountCache(space)
         self.warmup = warmup  # probes before the (slower) bit-flip sets are built
@@ -313,6 +412,11 @@ class IngressPlan:
         self.rng = rng
         self.max_cubes = max_cubes
         self.seen = seen if seen is not None else {}
+        self.src_mac = local_mac(ingress) if src_mac is None else src_mac
+        if self.src_mac & MAC_GROUP_BIT:
+            raise ValueError(
+                f"ingress {ingress}: source MAC {self.src_mac:012x} is a group address"
+            )
         sh = dict(DEFAULT_SHARES if shares is None else shares)
         if random_share is not None:
             sh["random"] = random_share
@@ -333,18 +437,39 @@ class IngressPlan:
             self.pairs[egress] = p
             if sweep != space.false:
                 name = f"sweep {egress[0]}:{egress[1]}"
-                self._add("sweep", name, partial(_sweep_draw, p), (ingress, egress))
+                self._add(
+                    "sweep",
+                    name,
+                    partial(_sweep_draw, p),
+                    (ingress, egress),
+                    within=partial(_itself, sweep),
+                )
         self._residual = v & ~covered
         if self._residual != space.false:
-            self._add("random", "random", IngressPlan._random_draw)
+            self._add(
+                "random",
+                "random",
+                IngressPlan._random_draw,
+                within=partial(_itself, self._residual),
+            )
             for c in sorted(classes or {}):
-                self._add("class", f"class {c}", _CellDraw(classes[c], self._residual))
+                d = _CellDraw(classes[c], self._residual, edges=block_edges)
+                self._add("class", f"class {c}", d, within=d.within)
         if self.shares["delivered"] > 0:
             delivered = v & covered
             for k, m in sorted((matches or {}).items()):
-                self._add("delivered", f"delivered {k}", _CellDraw(m, delivered))
+                d = _CellDraw(m, delivered)
+                self._add("delivered", f"delivered {k}", d, within=d.within)
         self._random: Sampler | None = None
-        self._edges = _edge_iter(space, covered, max_cubes)
+        self._edges = self.cache.derive(
+            ("edges", int(covered), max_cubes),
+            (covered,),
+            partial(_EdgeRegions, space, covered, max_cubes),
+        )
+        self._edge_pos = 0  # the next region of self._edges to look at
+        self._in_covered = self.cache.derive(
+            ("member", int(covered)), (covered,), partial(Membership, space, covered)
+        )
         self._edges_done = False
         self._edge_regions: list[dict] = []  # regions that gave a probe, cycled once done
         self._edge_next = 0
@@ -359,8 +484,47 @@ class IngressPlan:
         self._pass = dict.fromkeys(GROUPS, 0.0)
         self._rr = dict.fromkeys(GROUPS, 0)
 
-    def _add(self, group: str, name: str, draw, pair=None, weight: float = 1.0) -> None:
-        self.areas[group].append(_Area(name, draw, pair, weight))
+    def _add(
+        self, group: str, name: str, draw, pair=None, weight: float = 1.0, within=None
+    ) -> None:
+        self.areas[group].append(_Area(name, draw, pair, weight, within))
+
+    # --- source MACs ------------------------------------------------------------------------
+    def _member(self, u) -> Membership:
+        return self.cache.derive(("member", int(u)), (u,), partial(Membership, self.space, u))
+
+    def _tests_src(self, u) -> bool:
+        """Does u test a bit of eth_src other than its I/G bit (a rule matches eth_src)?
+        (V tests the I/G bit alone: a source MAC is an individual one.)"""
+        return self.cache.derive(
+            ("tests eth_src", int(u)),
+            (u,),
+            lambda: any(
+                n.startswith("eth_src_") and n != _SRC_GROUP_VAR for n in self.space.bdd.support(u)
+            ),
+        )
+
+    def _covered_tests_src(self) -> bool:
+        """Does covered(i) depend on eth_src (a rule on the way matches it)?"""
+        return self._tests_src(self.covered)
+
+    def _with_src(self, a: _Area, h: dict) -> dict:
+        """h with the plan's source MAC, where that keeps h in its area: an area that
+        constrains eth_src (a rule matching on it) keeps the drawn one (unicast, as V
+        has it)."""
+        mac = self.src_mac
+        if h.get("eth_src") == mac:
+            return h
+        moved = dict(h)
+        moved["eth_src"] = mac
+        if a.within is None:  # single regions next to covered(i): edges, region
+            return h if self._covered_tests_src() else moved
+        u = a.within()
+        if u is None:
+            return h
+        if not self._tests_src(u):  # only the I/G bit, which the MAC has clear
+            return moved
+        return moved if self._member(u)(moved) else h
 
     # --- areas -----------------------------------------------------------------------------
     def _shared_index(self, key, n: int) -> int:
@@ -396,16 +560,19 @@ class IngressPlan:
         more than `tries` candidates per call: most edges of a decomposed covered set lie
         in another covered cube; a region another ingress took in this version is left to
         it); later passes cycle over the regions that gave a probe, with fresh free bits."""
-        contains = self.space.contains
+        in_covered = self._in_covered
         if not self._edges_done:
-            for region in self._edges:
-                region = canonical_region(region)
-                key = ("edge", tuple(sorted(region.items())))
+            while True:
+                item = self._edges.get(self._edge_pos)
+                if item is None:
+                    break
+                self._edge_pos += 1
+                region, key = item
                 if key in self.seen:
                     continue
                 tries -= 1
                 h = fill(region, self.rng)
-                if contains(self.covered, h):
+                if in_covered(h):
                     if tries <= 0:
                         return None
                     continue  # the edge lies in covered space (next to another covered cube)
@@ -418,20 +585,20 @@ class IngressPlan:
             region = regions[self._edge_next % len(regions)]
             self._edge_next += 1
             h = fill(region, self.rng)
-            if not contains(self.covered, h):
+            if not in_covered(h):
                 return h
         if not regions:
             raise _Empty
         return None
 
     def _flip_set(self, field_name: str):
-        """Headers outside covered(i) one bit flip of field_name away from a covered header."""
-        sp = self.space
-        u = sp.false
-        for i in range(WIDTH[field_name]):
-            name = f"{field_name}_{i}"
-            u = u | sp.bdd.let({name: ~sp.bdd.var(name)}, self.covered)
-        return u & self._residual
+        """Headers outside covered(i) one bit flip of field_name away from a covered header
+        (the same set for the same covered set: CountCache.derive)."""
+        return self.cache.derive(
+            ("flip", field_name, int(self.covered)),
+            (self.covered,),
+            partial(flip_set, self.space, self.covered, field_name, self._residual),
+        )
 
     def _grow_boundary(self) -> None:
         """After the first `warmup` probes, build one bit-flip set per probe (small fields
@@ -444,7 +611,13 @@ class IngressPlan:
                 smp = Sampler(self.space, cache=self.cache, u=u)
                 # Weighted turns by the set's number of disjoint cubes: the ipv4_dst set
                 # holds a fat-finger region for every bit of every covered prefix.
-                self._add("boundary", f"flip {f}", _FlipDraw(f, smp), weight=smp.paths())
+                self._add(
+                    "boundary",
+                    f"flip {f}",
+                    _FlipDraw(f, smp),
+                    weight=sqrt_weight(smp.paths(), smp.paths()),
+                    within=partial(_itself, u),
+                )
 
     # --- the schedule -----------------------------------------------------------------------
     def _pick(self, group: str) -> int:
@@ -478,7 +651,7 @@ class IngressPlan:
                 continue
             a.sent += 1
             a.last = now
-            return Probe(self.ingress, h, group, a.pair)
+            return Probe(self.ingress, self._with_src(a, h), group, a.pair)
         return None
 
     def next_probe(self, now: float | None = None) -> Probe | None:
@@ -518,6 +691,19 @@ class IngressPlan:
             per_area = rate * w / (2 * n if n > 1 else 1)
             out[g] = 1.0 / per_area if per_area > 0 else float("inf")
         return out
+
+    def probes_bound(self, group: str, draws: int) -> int:
+        """At most this many probes of this plan (from now) until every area the group has
+        now has had `draws` more draws, when its areas always give a probe (the class
+        group's do): the group gets its live share s of the turns, within one turn per
+        group (stride scheduling; a group that gives no probe leaves its turn to the
+        others), and each of its n areas one round-robin turn in every 2n of the group's
+        (one more round for areas dropped as empty, which shift the turns)."""
+        share = self.live_shares().get(group, 0.0)
+        if share <= 0:
+            return 0
+        n = len(self.areas[group])
+        return math.ceil((2 * n * (draws + 1) + len(GROUPS)) / share)
 
     def area_ages(self, now: float) -> list[tuple[str, str, int, float | None]]:
         """(group, area name, probes sent, seconds since its last probe or None) of every

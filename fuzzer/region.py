@@ -15,7 +15,7 @@ from cpc.space import HeaderSpace
 
 from .hspace import CountCache, Sampler, canonicalize
 
-__all__ = ["RegionEdges", "field_intervals"]
+__all__ = ["BlockEdges", "RegionEdges", "field_intervals"]
 
 _FULL = {f: (1 << w) - 1 for f, w in WIDTH.items()}
 
@@ -129,3 +129,90 @@ class RegionEdges:
             if not self.space.contains(self.covered, h):
                 return h
         return None
+
+
+class BlockEdges:
+    """The exact edges of the blocks of one uncovered cell, field by field (ipv4_dst):
+    the cell's values of the field merged into maximal intervals of up to a /16 (an ACL's
+    dropped /24 is one), and probes at the first and last value of each (the addresses just outside the
+    covered prefixes around it, inside the block), then inward at every distance scale:
+    stratum j holds the values 2^(j-1) to 2^j - 1 from the edge (j >= 1), as far as the
+    block reaches. Even draws are exact edges, block by block and side by side, so the
+    exact edge of each side of each of B blocks is probed once in every 4B draws; odd
+    draws take the strata in turn, j = 1, 2, ..., a random value in it, for the blocks in
+    turn. A hidden entry that holds a block's edge (a /28 at the end of an ACL's /24) is
+    hit by its exact-edge probe. The other fields come from a header of the cell."""
+
+    MAX_BLOCKS = 64  # a cell with more intervals is no block (the table-miss remainder)
+    # Blocks up to a /16: a wider one is the space far from every route (a wide hidden
+    # route there is the walk's and the random group's), and its edges are the region
+    # group's (RegionEdges).
+    MAX_SIZE = 1 << 16
+
+    def __init__(
+        self,
+        space: HeaderSpace,
+        cell,
+        cache: CountCache,
+        rng: random.Random,
+        field_name: str = "ipv4_dst",
+    ) -> None:
+        self.space, self.cell, self.cache, self.rng = space, cell, cache, rng
+        self.field = field_name
+        # the intervals depend on the cell alone: plans over the same cell share them
+        iv = cache.derive(
+            ("intervals", int(cell), field_name, self.MAX_BLOCKS),
+            (cell,),
+            lambda: field_intervals(space, cell, field_name, limit=self.MAX_BLOCKS),
+        )
+        full = _FULL[field_name]
+        # one interval over the whole field: no edge (the cell is not bounded in it)
+        if iv is None or iv == [(0, full)]:
+            iv = []
+        self.blocks = [(lo, hi) for lo, hi in iv if hi - lo < self.MAX_SIZE]
+        self.turn = 0
+        self._edge_smp: dict[int, Sampler] = {}
+        self._inner = Sampler(space, cell, cache=cache) if self.blocks else None
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def value(self, k: int) -> int:
+        """The field's value of draw k."""
+        n = len(self.blocks)
+        if k % 2 == 0:  # exact edges
+            e = (k // 2) % (2 * n)
+            lo, hi = self.blocks[e // 2]
+            return lo if e % 2 == 0 else hi
+        m = k // 2
+        lo, hi = self.blocks[(m // 2) % n]
+        size = hi - lo + 1
+        strata = max(size.bit_length() - 1, 0)  # j = 1..strata fit in the block
+        if strata == 0:
+            return lo if m % 2 == 0 else hi
+        j = 1 + (m // (2 * n)) % strata
+        off = self.rng.randrange(1 << (j - 1), min(1 << j, size))
+        return lo + off if m % 2 == 0 else hi - off
+
+    def draw(self) -> dict | None:
+        """The next probe (None: the cell is no block)."""
+        if not self.blocks:
+            return None
+        v = self.value(self.turn)
+        self.turn += 1
+        f = self.field
+        # a header of the cell with this value: from the cell's own headers when the cell
+        # is a product (an ACL's match), else by the cell and the value together
+        for _ in range(2):
+            h = self._inner.uniform(self.rng)
+            h[f] = v
+            h = canonicalize(h)
+            if self.space.contains(self._inner.u, h):
+                return h
+        smp = self._edge_smp.get(v)
+        if smp is None:
+            u = self._inner.u & self.space.field_bdd(f, v, _FULL[f])
+            smp = Sampler(self.space, u, cache=self.cache)
+            if len(self._edge_smp) < 256:
+                self._edge_smp[v] = smp
+        return smp.uniform(self.rng)

@@ -68,7 +68,7 @@ def test_sampler_total_is_exact(space):
         space, "tp_dst", 100, 1999
     )
     s = Sampler(space, u & valid_headers(space))
-    per = 2**32 * 2**32 * 2**16 * 2**96 * 4097  # dst, src, tp_src, MACs, vlan values
+    per = 2**32 * 2**32 * 2**16 * 2**95 * 4097  # dst, src, tp_src, MACs (unicast source), vlan
     assert s.total == 2 * 1900 * per
     assert Sampler(space, space.false).total == 0
     assert Sampler(space, space.true).total == 2 ** sum(

@@ -13,14 +13,18 @@ def test_fuzzer_finds_fat_finger_routes_uniform_probing_does_not():
     m.add_entries(wl.entries, wl.groups)
     faults = make_faults(wl, 8, "near", seed=11)
     budget = 12000
-    fz = first_detections(m, wl, faults, fuzzer_stream(m, 1), budget)
+    # Three probe streams, compared by the faults found: one stream's count or median over
+    # 8 faults is luck (over streams 1-4 of one fuzzer the median went 7.0k, 12k+, 12k+,
+    # 5.2k), and with about half of the trials past the budget the pooled median sits at
+    # the budget's edge too (10.0k, 8.4k and 11.4k probes for three versions of the
+    # fuzzer that found 13, 15 and 14 of 24).
+    fz = [
+        x for s in (1, 2, 3) for x in first_detections(m, wl, faults, fuzzer_stream(m, s), budget)
+    ]
     un = first_detections(m, wl, faults, uniform_stream(m, 1), budget)
     found = sorted(x for x in fz if x is not None)
-    assert len(found) >= 5, fz
-    assert sum(x is not None for x in un) <= 1, un
-    med_fz = sorted(x if x is not None else budget for x in fz)[len(fz) // 2]
-    med_un = sorted(x if x is not None else budget for x in un)[len(un) // 2]
-    assert med_fz * 1.5 < med_un
+    assert len(found) >= 12, fz  # half of the 24 trials
+    assert sum(x is not None for x in un) <= 1, un  # 3 of 24 at this rate
 
 
 def test_wide_faults_are_found_by_the_random_share():
