@@ -118,6 +118,25 @@ def _parse_mac(text: str) -> int:
     return int("".join(p.zfill(2) for p in parts), 16)
 
 
+# The I/G bit of a MAC address (bit 0 of its first octet): set in a group (multicast or
+# broadcast) address, which is never a frame's source; switches drop such frames.
+MAC_GROUP_BIT = 1 << 40
+
+
+def parse_mac(mac: int | str) -> int:
+    """A MAC address as an int, from an int or "aa:bb:cc:dd:ee:ff"."""
+    if isinstance(mac, int):
+        value = mac
+    else:
+        parts = str(mac).split(":")
+        if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+            raise ValueError(f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+        value = int("".join(parts), 16)
+    if not 0 <= value < 1 << 48:
+        raise ValueError(f"{mac!r} is not a 48-bit MAC address")
+    return value
+
+
 def format_value(field: str, value: int, mask: int | None = None) -> str:
     """Human form of a field value, with '/mask' or '/len' when partially masked."""
     full = full_mask(field)

@@ -21,7 +21,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
-from cpc.fields import ETH_TYPE_IPV4, FIELD_NAMES, FIELDS, HEADER_BITS, OFPVID_PRESENT, WIDTH
+from cpc.fields import (
+    ETH_TYPE_IPV4,
+    FIELD_NAMES,
+    FIELDS,
+    HEADER_BITS,
+    MAC_GROUP_BIT,
+    OFPVID_PRESENT,
+    WIDTH,
+    parse_mac,
+)
 from cpc.space import HeaderSpace
 
 __all__ = [
@@ -43,9 +52,6 @@ __all__ = [
 # and the Verify shim's own EtherTypes (0x0821: marked). Values below 0x0600 are 802.3
 # lengths, not types.
 INVALID_ETH_TYPES = (0x8100, 0x88A8, 0x9100, 0x0820, 0x0821)
-# The I/G bit of a MAC address (bit 0 of its first octet): set in a group (multicast or
-# broadcast) address, which is never a frame's source; switches drop such frames.
-MAC_GROUP_BIT = 1 << 40
 MAC_LOCAL_BIT = 1 << 41  # the U/L bit: a locally administered address
 MIN_ETH_TYPE = 0x0600
 _SHIFT = {}
@@ -125,20 +131,6 @@ def canonicalize(h: Mapping[str, int]) -> dict[str, int]:
         for f in _IP_ONLY:
             out[f] = 0
     return out
-
-
-def parse_mac(mac: int | str) -> int:
-    """A MAC address as an int, from an int or "aa:bb:cc:dd:ee:ff"."""
-    if isinstance(mac, int):
-        value = mac
-    else:
-        parts = str(mac).split(":")
-        if len(parts) != 6 or not all(len(p) == 2 for p in parts):
-            raise ValueError(f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
-        value = int("".join(parts), 16)
-    if not 0 <= value < 1 << 48:
-        raise ValueError(f"{mac!r} is not a 48-bit MAC address")
-    return value
 
 
 def local_mac(ingress: tuple[int, int]) -> int:

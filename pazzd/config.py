@@ -16,7 +16,7 @@ from typing import Any
 
 from cpc import yamlpos
 from cpc.critical import CriticalFlow
-from cpc.fields import parse_header
+from cpc.fields import MAC_GROUP_BIT, parse_header, parse_mac
 from cpc.intents import Policy
 from cpc.interference import App
 from cpc.topology import Topology, TopologyError, load_topology
@@ -107,6 +107,9 @@ class Config:
     )  # of the probes, into delivered space (they reach hosts)
     fuzz_pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     fuzz_inject: dict[tuple[int, int], str] = field(default_factory=dict)
+    # The host's MAC behind each edge port: the probes' source MAC from there (else the
+    # MACs the rules name, else a locally administered one per ingress).
+    fuzz_host_macs: dict[tuple[int, int], int] = field(default_factory=dict)
     critical_flows: list[CriticalFlow] = field(default_factory=list)
     resolve_after: float = 60.0
     settle: float = 2.0
@@ -214,7 +217,7 @@ KNOWN = {
     "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
     "sflow": {"listen", "sampling_rate", "interfaces", "agents", "marked_reports"},
     "ovs": {"bin_dir"},
-    "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject"},
+    "fuzz": {"enabled", "rate", "window", "delivered_share", "pairs", "inject", "host_macs"},
     "tester": {
         "resolve_after",
         "settle",
@@ -440,6 +443,19 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         if not isinstance(v, str):
             r.fail(inj, k, d, "must be IFNAME or netns:NAMESPACE:IFNAME")
         cfg.fuzz_inject[p] = v
+    macs = f.get("host_macs") or {}
+    if not isinstance(macs, dict):
+        r.fail(f, "host_macs", "fuzz.host_macs", "must map SWITCH:PORT to a MAC address")
+    for k, v in macs.items():
+        d = f"fuzz.host_macs.{k}"
+        p = r.port_ref(topo, macs, k, d, k)
+        try:
+            mac = parse_mac(str(v))
+        except ValueError:
+            r.fail(macs, k, d, f"must be a MAC address (aa:bb:cc:dd:ee:ff), not {v!r}")
+        if mac & MAC_GROUP_BIT:
+            r.fail(macs, k, d, f"{v} is a group (multicast) address, never a host's")
+        cfg.fuzz_host_macs[p] = mac
 
     cfs = r.items(doc, "critical_flows", "critical_flows")
     names = set()

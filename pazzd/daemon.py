@@ -475,6 +475,7 @@ class Daemon:
             self.fuzzer.set_rate(cfg.fuzz_rate)
             self.fuzzer.window_s = cfg.fuzz_window
             self.fuzzer.confirm_share = cfg.agents_share
+            self.fuzzer.set_host_macs(cfg.fuzz_host_macs)
             self._fuzz_critical(cfg)
         if self.probes is not None:
             self.probes.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)

@@ -237,6 +237,7 @@ def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
             window_s=cfg.fuzz_window,
             seed=1,
             shares=shares_with_delivered(cfg.fuzz_delivered_share, cfg.sampling_rate),
+            host_macs=cfg.fuzz_host_macs,
         )
     except Exception as e:
         log.warning("fuzzer failed to start (%s); running without fuzz probes", e)

@@ -295,3 +295,15 @@ def test_blackhole_bound_settings(tmp_path):
     cfg["tester"] = {"blackhole_false_alarms": 0.5}
     with pytest.raises(ConfigError, match=r"tester\.blackhole_false_alarms: must be at most"):
         load_config(write_config(tmp_path / "pazzd.yaml", cfg))
+
+
+def test_fuzz_host_macs(tmp_path):
+    """fuzz.host_macs: a MAC per edge port, parsed; a bad or group address names the key."""
+    cfg = base_config(tmp_path)
+    cfg["fuzz"] = {"host_macs": {"s1:5": "00:00:00:00:01:05"}}
+    c = load_config(write_config(tmp_path / "pazzd.yaml", cfg))
+    assert c.fuzz_host_macs == {(1, 5): 0x0105}
+    for bad, msg in (("01:00:5e:00:00:01", "group"), ("nope", "must be a MAC address")):
+        cfg["fuzz"] = {"host_macs": {"s1:5": bad}}
+        with pytest.raises(ConfigError, match=rf"fuzz\.host_macs\.s1:5: .*{msg}"):
+            load_config(write_config(tmp_path / "pazzd.yaml", cfg))
