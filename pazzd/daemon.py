@@ -129,7 +129,9 @@ class Daemon:
         with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
             self.store = FaultStore(cfg.database)
             self.findings = FindingStore(cfg.database)
-        self.faults = FaultEvents(self.store, self.metrics, None, self._spawn)
+        self.faults = FaultEvents(
+            self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
+        )
         self._build_tester(cfg)
         n_workers = self.tester_workers or cfg.tester_workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
@@ -243,6 +245,7 @@ class Daemon:
         t.agents = cfg.sflow_agents
         t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
         t.on_suspect = self.faults.suspect
+        t.on_unexplained = self.faults.unexplained
         self.faults.tester = t
         self.faults.sampling_rate = probe_sampling(cfg)
 
@@ -541,7 +544,8 @@ class Daemon:
         the cyclic collector may free the BDD manager before the nodes (dd then keeps all
         of the manager's memory)."""
         if self.tester is not None:
-            self.tester.on_fault = self.tester.on_localize = self.tester.on_suspect = None
+            t = self.tester
+            t.on_fault = t.on_localize = t.on_suspect = t.on_unexplained = None
             self.tester.watches.clear()
         if self.proxy is not None:
             self.proxy.on_switch = self.proxy.on_audit = None

@@ -9,12 +9,17 @@ import asyncio
 import logging
 import time
 
+from cpc.tags import port_bits
 from pazzapi import ApiError
 from tester.engine import FaultEvent, LocalizationRequest
 
 from .audit import AUDIT, audit_answer
 
-__all__ = ["FaultEvents"]
+__all__ = ["MAX_REPLAY_INGRESSES", "FaultEvents"]
+
+# Ingresses a suspicious sample is sent again from, at most: with marked reports each
+# sends 3 copies, so one suspicion costs at most 12 probes (3N each at sampling 1/N else).
+MAX_REPLAY_INGRESSES = 4
 
 log = logging.getLogger("pazzd")
 
@@ -24,8 +29,9 @@ class FaultEvents:
     spawn(coroutine): runs it on the daemon's loop. tester and fuzzer are set once they
     exist (the fuzzer may be None)."""
 
-    def __init__(self, store, metrics, localizer, spawn) -> None:
+    def __init__(self, store, metrics, localizer, spawn, edge_ports=()) -> None:
         self.store = store
+        self.edge_ports = list(edge_ports)  # where a replay of an unexplained sample may go
         self.metrics = metrics
         self.localizer = localizer
         self.spawn = spawn
@@ -33,6 +39,7 @@ class FaultEvents:
         self.fuzzer = None
         self.sampling_rate = 1  # sflow.sampling_rate: the copies a corroboration sends
         self.last_datagram = 0.0
+        self.replays = 0  # ingresses an unexplained sample was replayed from
 
     def worker_report(self, last_datagram: float, events) -> None:
         """What a tester worker reported (pazzd.workers): when it last had a datagram, and
@@ -72,6 +79,25 @@ class FaultEvents:
         """A fault's first sample (the in-process tester's on_suspect)."""
         self.corroborate(header, [e.ingress for e in expected])
 
+    def unexplained(self, egress, header: dict, verify_port: int) -> None:
+        """A fault's first sample that no ingress explains (Type-a), not a probe of ours:
+        replay its header from the edge ports whose Bloom bits its Verify_Port carries
+        (where it can have come in), at most MAX_REPLAY_INGRESSES of them, each with the
+        copies of a corroboration; the replays confirm the fault or it stays unopened."""
+        if self.fuzzer is None:
+            return
+        hdr = {k: v for k, v in header.items() if k != "text"}
+        if self.fuzzer.sender(hdr) is not None:
+            return  # a probe: suspect() sent it again from its own ingress
+        came = [
+            p
+            for p in self.edge_ports
+            if p != tuple(egress) and verify_port & port_bits(*p) == port_bits(*p)
+        ]
+        for ing in came[:MAX_REPLAY_INGRESSES]:
+            self.fuzzer.corroborate(ing, hdr, self.sampling_rate)
+        self.replays += min(len(came), MAX_REPLAY_INGRESSES)
+
     def corroborate(self, header: dict, expected_from) -> None:
         """Have the fuzzer send a fault's first sample again, 3N times at sampling 1/N (so
         that a copy is sampled within a second or two), from the probe's own ingress when
@@ -83,7 +109,7 @@ class FaultEvents:
         sender = self.fuzzer.sender(hdr)
         ings = [sender] if sender is not None else list(expected_from)
         n = self.sampling_rate
-        for ing in list(dict.fromkeys(ings))[:4]:
+        for ing in list(dict.fromkeys(ings))[:MAX_REPLAY_INGRESSES]:
             self.fuzzer.corroborate(ing, hdr, n)
 
     def localize_soon(self, req: LocalizationRequest) -> None:

@@ -237,6 +237,9 @@ class Tester:
         # on_suspect(egress, header, expected): the first sample of a fault not open yet
         # (pazzd asks the fuzzer to probe that header again).
         self.on_suspect: Callable[[Port, dict, tuple], None] | None = None
+        # on_unexplained(egress, header, verify_port): that first sample had no ingress the
+        # model expects it from (a Type-a fault): its Verify_Port says where it came in.
+        self.on_unexplained: Callable[[Port, dict, int], None] | None = None
         # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
         # unless its agent address and, when known, its UDP source are in the set.
         self.agents: frozenset[str] | None = None
@@ -505,7 +508,10 @@ class Tester:
                 self._suspects.popitem(last=False)
             if self.on_suspect is not None:
                 try:
-                    self.on_suspect(egress, hdr, self._alts_for_record(egress, hdr))
+                    alts = self._alts_for_record(egress, hdr)
+                    self.on_suspect(egress, hdr, alts)
+                    if not alts and self.on_unexplained is not None:
+                        self.on_unexplained(egress, hdr, args[6])
                 except Exception:
                     log.exception("re-probe request failed")
         else:
