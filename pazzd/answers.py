@@ -11,12 +11,13 @@ its own way (the API by the request's argument, pazzctl by its option).
 from __future__ import annotations
 
 import json
-import time
 
 from cpc.fields import FIELD_NAMES, format_header, format_value, parse_header
 from cpc.model import Model
 from cpc.results import Port
 from cpc.topology import Topology, TopologyError
+
+from .records import AuditFault, when
 
 
 class QueryError(ValueError):
@@ -122,10 +123,6 @@ def _header_text(header):
     return header.get("text") or format_header(fields) or None
 
 
-def when(t) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
-
-
 def location_text(f: dict) -> str:
     p = f.get("polled") or (f.get("audit") if f["kind"] == "audit" else None) or {}
     if p.get("switch"):
@@ -136,16 +133,7 @@ def location_text(f: dict) -> str:
 def audit_lines(f: dict) -> list[str]:
     """What the proxy's audit sees: an audit fault's finding, or one merged into a fault."""
     a = f.get("audit")
-    if not a:
-        return []
-    out = [f"{'audit':12} {a['finding']} entry on {a['switch']}, last seen {when(a['last_seen'])}"]
-    if a.get("entry"):
-        out.append(f"{'  entry':12} {a['entry']}")
-    if a.get("intended"):
-        out.append(f"{'  intended':12} {a['intended']}")
-    if a.get("merged_into"):
-        out.append(f"{'  merged':12} into fault {a['merged_into']}")
-    return out
+    return AuditFault.from_json(a).lines() if a else []
 
 
 def no_finding_text(a: dict) -> str:

@@ -26,7 +26,6 @@ class Confirmations:
         self.store = store
         self.probes = probes
         self.pending: dict[int, Job] = {}
-        self.done = 0
 
     def start_probes(self, finding_id: int, probes: list[Probe], extra: dict | None = None) -> bool:
         """Probe headers for a finding; extra goes into the verdict. False when no ingress
@@ -52,7 +51,6 @@ class Confirmations:
 
     def _done(self, fid: int, job: Job, extra: dict) -> None:
         self.pending.pop(fid, None)
-        self.done += 1
         out = {
             "verdict": job.verdict,
             "copies": job.copies,

@@ -97,7 +97,6 @@ class IntentFindings:
         self.store = sink.store
         self.topo = topo
         self.ids: dict[str, int] = {}  # violation key -> finding id
-        self.opened_total = 0
 
     def sync(self, open_now: dict[str, Violation], cause: dict | None) -> None:
         """After a full check (the end of the start-up, reload): open what is open now,
@@ -138,7 +137,6 @@ class IntentFindings:
                 f"from {self.topo.port_name(v.ingress)}",
             )
             self.ids[v.key] = fid
-            self.opened_total += fresh
 
     def occurrence(self, occ) -> tuple[int, bool]:
         """Store a finding of the packet-in watch (pazzd.packetins), in the same form."""
@@ -165,9 +163,7 @@ class IntentFindings:
             rec.reply = header_text(d["reply"])
             rec.reply_header = d["reply"]
             rec.reply_paths = [delivery_json(self.topo, o) for o in d["reply_paths"]]
-        fid, fresh = self.sink.open(rec, log_text=f"{occ.summary}; packet {header_text(hdr)}")
-        self.opened_total += fresh
-        return fid, fresh
+        return self.sink.open(rec, log_text=f"{occ.summary}; packet {header_text(hdr)}")
 
     def resolve_key(self, key: str) -> None:
         self.sink.resolve(INTENT, key)

@@ -111,7 +111,6 @@ class Job:
     evidence_at: float | None = None  # every forwarded probe seen where the model says
     verdict: str | None = None
     ready: bool = False  # decided by its reports: finished on the next tick
-    on_report: Callable[[Job], None] | None = None
 
     def fates(self) -> list[str]:
         return [w.fate for w in self.probes]
@@ -169,14 +168,14 @@ class ProbeService:
         """Seconds one round of n probes takes, reports included."""
         return n_probes * self.copies / self.rate + GRACE
 
-    def start(self, probes: list[Probe], on_done: Callable[[Job], None], on_report=None):
+    def start(self, probes: list[Probe], on_done: Callable[[Job], None]):
         """Watch and send these probes; on_done(job) once every probe has a fate (job.verdict
         set). None when the fuzzer sends from none of their ingresses."""
         ok = [p for p in probes if p.ingress in set(self.ingresses())]
         if not ok:
             return None
         now = self.clock()
-        job = Job(next(self._ids), [], on_done, self.copies, now, on_report=on_report)
+        job = Job(next(self._ids), [], on_done, self.copies, now)
         for p in ok:
             w = Watched(p, watch_key(p.header), ingress_bits=port_bits(*p.ingress))
             job.probes.append(w)
@@ -319,8 +318,6 @@ class ProbeService:
         name = self.topo.port_name
         if job.evidence_at is None and all(w.seen_right(name) for w in job.probes if w.probe.exits):
             job.evidence_at = now
-        if job.on_report is not None:
-            job.on_report(job)
         if any(w.contradicted(name) for w in job.probes) or all(
             w.probe.exits and w.seen_right(name) for w in job.probes
         ):

@@ -175,6 +175,14 @@ class Finding:
         return "\n".join([*self.head(), f"{'finding':12} {self.summary}", self.seen()])
 
 
+def _entry_line(e: dict) -> str:
+    """An entry a change named: {change, table, priority, cookie, match}."""
+    return (
+        f"{'':12}   {e['change']} table={e['table']} priority={e['priority']}"
+        f" cookie={e['cookie']} {e['match']}"
+    )
+
+
 def _confirmation_lines(conf: dict | None) -> list[str]:
     if not conf:
         return []
@@ -236,10 +244,7 @@ class IntentFinding(Finding):
             if e["change"] == "group":
                 out.append(f"{'':12}   group {e['group_id']}")
             else:
-                out.append(
-                    f"{'':12}   {e['change']} table={e['table']} priority={e['priority']}"
-                    f" cookie={e['cookie']} {e['match']}"
-                )
+                out.append(_entry_line(e))
         return out
 
     def text(self) -> str:
@@ -353,11 +358,7 @@ class OverwriteFinding(Finding):
             f"{fm.get('match')}",
             f"{'owner':12} {self.owner}",
         ]
-        for e in self.entries:
-            out.append(
-                f"{'':12}   {e['change']} table={e['table']} priority={e['priority']} "
-                f"cookie={e['cookie']} {e['match']}"
-            )
+        out += [_entry_line(e) for e in self.entries]
         if self.count > len(self.entries):
             out.append(f"{'':12}   ... {self.count - len(self.entries)} more")
         return "\n".join(out)
@@ -407,42 +408,45 @@ class AgentFinding(Finding):
 
 @dataclass(kw_only=True)
 class AuditFault:
-    """What the proxy's audit found on a switch (a fault row of kind audit: its
-    `audit` column, pazzd.audit)."""
+    """What the proxy's audit sees of a fault's entry: the `audit` column of a fault (of
+    kind audit, or a tester fault the audit merged into; pazzd.audit)."""
 
     KIND: ClassVar[str] = "audit"
-    id: int
-    state: str
     finding: str
     switch: str
-    dpid: int
+    last_seen: float | None = None
     entry: str | None = None
     intended: str | None = None
+    merged_into: int | None = None
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, fault: dict) -> AuditFault:
-        a = dict(fault.get("audit") or {})
-        own = {f.name for f in fields(cls)} - {"id", "state", "extra"}
+    def from_json(cls, audit: dict) -> AuditFault:
+        own = {f.name for f in fields(cls)} - {"extra"}
         return cls(
-            id=fault["id"],
-            state=fault["state"],
-            **{k: v for k, v in a.items() if k in own},
-            extra={k: v for k, v in a.items() if k not in own},
+            **{k: v for k, v in audit.items() if k in own},
+            extra={k: v for k, v in audit.items() if k not in own},
         )
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         extra = d.pop("extra")
-        return {**d, **extra}
+        return {**{k: v for k, v in d.items() if v is not None}, **extra}
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{'audit':12} {self.finding} entry on {self.switch}, last seen {when(self.last_seen)}"
+        ]
+        if self.entry:
+            out.append(f"{'  entry':12} {self.entry}")
+        if self.intended:
+            out.append(f"{'  intended':12} {self.intended}")
+        if self.merged_into:
+            out.append(f"{'  merged':12} into fault {self.merged_into}")
+        return out
 
     def text(self) -> str:
-        out = [f"{'audit':12} {self.finding} on {self.switch} (dpid {self.dpid})"]
-        if self.entry:
-            out.append(f"{'entry':12} {self.entry}")
-        if self.intended:
-            out.append(f"{'intended':12} {self.intended}")
-        return "\n".join(out)
+        return "\n".join(self.lines())
 
 
 def record_class(kind: str, detail: dict) -> type[Finding]:
