@@ -45,6 +45,24 @@ def entry_line(lab, dpid: int, match: str) -> str | None:
     return next((f for f in lab.dump_flows(dpid) if match in f), None)
 
 
+def widened(lab, run, ctl, workdir, flow: str, acts: str, wider: str, timeout: float) -> dict:
+    """The controller adds `flow` on s1; right after the switch has it, the switch's entry
+    becomes `wider` (the same actions, the proxy's rule ID among them) behind the
+    controller's back. Returns the detail of the agent finding that follows."""
+    ctl.send((1, f"{flow},actions={acts}", "add"))
+    match = flow.split(",", 1)[1]
+    line = wait_for(lambda: entry_line(lab, 1, match), timeout=10, every=0.05)
+    assert line
+    installed = line.split("actions=", 1)[1]  # with the proxy's rule ID
+    lab.ofctl(1, "add-flow", f"{wider},actions={installed}")
+    lab.ofctl(1, "del-flows", "--strict", flow)
+    found = wait_for(lambda: open_agent(run.sock), timeout=timeout)
+    if not found:
+        print(agents(run.sock), _entries_log(workdir), *lab.dump_flows(1), sep="\n")
+    assert found
+    return found[0]["detail"]
+
+
 def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     lab, run, ctl, workdir = lab_run
     sock = run.sock
@@ -98,17 +116,7 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
 
     # 3. A /26 of h4's net; the switch's entry is widened to the /25 behind the back.
     narrow = "priority=7000,ip,nw_dst=10.0.3.64/26"
-    ctl.send((1, f"{narrow},actions={acts}", "add"))
-    line = wait_for(lambda: entry_line(lab, 1, "nw_dst=10.0.3.64/26"), timeout=10, every=0.05)
-    assert line
-    installed = line.split("actions=", 1)[1]  # with the proxy's rule ID
-    lab.ofctl(1, "add-flow", f"priority=7000,ip,nw_dst=10.0.3.0/25,actions={installed}")
-    lab.ofctl(1, "del-flows", "--strict", narrow)
-    found = wait_for(lambda: open_agent(sock), timeout=60)
-    if not found:
-        print(agents(sock), _entries_log(workdir), *lab.dump_flows(1), sep="\n")
-    assert found
-    d = found[0]["detail"]
+    d = widened(lab, run, ctl, workdir, narrow, acts, "priority=7000,ip,nw_dst=10.0.3.0/25", 60)
     assert d["reason"] == "wider", d
     bad = [p for p in d["probes"] if p["verdict"] == "other-tags"]
     assert [(p["kind"], p["field"]) for p in bad] == [("outside", "ipv4_dst")], bad
@@ -121,17 +129,7 @@ def test_entries_confirmed_missing_and_wider(lab_run):  # noqa: F811
     # 4. A drop of TCP port 9090 to h4; the switch's drop is widened to all TCP to h4
     # behind the back: a probe outside the match, which the model forwards, never arrives.
     d9090 = "priority=6500,tcp,nw_dst=10.0.3.0/24,tp_dst=9090"
-    ctl.send((1, f"{d9090},actions=drop", "add"))
-    line = wait_for(lambda: entry_line(lab, 1, "tp_dst=9090"), timeout=10, every=0.05)
-    assert line
-    installed = line.split("actions=", 1)[1]
-    lab.ofctl(1, "add-flow", f"priority=6500,tcp,nw_dst=10.0.3.0/24,actions={installed}")
-    lab.ofctl(1, "del-flows", "--strict", d9090)
-    found = wait_for(lambda: open_agent(sock), timeout=90)
-    if not found:
-        print(agents(sock), _entries_log(workdir), *lab.dump_flows(1), sep="\n")
-    assert found
-    d = found[0]["detail"]
+    d = widened(lab, run, ctl, workdir, d9090, "drop", "priority=6500,tcp,nw_dst=10.0.3.0/24", 90)
     assert d["reason"] == "wider", d
     bad = [p for p in d["probes"] if p["fate"] == "dropped"]
     assert ("outside", "tp_dst") in [(p["kind"], p["field"]) for p in bad], d["probes"]
