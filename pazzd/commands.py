@@ -106,9 +106,9 @@ class Commands:
             "controller": "proxy" if self.svc.proxy is not None else "off (rules from file)",
             "switches_connected": sorted(d for d, up in st["switches"].items() if up),
             "controllers": self.svc.proxy.controllers() if self.svc.proxy is not None else None,
-            "metrics": f"http://{cfg.metrics_host}:{h.metrics_port}/metrics",
-            "ui": f"http://{url_host(cfg.ui_host)}:{h.ui_port}/ui/" if h.ui is not None else None,
-            "sflow": f"{cfg.sflow_host}:{cfg.sflow_port}",
+            "metrics": f"http://{cfg.metrics.host}:{h.metrics_port}/metrics",
+            "ui": f"http://{url_host(cfg.ui.host)}:{h.ui_port}/ui/" if h.ui is not None else None,
+            "sflow": f"{cfg.sflow.host}:{cfg.sflow.port}",
         }
 
     def api_faults(self, req) -> list:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import socket
+from dataclasses import fields
 
 from cpc import yamlpos
 from cpc.ofctl import parse_flow
 from cpc.rules import FlowMod, ModelError
 from cpc.topology import Topology, TopologyError
 
-__all__ = ["ConfigError", "Reader", "as_int", "read_match", "read_ports"]
+__all__ = ["ConfigError", "Reader", "as_int", "read_match", "read_section", "read_ports"]
 
 
 class ConfigError(ValueError):
@@ -113,6 +114,23 @@ class Reader:
             self.fail(
                 d, key, dotted, f"cannot resolve host {host!r}: {getattr(e, 'strerror', e) or e}"
             )
+
+
+_KINDS = {"bool": bool, "int": int, "float": float, "str": str, "float | None": float}
+
+
+def read_section(r: Reader, doc, key: str, obj):
+    """The section `key` of doc (a mapping of known keys only): every field of its
+    dataclass obj declared with pazzd.options.option() is read from the key of its name
+    (its default when absent), within its bounds. Returns the section for the rest."""
+    sec = r.section(doc, key, key)
+    for f in fields(obj):
+        m = f.metadata
+        if m.get("option"):
+            kind, default = _KINDS[f.type], getattr(obj, f.name)
+            v = r.typed(sec, f.name, f"{key}.{f.name}", kind, default, lo=m["lo"], hi=m["hi"])
+            setattr(obj, f.name, v)
+    return sec
 
 
 def read_match(r: Reader, d, key, dotted: str) -> tuple:

@@ -5,7 +5,6 @@ of check-config (the rule file, the database)."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,13 +15,13 @@ from cpc.ofctl import read_rules
 from cpc.rules import Group, ModelError
 from cpc.topology import Topology, TopologyError
 
-from .configread import Reader, as_int, read_match, read_ports
+from .configread import Reader, as_int, read_match, read_ports, read_section
+from .proxy.proxy import Controller, ProxyConfig
 
 if TYPE_CHECKING:
     from .config import Config
 
 __all__ = [
-    "ControllerCfg",
     "check_database",
     "check_rules",
     "controller_names",
@@ -36,43 +35,16 @@ __all__ = [
 POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 
 
-@dataclass
-class ControllerCfg:
-    """One more upstream controller (controller.controllers[i])."""
-
-    host: str
-    port: int
-    name: str
-    tls: dict | None = None  # upstream TLS, as controller.upstream_tls
-
-
 def read_agents(r: Reader, doc, cfg: Config) -> None:
-    sec = r.section(doc, "agents", "agents")
-    cfg.agents_confirm = r.typed(sec, "confirm", "agents.confirm", bool, True)
-    cfg.agents_delay = r.typed(sec, "delay", "agents.delay", float, 1.0, lo=0.0, hi=3600.0)
-    cfg.agents_probes_per_entry = r.typed(
-        sec, "probes_per_entry", "agents.probes_per_entry", int, 3, lo=1, hi=16
-    )
-    cfg.agents_share = r.typed(sec, "share", "agents.share", float, 0.25, lo=0.01, hi=1.0)
-    cfg.agents_max_pending = r.typed(
-        sec, "max_pending", "agents.max_pending", int, 64, lo=1, hi=4096
-    )
+    sec = read_section(r, doc, "agents", cfg.agents)
     g = sec.get("group_twice", "refuse")
     if g not in ("refuse", "warn"):
         r.fail(sec, "group_twice", "agents.group_twice", f"must be refuse or warn, not {g!r}")
-    cfg.agents_group_twice = g
+    cfg.agents.group_twice = g
 
 
 def read_intents(r: Reader, doc, topo: Topology, cfg: Config) -> None:
-    sec = r.section(doc, "intents", "intents")
-    cfg.intents_confirm = r.typed(sec, "confirm", "intents.confirm", bool, True)
-    cfg.intents_packet_ins = r.typed(sec, "packet_ins", "intents.packet_ins", bool, True)
-    cfg.intents_forgotten_after = r.typed(
-        sec, "forgotten_after", "intents.forgotten_after", float, 5.0, lo=0.1
-    )
-    cfg.intents_resolve_after = r.typed(
-        sec, "resolve_after", "intents.resolve_after", float, 60.0, lo=0.1
-    )
+    sec = read_section(r, doc, "intents", cfg.intents)
     pols: list[Policy] = []
     if r.typed(sec, "no_loops", "intents.no_loops", bool, True):
         pols.append(Policy("no_loops", "loop_free"))
@@ -128,7 +100,7 @@ def read_intents(r: Reader, doc, topo: Topology, cfg: Config) -> None:
         match = read_match(r, e, "match", f"{d}.match")
         enforce = r.typed(e, "enforce", f"{d}.enforce", bool, False)
         pols.append(Policy(name, check, src, dst, match, frozenset(via), enforce))
-    cfg.intent_policies = pols
+    cfg.intents.policies = pols
 
 
 def read_apps(r: Reader, doc, cfg: Config) -> None:
@@ -191,8 +163,8 @@ def read_apps(r: Reader, doc, cfg: Config) -> None:
             cfg.overwrite_allowed.add((str(e["name"]), str(other)))
 
 
-def read_controllers(r: Reader, c, cfg: Config, rel) -> None:
-    """controller.name and controller.controllers: the default controller is
+def read_controllers(r: Reader, c, pc: ProxyConfig, rel) -> None:
+    """controller.name and controller.controllers into pc: the default controller is
     controller.address (named controller.name), or the first of the list when neither is
     given."""
     if c.get("name") is not None and not isinstance(c["name"], str):
@@ -213,27 +185,26 @@ def read_controllers(r: Reader, c, cfg: Config, rel) -> None:
         if name is not None and (not isinstance(name, str) or not name):
             r.fail(e, "name", f"{d}.name", "must be a non-empty string")
         tls = read_tls(r, e, "upstream_tls", d, ("ca",), rel) if e.get("upstream_tls") else None
-        more.append((ControllerCfg(host, port, name or f"{host}:{port}", tls), e, d))
+        more.append((Controller(host, port, name or "", tls=tls), e, d))
     if more and c.get("address") is None and c.get("name") is None:  # the first is the default
         first = more.pop(0)[0]
-        cfg.controller_host, cfg.controller_port = first.host, first.port
-        cfg.controller_name = first.name
-        cfg.controller_tls = first.tls or cfg.controller_tls
+        pc.controller_host, pc.controller_port = first.host, first.port
+        pc.controller_name = first.name
+        pc.upstream_tls = first.tls or pc.upstream_tls
     else:
-        cfg.controller_name = str(c.get("name") or "")
-    seen = {cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"}
+        pc.controller_name = str(c.get("name") or "")
+    seen = {pc.upstreams()[0].name}
     for ctl, e, d in more:
         if ctl.name in seen:
             key = "name" if "name" in e else "address"
             r.fail(e, key, f"{d}.{key}", f"controller {ctl.name!r} is named twice")
         seen.add(ctl.name)
-    cfg.controllers = [ctl for ctl, _, _ in more]
+    pc.controllers = [ctl for ctl, _, _ in more]
 
 
 def controller_names(cfg: Config) -> list[str]:
     """The names of the configured controllers, the default first."""
-    first = cfg.controller_name or f"{cfg.controller_host}:{cfg.controller_port}"
-    return [first, *(c.name for c in cfg.controllers)]
+    return [u.name for u in cfg.controller.upstreams()]
 
 
 def read_tls(r: Reader, c, key: str, where: str, need, rel) -> dict:

@@ -33,7 +33,7 @@ from . import status, wiring
 from .api import ApiServer
 from .checks import REGISTRY
 from .commands import Commands, url_host
-from .config import RESTART_ONLY, Config, ConfigError, load_config
+from .config import RESTART_ONLY, Config, ConfigError, load_config, set_setting, setting
 from .confirm import Confirmations
 from .faults import FaultEvents
 from .findstore import FindingStore
@@ -60,7 +60,7 @@ _STALL = 1.0  # a tick this much late means the loop was blocked
 
 def probe_sampling(cfg: Config) -> int:
     """The rate at which the exits report a probe: 1 with marked reports, else sFlow's."""
-    return 1 if cfg.marked_reports else cfg.sampling_rate
+    return 1 if cfg.sflow.marked_reports else cfg.sflow.sampling_rate
 
 
 class Daemon:
@@ -117,7 +117,7 @@ class Daemon:
     # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
         cfg = load_config(self.config_path)  # ConfigError stops the start
-        self._lock_fd = wiring.lock_instance(cfg.api_socket)  # before anything binds or unlinks
+        self._lock_fd = wiring.lock_instance(cfg.api.socket)  # before anything binds or unlinks
         self.cfg = cfg
         self.metrics.set_config_hash(config_hash(self.config_path))
         # A flood of connections must not turn into one log line (and traceback) per accept.
@@ -133,19 +133,21 @@ class Daemon:
             self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
         )
         self._build_tester(cfg)
-        n_workers = self.tester_workers or cfg.tester_workers
+        n_workers = self.tester_workers or cfg.tester.workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(
                 f"{self.config_path}: --tester-workers needs a database file "
                 "(the workers share it), not ':memory:'"
             )
-        if cfg.controller_enabled:
-            with resource(f"controller.listen {cfg.listen_host}:{cfg.listen_port}"):
+        if cfg.controller.enabled:
+            with resource(
+                f"controller.listen {cfg.controller.listen_host}:{cfg.controller.listen_port}"
+            ):
                 await self._start_proxy(cfg)
         self.localizer = Localizer(
             self.model.entries,
             {s.dpid: s.ofctl for s in cfg.switches if s.ofctl},
-            ofctl=ofctl_path(cfg.ovs_bin_dir),
+            ofctl=ofctl_path(cfg.ovs.bin_dir),
             proxy=self.proxy,
             names={d: s.name for d, s in cfg.topology.switches.items()},
             changes=self.changes,
@@ -153,14 +155,14 @@ class Daemon:
         self.faults.localizer = self.localizer
         if (
             any(s.ofctl for s in cfg.switches)
-            and not (Path(cfg.ovs_bin_dir) / "ovs-ofctl").exists()
+            and not (Path(cfg.ovs.bin_dir) / "ovs-ofctl").exists()
         ):
             log.warning(
                 "ovs.bin_dir %s has no ovs-ofctl: polling uses the ovs-ofctl on PATH, "
                 "which cannot decode set_verify_rule unless it is the patched build",
-                cfg.ovs_bin_dir,
+                cfg.ovs.bin_dir,
             )
-        if cfg.fuzz_enabled:
+        if cfg.fuzz.enabled:
             # Before the collector: importing scapy and planning take seconds, and nothing
             # should block the loop once datagrams arrive. The probe task starts after start().
             self.fuzzer, self.injector, self._fuzz_ingresses = wiring.start_fuzzer(
@@ -175,21 +177,21 @@ class Daemon:
             await self._start_workers(cfg, n_workers)
         else:
             self.collector = SflowCollector(
-                self._datagram, hosts=(cfg.sflow_host,), port=cfg.sflow_port, pass_source=True
+                self._datagram, hosts=(cfg.sflow.host,), port=cfg.sflow.port, pass_source=True
             )
-            with resource(f"sflow.listen {cfg.sflow_host}:{cfg.sflow_port} (UDP)"):
+            with resource(f"sflow.listen {cfg.sflow.host}:{cfg.sflow.port} (UDP)"):
                 await self.collector.start()
         self.api = ApiServer(
-            cfg.api_socket, Commands(self.svc, self).handle, group=wiring.api_group(cfg)
+            cfg.api.socket, Commands(self.svc, self).handle, group=wiring.api_group(cfg)
         )
-        with resource(f"api.socket {cfg.api_socket}"):
+        with resource(f"api.socket {cfg.api.socket}"):
             await self.api.start()
-        with resource(f"metrics.listen {cfg.metrics_host}:{cfg.metrics_port}"):
-            self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        with resource(f"metrics.listen {cfg.metrics.host}:{cfg.metrics.port}"):
+            self.metrics_port = self.metrics.serve(cfg.metrics.host, cfg.metrics.port)
         if self.metrics._server is not None:
             limit_http_server(self.metrics._server, max_clients=32, timeout=10.0)
-        if cfg.ui_enabled:
-            with resource(f"ui.listen {cfg.ui_host}:{cfg.ui_port}"):
+        if cfg.ui.enabled:
+            with resource(f"ui.listen {cfg.ui.host}:{cfg.ui.port}"):
                 self._start_ui(cfg)
         self.metrics.config_load_error.set(0)
         if self.tester.blackholes is not None:
@@ -201,10 +203,10 @@ class Daemon:
             self._spawn(self._watchdog(wd))
         log.info(
             "pazzd ready: sFlow %s:%d, API %s, metrics %s:%d",
-            cfg.sflow_host,
-            cfg.sflow_port,
-            cfg.api_socket,
-            cfg.metrics_host,
+            cfg.sflow.host,
+            cfg.sflow.port,
+            cfg.api.socket,
+            cfg.metrics.host,
             self.metrics_port,
         )
         self.notifier.ready(
@@ -226,7 +228,7 @@ class Daemon:
         else:
             self.model.build()
         # The tester's clock is wall time (sample timestamps): the guard must use the same.
-        self.guard = TransientGuard(settle=cfg.settle, clock=time.time)
+        self.guard = TransientGuard(settle=cfg.tester.settle, clock=time.time)
         self.model.subscribe(self.guard.on_model_update)
 
     def _build_tester(self, cfg: Config) -> None:
@@ -237,13 +239,13 @@ class Daemon:
             ports=None,
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
-            resolve_after=cfg.resolve_after,
+            resolve_after=cfg.tester.resolve_after,
             on_fault=self.faults.fault,
             on_localize=self.faults.localize_soon,
             rules_at=wiring.rules_at(self.model),
         )
-        t.agents = cfg.sflow_agents
-        t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
+        t.agents = cfg.sflow.agents
+        t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
         t.on_suspect = self.faults.suspect
         t.on_unexplained = self.faults.unexplained
         self.faults.tester = t
@@ -253,19 +255,19 @@ class Daemon:
         """The services every check gets, then each check the config turns on."""
         sink = FindingSink(self.findings)
         if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
-            self.fuzzer.confirm_share = cfg.agents_share
+            self.fuzzer.confirm_share = cfg.agents.share
             self.probes = ProbeService(
                 self.tester,
                 self.fuzzer,
                 self.model,
                 cfg.topology,
                 sampling_rate=probe_sampling(cfg),
-                probe_rate=cfg.fuzz_rate,
-                share=cfg.agents_share,
+                probe_rate=cfg.fuzz.rate,
+                share=cfg.agents.share,
             )
-            if cfg.intents_confirm:
+            if cfg.intents.confirm:
                 sink.confirmations = Confirmations(self.findings, self.probes)
-        elif cfg.intents_confirm and n_workers > 1:
+        elif cfg.intents.confirm and n_workers > 1:
             log.info("findings are not confirmed by probes with tester workers")
         self.svc = Services(
             cfg=cfg,
@@ -297,19 +299,19 @@ class Daemon:
 
     def _start_ui(self, cfg: Config) -> None:
         answer = loop_answer(asyncio.get_running_loop(), self.api.answer, timeout=10.0)
-        self.ui = UiServer(cfg.topology, answer, cfg.ui_host, cfg.ui_port)
+        self.ui = UiServer(cfg.topology, answer, cfg.ui.host, cfg.ui.port)
         self.ui_port = self.ui.start()
         limit_http_server(self.ui.server, max_clients=32, timeout=10.0)
-        log.info("web view: http://%s:%d/ui/ (read-only)", url_host(cfg.ui_host), self.ui_port)
+        log.info("web view: http://%s:%d/ui/ (read-only)", url_host(cfg.ui.host), self.ui_port)
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
-        if cfg.sflow_port == 0:
-            cfg.sflow_port = pick_udp_port(cfg.sflow_host)
-        self.model_server = ModelServer(self, str(Path(cfg.api_socket).with_suffix(".model")))
+        if cfg.sflow.port == 0:
+            cfg.sflow.port = pick_udp_port(cfg.sflow.host)
+        self.model_server = ModelServer(self, str(Path(cfg.api.socket).with_suffix(".model")))
         await self.model_server.start()
         vf = self.version_file = VersionFile(
-            str(Path(cfg.api_socket).with_suffix(".version")), writer=True
+            str(Path(cfg.api.socket).with_suffix(".version")), writer=True
         )
         vf.publish(self.model.version)
         self.model.subscribe(lambda upd: vf.publish(upd.version))
@@ -320,7 +322,7 @@ class Daemon:
         log.info(
             "tester: %d worker processes on sFlow port %d, model over Thrift at %s",
             n,
-            cfg.sflow_port,
+            cfg.sflow.port,
             self.model_server.path,
         )
 
@@ -452,36 +454,40 @@ class Daemon:
             return False
         old = self.cfg
         for key in RESTART_ONLY:
-            if getattr(old, key) != getattr(cfg, key):
+            if setting(old, key) != setting(cfg, key):
                 log.warning("config: %s changed; it takes effect at the next restart", key)
         # Keep the start-up-only settings of the running instance (the topology with its file).
         for key in ("topology", *RESTART_ONLY):
-            setattr(cfg, key, getattr(old, key))
+            set_setting(cfg, key, setting(old, key))
         logging.getLogger().setLevel(cfg.log_level.upper())
         t = self.tester
-        t.resolve_after = cfg.resolve_after
-        self.guard.settle = cfg.settle
+        t.resolve_after = cfg.tester.resolve_after
+        self.guard.settle = cfg.tester.settle
         if list(cfg.critical_flows) != list(old.critical_flows) or (
-            (cfg.blackhole_k, cfg.blackhole_grace, cfg.blackhole_max_silence)
-            != (old.blackhole_k, old.blackhole_grace, old.blackhole_max_silence)
-            or cfg.blackhole_false_alarms != old.blackhole_false_alarms
+            (cfg.tester.blackhole_k, cfg.tester.blackhole_grace, cfg.tester.blackhole_max_silence)
+            != (
+                old.tester.blackhole_k,
+                old.tester.blackhole_grace,
+                old.tester.blackhole_max_silence,
+            )
+            or cfg.tester.blackhole_false_alarms != old.tester.blackhole_false_alarms
         ):
             t.blackholes = wiring.blackholes(cfg, self.model)
         t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
-        t.agents = cfg.sflow_agents  # workers get it when recycled below
-        t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
+        t.agents = cfg.sflow.agents  # workers get it when recycled below
+        t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
-        self.localizer.ofctl = ofctl_path(cfg.ovs_bin_dir)
+        self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:
-            self.proxy.config.group_twice = cfg.agents_group_twice
+            self.proxy.config.group_twice = cfg.agents.group_twice
         if self.fuzzer is not None:
-            self.fuzzer.set_rate(cfg.fuzz_rate)
-            self.fuzzer.window_s = cfg.fuzz_window
-            self.fuzzer.confirm_share = cfg.agents_share
-            self.fuzzer.set_host_macs(cfg.fuzz_host_macs)
+            self.fuzzer.set_rate(cfg.fuzz.rate)
+            self.fuzzer.window_s = cfg.fuzz.window
+            self.fuzzer.confirm_share = cfg.agents.share
+            self.fuzzer.set_host_macs(cfg.fuzz.host_macs)
             self._fuzz_critical(cfg)
         if self.probes is not None:
-            self.probes.rate = max(cfg.fuzz_rate * cfg.agents_share, 1.0)
+            self.probes.rate = max(cfg.fuzz.rate * cfg.agents.share, 1.0)
         self.cfg = self.svc.cfg = cfg
         for c in self.checks:
             c.reload(cfg, old)

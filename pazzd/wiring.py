@@ -15,6 +15,7 @@ import sqlite3
 import ssl
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cpc.results import RuleRef
@@ -23,7 +24,7 @@ from tester.timers import BlackholeMonitor
 
 from .config import Config, ConfigError
 from .proxy import ProxyConfig
-from .proxy.proxy import Controller, tls_contexts
+from .proxy.proxy import tls_contexts
 
 __all__ = [
     "StartError",
@@ -83,8 +84,8 @@ def lock_instance(api_socket: str) -> int:
 
 def api_group(cfg: Config) -> str | None:
     """The API socket's group: api.group, else "pazz" where that group exists."""
-    if cfg.api_group is not None:
-        return cfg.api_group
+    if cfg.api.group is not None:
+        return cfg.api.group
     try:
         grp.getgrnam(DEFAULT_API_GROUP)
     except KeyError:
@@ -119,12 +120,12 @@ def ovs_runner(bin_dir: str):
 
 def ifmap(cfg: Config) -> IfMap:
     """The sFlow ifIndex map: the config's interfaces, and each switch's OVSDB."""
-    m = IfMap.from_config(cfg.sflow_interfaces)
+    m = IfMap.from_config(cfg.sflow.interfaces)
     done = set()
     for sw in cfg.switches:
         if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
             done.add((sw.ovsdb, sw.agent))
-            n = m.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=ovs_runner(cfg.ovs_bin_dir))
+            n = m.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=ovs_runner(cfg.ovs.bin_dir))
             log.info("sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent)
     return m
 
@@ -135,12 +136,12 @@ def blackholes(cfg: Config, model) -> BlackholeMonitor | None:
     # The model derives each flow's header at its egress (rewrites applied).
     return BlackholeMonitor(
         cfg.critical_flows,
-        k=cfg.blackhole_k,
+        k=cfg.tester.blackhole_k,
         now=time.time(),
-        grace=cfg.blackhole_grace,
+        grace=cfg.tester.blackhole_grace,
         model=model,
-        per_hour=cfg.blackhole_false_alarms,
-        max_silence=cfg.blackhole_max_silence,
+        per_hour=cfg.tester.blackhole_false_alarms,
+        max_silence=cfg.tester.blackhole_max_silence,
     )
 
 
@@ -160,38 +161,29 @@ def rules_at(model):
 
 
 def proxy_config(cfg: Config, config_path: str) -> ProxyConfig:
-    """The proxy's settings: the controller section and the TLS contexts it names."""
+    """What the proxy runs with: the controller section, with the TLS contexts it names,
+    the rules database next to the faults database and agents.group_twice."""
+    pc = cfg.controller
     try:
-        switch_ssl, controller_ssl = tls_contexts(cfg.switch_tls, cfg.controller_tls)
+        switch_ssl, controller_ssl = tls_contexts(pc.tls, pc.upstream_tls)
         more = []
-        for c in cfg.controllers:
-            tls = c.tls or cfg.controller_tls
+        for c in pc.controllers:
+            tls = c.tls or pc.upstream_tls
             ctx = tls_contexts(None, c.tls)[1] if c.tls else controller_ssl
             host = (tls or {}).get("server_hostname") or c.host
-            more.append(Controller(c.host, c.port, c.name, ctx, host))
+            more.append(replace(c, ssl=ctx, server_hostname=host))
     except (ssl.SSLError, OSError) as e:
         raise ConfigError(f"{config_path}: controller TLS: {e}") from None
-    return ProxyConfig(
+    db = cfg.database
+    return replace(
+        pc,
         switch_ssl=switch_ssl,
         controller_ssl=controller_ssl,
-        controller_server_hostname=(cfg.controller_tls or {}).get("server_hostname")
-        or cfg.controller_host,
-        listen_host=cfg.listen_host,
-        listen_port=cfg.listen_port,
-        controller_host=cfg.controller_host,
-        controller_port=cfg.controller_port,
-        controller_name=cfg.controller_name,
+        controller_server_hostname=(pc.upstream_tls or {}).get("server_hostname")
+        or pc.controller_host,
         controllers=more,
-        audit_interval=cfg.audit_interval,
-        audit_delay=cfg.audit_delay,
-        handshake_timeout=cfg.handshake_timeout,
-        idle_timeout=cfg.idle_timeout,
-        stall_timeout=cfg.stall_timeout,
-        max_connections=cfg.max_connections,
-        group_twice=cfg.agents_group_twice,
-        db_path=str(Path(cfg.database).with_suffix(".rules.db"))
-        if cfg.database != ":memory:"
-        else None,
+        group_twice=cfg.agents.group_twice,
+        db_path=str(Path(db).with_suffix(".rules.db")) if db != ":memory:" else None,
     )
 
 
@@ -208,13 +200,13 @@ def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
         return None, None, None
     socks = {}
     try:
-        for port, spec in cfg.fuzz_inject.items():
+        for port, spec in cfg.fuzz.inject.items():
             if spec.startswith("netns:"):
                 _, ns, ifname = spec.split(":", 2)
                 socks[port] = netns_packet_socket(ns, ifname)
-        ifaces = {p: s for p, s in cfg.fuzz_inject.items() if not s.startswith("netns:")}
+        ifaces = {p: s for p, s in cfg.fuzz.inject.items() if not s.startswith("netns:")}
         injectors = set(socks) | set(ifaces)
-        pairs = cfg.fuzz_pairs
+        pairs = cfg.fuzz.pairs
         if pairs is None:
             eps = cfg.edge_ports
             pairs = [(i, e) for i in eps for e in eps if i != e]
@@ -233,14 +225,14 @@ def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
         fuzzer = Fuzzer(
             model,
             pairs,
-            rate=cfg.fuzz_rate,
-            window_s=cfg.fuzz_window,
+            rate=cfg.fuzz.rate,
+            window_s=cfg.fuzz.window,
             seed=1,
-            shares=shares_with_delivered(cfg.fuzz_delivered_share, cfg.sampling_rate),
-            host_macs=cfg.fuzz_host_macs,
+            shares=shares_with_delivered(cfg.fuzz.delivered_share, cfg.sflow.sampling_rate),
+            host_macs=cfg.fuzz.host_macs,
         )
     except Exception as e:
         log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
         return None, None, None
-    log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz_rate)
+    log.info("fuzzer: %d pairs at %.0f probes/s", len(pairs), cfg.fuzz.rate)
     return fuzzer, injector, ingresses

@@ -184,7 +184,7 @@ class WorkerPool:
             "--version-file",
             version_file,
             "--sflow",
-            f"{cfg.sflow_host}:{cfg.sflow_port}",
+            f"{cfg.sflow.host}:{cfg.sflow.port}",
             "--database",
             cfg.database,
         ]
@@ -305,13 +305,13 @@ def run_worker(
         store,
         ifmap,
         blackholes=FlowRelay(flows, outbox) if flows else None,
-        resolve_after=cfg.resolve_after,
+        resolve_after=cfg.tester.resolve_after,
         on_fault=outbox.fault,
         on_localize=outbox.localize,
         rules_at=remote.rules_at,
     )
-    t.agents = cfg.sflow_agents
-    t.corroborate, t.corroborate_window = cfg.corroborate, cfg.corroborate_window
+    t.agents = cfg.sflow.agents
+    t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
     t.on_suspect = outbox.suspect
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)
     sock.settimeout(0.1)

@@ -51,8 +51,8 @@ class AuditCheck(Check):
                 log.info("fault #%d resolved: audit at dpid:%d", ev.fault_id, dpid)
 
     def reload(self, cfg, old) -> None:
-        audit = (cfg.audit_interval, cfg.audit_delay)
-        if audit != (old.audit_interval, old.audit_delay):
+        audit = (cfg.controller.audit_interval, cfg.controller.audit_delay)
+        if audit != (old.controller.audit_interval, old.controller.audit_delay):
             self.svc.proxy.set_audit(*audit)  # the new period starts now
 
     def state(self) -> dict:

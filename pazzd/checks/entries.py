@@ -18,7 +18,7 @@ class EntryCheck(Check):
 
     @classmethod
     def enabled(cls, cfg, svc) -> bool:
-        return cfg.agents_confirm and svc.probes is not None and svc.proxy is not None
+        return cfg.agents.confirm and svc.probes is not None and svc.proxy is not None
 
     def start(self, svc) -> None:
         cfg = svc.cfg
@@ -31,9 +31,9 @@ class EntryCheck(Check):
             # After the tester's hold of the changed headers (tester.settle, the time the
             # switches take to apply a change to the packets in flight) and agents.delay more:
             # the probe service also waits for a hold a later update starts.
-            delay=cfg.settle + cfg.agents_delay,
-            probes_per_entry=cfg.agents_probes_per_entry,
-            max_pending=cfg.agents_max_pending,
+            delay=cfg.tester.settle + cfg.agents.delay,
+            probes_per_entry=cfg.agents.probes_per_entry,
+            max_pending=cfg.agents.max_pending,
         )
 
     def on_commit(self, dpid: int, changes: list) -> None:
@@ -47,8 +47,8 @@ class EntryCheck(Check):
 
     def reload(self, cfg, old) -> None:
         ec = self.entries
-        ec.delay = cfg.settle + cfg.agents_delay
-        ec.n, ec.max_pending = cfg.agents_probes_per_entry, cfg.agents_max_pending
+        ec.delay = cfg.tester.settle + cfg.agents.delay
+        ec.n, ec.max_pending = cfg.agents.probes_per_entry, cfg.agents.max_pending
 
     def state(self) -> dict:
         return {"agents": self.entries.state()}

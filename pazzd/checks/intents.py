@@ -62,7 +62,7 @@ def cause_json(topo, cause) -> dict:
 
 def enforced(cfg) -> set[str]:
     """The names of the policies in force with enforce: true."""
-    return {p.name for p in cfg.intent_policies if p.enforce}
+    return {p.name for p in cfg.intents.policies if p.enforce}
 
 
 class IntentsCheck(Check):
@@ -71,7 +71,7 @@ class IntentsCheck(Check):
     def start(self, svc) -> None:
         self.svc = svc
         cfg = svc.cfg
-        self.checker = IntentChecker(svc.model, cfg.intent_policies)
+        self.checker = IntentChecker(svc.model, cfg.intents.policies)
         self.findings = IntentFindings(svc.sink, svc.topology)
         self.causes: dict[str, dict] = {}  # violation key -> what opened it
         self.synced = False  # the findings table follows the checker (after the start-up)
@@ -80,7 +80,7 @@ class IntentsCheck(Check):
         self.checker.check_all()
         log.info(
             "intents: %d policies checked in %.2f s, %d violations open",
-            len(cfg.intent_policies),
+            len(cfg.intents.policies),
             time.monotonic() - t0,
             len(self.checker.open),
         )
@@ -120,9 +120,9 @@ class IntentsCheck(Check):
             log.error("intent findings not stored (%s); retrying", e)
 
     def reload(self, cfg, old) -> None:
-        if cfg.intent_policies == old.intent_policies:
+        if cfg.intents.policies == old.intents.policies:
             return
-        self.checker.set_policies(cfg.intent_policies)
+        self.checker.set_policies(cfg.intents.policies)
         self.checker.check_all()
         if self.synced:
             try:
@@ -131,7 +131,7 @@ class IntentsCheck(Check):
             except (sqlite3.Error, OSError) as e:
                 self.unsynced = True
                 log.error("intent findings not stored (%s); retrying", e)
-        log.info("intents: %d policies in force", len(cfg.intent_policies))
+        log.info("intents: %d policies in force", len(cfg.intents.policies))
 
     def state(self) -> dict:
-        return {"intents": self.findings.open_by_policy(self.svc.cfg.intent_policies)}
+        return {"intents": self.findings.open_by_policy(self.svc.cfg.intents.policies)}

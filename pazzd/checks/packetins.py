@@ -23,7 +23,7 @@ class PacketInCheck(Check):
 
     @classmethod
     def enabled(cls, cfg, svc) -> bool:
-        return svc.proxy is not None and cfg.intents_packet_ins
+        return svc.proxy is not None and cfg.intents.packet_ins
 
     def start(self, svc) -> None:
         self.svc = svc
@@ -31,8 +31,8 @@ class PacketInCheck(Check):
         self.watch = PacketInWatch(
             svc.model,
             svc.topology,
-            forgotten_after=cfg.intents_forgotten_after,
-            resolve_after=cfg.intents_resolve_after,
+            forgotten_after=cfg.intents.forgotten_after,
+            resolve_after=cfg.intents.resolve_after,
         )
         self.findings = IntentFindings(svc.sink, svc.topology)
         self._second = [0.0, 0]  # [start of the current second, judged in it]
@@ -72,5 +72,5 @@ class PacketInCheck(Check):
             log.error("packet-in findings not stored (%s); retrying", e)
 
     def reload(self, cfg, old) -> None:
-        self.watch.forgotten_after = cfg.intents_forgotten_after
-        self.watch.resolve_after = cfg.intents_resolve_after
+        self.watch.forgotten_after = cfg.intents.forgotten_after
+        self.watch.resolve_after = cfg.intents.resolve_after

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import ofwire as of
 from cpc.rules import ModelError
 from ofwire import message_types
+from pazzd.options import RESTART, option
 from pazzd.proxy import roles
 from pazzd.proxy.audit import AuditFinding, Auditor
 from pazzd.proxy.feed import ModelFeed
@@ -43,6 +44,7 @@ class Controller:
     name: str = ""  # default: HOST:PORT
     ssl: ssl.SSLContext | None = None
     server_hostname: str | None = None
+    tls: dict | None = None  # the config's upstream_tls for it (ssl is built from it)
 
     def __post_init__(self) -> None:
         self.name = self.name or f"{self.host}:{self.port}"
@@ -50,18 +52,25 @@ class Controller:
 
 @dataclass
 class ProxyConfig:
-    """What the daemon configures. ssl contexts: server side for switches, client side for
-    the controller (None = plain TCP)."""
+    """The controller section of pazzd.yaml, and what the proxy runs with. ssl contexts:
+    server side for switches, client side for the controller (None = plain TCP), built
+    at start from tls and upstream_tls (pazzd.wiring.proxy_config)."""
 
-    listen_host: str = "0.0.0.0"
-    listen_port: int = 6653
+    enabled: bool = option(False, restart=True)  # pazzd runs the proxy
+    listen_host: str = field(default="0.0.0.0", metadata=RESTART)
+    listen_port: int = field(default=6653, metadata=RESTART)
     listen_unix: str | None = None  # also accept switches on this unix socket (ovs: unix:PATH)
-    controller_host: str = "127.0.0.1"
-    controller_port: int = 6633
+    controller_host: str = field(default="127.0.0.1", metadata=RESTART)
+    controller_port: int = field(default=6633, metadata=RESTART)
     db_path: str | None = None  # None: in memory (nothing survives a restart)
     unique_ids: bool = True
-    audit_interval: float = 30.0  # seconds between audits of every switch; 0 = never
-    audit_delay: float = 2.0  # first audit after a switch connects; < 0 = none
+    # seconds between audits of every switch (0 = never; in the config at most a day)
+    audit_interval: float = option(30.0, lo=0.0, hi=86400.0)
+    audit_delay: float = option(2.0, lo=0.0, hi=3600.0)  # after a switch connects; < 0 = none
+    # TLS: {"cert", "key", "ca"} towards the switches (ca: require switch certificates
+    # signed by it); {"ca", "cert", "key", "server_hostname"} towards the controller.
+    tls: dict | None = None
+    upstream_tls: dict | None = None
     switch_ssl: ssl.SSLContext | None = None
     controller_ssl: ssl.SSLContext | None = None
     controller_server_hostname: str | None = None
@@ -73,15 +82,15 @@ class ProxyConfig:
     # holds more than max_write_buffer, or that stays paused for stall_timeout, is dropped.
     write_buffer_high: int = 1 << 20
     max_write_buffer: int = 8 << 20
-    stall_timeout: float = 30.0
+    stall_timeout: float = option(30.0, lo=0.1, hi=86400.0)
     # A switch has handshake_timeout to say HELLO and answer FEATURES_REQUEST; one silent
     # for idle_timeout / 2 gets an ECHO_REQUEST, one silent for idle_timeout is dropped.
-    handshake_timeout: float = 10.0
-    idle_timeout: float = 60.0
+    handshake_timeout: float = option(10.0, lo=0.1, hi=3600.0)
+    idle_timeout: float = option(60.0, lo=0.0, hi=86400.0)
     # Switch connections per listener (each also holds an upstream connection). At the
     # cap, the oldest connection still in its handshake makes room, else the new one is
     # refused. Clamped to what RLIMIT_NOFILE allows.
-    max_connections: int = 4096
+    max_connections: int = option(4096, lo=1, hi=1 << 20)
     # A switch that does not answer the proxy's barrier within barrier_timeout is dropped;
     # with max_pending FlowMods/GroupMods awaiting a barrier, reading from the controller
     # pauses until the switch catches up.
@@ -96,8 +105,9 @@ class ProxyConfig:
     group_twice: str = "refuse"
     # More controllers: with any, every switch gets a connection to each (the first,
     # controller_host:controller_port, is the default; docs/proxy.md, "Several controllers").
-    controllers: list[Controller] = field(default_factory=list)
-    controller_name: str = ""  # the default controller's name (default: HOST:PORT)
+    controllers: list[Controller] = field(default_factory=list, metadata=RESTART)
+    # the default controller's name (default: HOST:PORT)
+    controller_name: str = field(default="", metadata=RESTART)
 
     def upstreams(self) -> list[Controller]:
         """The default controller, then the others."""

@@ -82,4 +82,4 @@ def test_shipped_config_passes_check_config():
     from pazzd.config import DEFAULT_OVS_BIN_DIR, load_config
 
     cfg = load_config(REPO / "deploy/pazzd.yaml")
-    assert cfg.ovs_bin_dir == DEFAULT_OVS_BIN_DIR == "/opt/pazz/ovs/bin"
+    assert cfg.ovs.bin_dir == DEFAULT_OVS_BIN_DIR == "/opt/pazz/ovs/bin"

@@ -180,10 +180,12 @@ def _load(tmp_path, controller: dict):
 
 def test_audit_settings_in_the_config(tmp_path):
     c = _load(tmp_path, {})
-    assert (c.audit_interval, c.audit_delay) == (30.0, 2.0)
+    assert (c.controller.audit_interval, c.controller.audit_delay) == (30.0, 2.0)
     c = _load(tmp_path, {"audit_interval": 5, "audit_delay": 0.5})
-    assert (c.audit_interval, c.audit_delay) == (5.0, 0.5)
-    assert _load(tmp_path, {"audit_interval": 0}).audit_interval == 0.0  # no periodic audit
+    assert (c.controller.audit_interval, c.controller.audit_delay) == (5.0, 0.5)
+    assert (
+        _load(tmp_path, {"audit_interval": 0}).controller.audit_interval == 0.0
+    )  # no periodic audit
 
 
 @pytest.mark.parametrize(

@@ -115,16 +115,16 @@ def test_good_config_and_defaults(tmp_path):
     ]
     cfg["fuzz"] = {"enabled": True, "rate": 50, "pairs": [["s1:5", "s2:5"]]}
     c = load_config(write_config(tmp_path / "c.yaml", cfg))
-    assert c.fuzz_delivered_share == 0.0  # probes into delivered space only when asked
+    assert c.fuzz.delivered_share == 0.0  # probes into delivered space only when asked
     cfg["fuzz"]["delivered_share"] = 0.1
-    assert load_config(write_config(tmp_path / "c.yaml", cfg)).fuzz_delivered_share == 0.1
+    assert load_config(write_config(tmp_path / "c.yaml", cfg)).fuzz.delivered_share == 0.1
     assert c.edge_ports == [(1, 5), (2, 5), (3, 5), (4, 5)]
-    assert c.fuzz_pairs == [((1, 5), (2, 5))] and c.fuzz_rate == 50.0
+    assert c.fuzz.pairs == [((1, 5), (2, 5))] and c.fuzz.rate == 50.0
     (cf,) = c.critical_flows
     assert cf.ingress == (1, 5) and cf.match == {"ipv4_dst": 0x0A000109}
-    assert c.metrics_port == 0 and c.tester_workers == 1
-    assert (c.agents_confirm, c.agents_delay, c.agents_share) == (True, 1.0, 0.25)
-    assert (c.agents_probes_per_entry, c.agents_group_twice) == (3, "refuse")
+    assert c.metrics.port == 0 and c.tester.workers == 1
+    assert (c.agents.confirm, c.agents.delay, c.agents.share) == (True, 1.0, 0.25)
+    assert (c.agents.probes_per_entry, c.agents.group_twice) == (3, "refuse")
 
 
 def _check_config(*args):
@@ -289,7 +289,7 @@ def test_blackhole_bound_settings(tmp_path):
         {"name": "f", "from": "s1:5", "to": "s4:5", "header": "ipv4_dst=10.0.3.1"}
     ]
     c = load_config(write_config(tmp_path / "pazzd.yaml", cfg))
-    assert (c.blackhole_false_alarms, c.blackhole_max_silence) == (1e-4, 30.0)
+    assert (c.tester.blackhole_false_alarms, c.tester.blackhole_max_silence) == (1e-4, 30.0)
     m = blackholes(c, None)
     assert (m.per_hour, m.max_silence) == (1e-4, 30.0)
     cfg["tester"] = {"blackhole_false_alarms": 0.5}
@@ -302,7 +302,7 @@ def test_fuzz_host_macs(tmp_path):
     cfg = base_config(tmp_path)
     cfg["fuzz"] = {"host_macs": {"s1:5": "00:00:00:00:01:05"}}
     c = load_config(write_config(tmp_path / "pazzd.yaml", cfg))
-    assert c.fuzz_host_macs == {(1, 5): 0x0105}
+    assert c.fuzz.host_macs == {(1, 5): 0x0105}
     for bad, msg in (("01:00:5e:00:00:01", "group"), ("nope", "must be a MAC address")):
         cfg["fuzz"] = {"host_macs": {"s1:5": bad}}
         with pytest.raises(ConfigError, match=rf"fuzz\.host_macs\.s1:5: .*{msg}"):

@@ -27,7 +27,11 @@ def _error(tmp_path, extra: str) -> tuple[str, list[str]]:
 
 def test_existing_single_controller_config_is_unchanged(tmp_path):
     _, cfg = _load(tmp_path, "controller:\n  address: 10.1.1.1:6634\n")
-    assert (cfg.controller_host, cfg.controller_port, cfg.controllers) == ("10.1.1.1", 6634, [])
+    assert (
+        cfg.controller.controller_host,
+        cfg.controller.controller_port,
+        cfg.controller.controllers,
+    ) == ("10.1.1.1", 6634, [])
     assert controller_names(cfg) == ["10.1.1.1:6634"]
 
 
@@ -39,7 +43,10 @@ def test_controllers_alongside_the_default_and_in_its_place(tmp_path):
         "apps:\n  - {name: lb, controller: lbctl}\n  - {name: r, cookie: 0x10, mask: 0xff}\n",
     )
     assert controller_names(cfg) == ["main", "lbctl", "127.0.0.2:6635"]
-    assert [(c.host, c.port) for c in cfg.controllers] == [("127.0.0.1", 6634), ("127.0.0.2", 6635)]
+    assert [(c.host, c.port) for c in cfg.controller.controllers] == [
+        ("127.0.0.1", 6634),
+        ("127.0.0.2", 6635),
+    ]
     assert [(a.name, a.controller, a.cookie) for a in cfg.apps] == [
         ("lb", "lbctl", None),
         ("r", None, 0x10),
@@ -50,7 +57,7 @@ def test_controllers_alongside_the_default_and_in_its_place(tmp_path):
         "controller:\n  controllers:\n    - {address: 127.0.0.1:7000, name: x}\n"
         "    - {address: 127.0.0.1:7001, name: y}\n",
     )
-    assert (cfg.controller_port, cfg.controller_name) == (7000, "x")
+    assert (cfg.controller.controller_port, cfg.controller.controller_name) == (7000, "x")
     assert controller_names(cfg) == ["x", "y"]
 
 

@@ -30,7 +30,7 @@ def net(i: int) -> Match:
 def intents_check(model, topo, store, startup, policy, clock) -> IntentsCheck:
     """The intents check started on these services (no tester, fuzzer or proxy)."""
     svc = Services(
-        cfg=SimpleNamespace(intent_policies=[policy]),
+        cfg=SimpleNamespace(intents=SimpleNamespace(policies=[policy])),
         model=model,
         store=None,
         findings=store,

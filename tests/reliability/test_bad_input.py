@@ -79,7 +79,7 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path, monkeypatch):
     monkeypatch.chdir("/")
     c = load_config(p)
     assert c.database == str(tmp_path / "state/faults.db")
-    assert c.api_socket == str(tmp_path / "run/pazzd.sock")
+    assert c.api.socket == str(tmp_path / "run/pazzd.sock")
     assert load_config(write_config(p, {**cfg, "database": ":memory:"})).database == ":memory:"
 
 

@@ -19,7 +19,7 @@ def test_reach_limit_is_checked(tmp_path):
         d = Daemon(str(cfg))
         await d.start()
         try:
-            sock = d.cfg.api_socket
+            sock = d.cfg.api.socket
 
             def reach(limit):
                 return call(sock, "reach", 5.0, src="s1:5", dst="s2:5", limit=limit)

@@ -119,7 +119,7 @@ def test_tls_from_the_config(tmp_path):
     cfg = base_config(tmp_path)
     cfg["controller"] = {"enabled": True, "tls": {"cert": "srv.crt", "key": "srv.key"}}
     loaded = load_config(str(write_config(tmp_path / "pazzd.yaml", cfg)))
-    assert loaded.switch_tls == {"cert": str(c["cert"]), "key": str(c["key"])}  # relative
+    assert loaded.controller.tls == {"cert": str(c["cert"]), "key": str(c["key"])}  # relative
     cfg["controller"]["tls"] = {"cert": "srv.crt"}
     with pytest.raises(ConfigError, match=r"controller\.tls\.key"):
         load_config(str(write_config(tmp_path / "bad.yaml", cfg)))
@@ -127,7 +127,7 @@ def test_tls_from_the_config(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_config(str(write_config(tmp_path / "bad.yaml", cfg)))
 
-    server_ctx, _ = tls_contexts(loaded.switch_tls, None)
+    server_ctx, _ = tls_contexts(loaded.controller.tls, None)
     client_ctx = ssl.create_default_context(cafile=str(c["ca"]))
 
     async def main():

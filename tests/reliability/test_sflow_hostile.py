@@ -106,12 +106,12 @@ def test_sflow_agents_config(tmp_path):
     cfg = base_config(tmp_path)
     cfg["sflow"]["agents"] = ["10.0.0.1", "2001:db8:0::1"]
     c = load_config(str(write_config(tmp_path / "a.yaml", cfg)))
-    assert c.sflow_agents == frozenset({"10.0.0.1", "2001:db8::1"})
+    assert c.sflow.agents == frozenset({"10.0.0.1", "2001:db8::1"})
     cfg["sflow"]["agents"] = ["10.0.0.1", "switch-1"]
     with pytest.raises(ConfigError, match=r"sflow\.agents\[1\]"):
         load_config(str(write_config(tmp_path / "b.yaml", cfg)))
     del cfg["sflow"]["agents"]
-    assert load_config(str(write_config(tmp_path / "c.yaml", cfg))).sflow_agents is None
+    assert load_config(str(write_config(tmp_path / "c.yaml", cfg))).sflow.agents is None
 
 
 def test_new_counters_are_exported():

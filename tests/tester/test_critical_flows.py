@@ -159,9 +159,9 @@ def _cfg(tmp_path, tester: str = "", flow_extra: str = "") -> str:
 def test_config_keys(tmp_path) -> None:
     cfg = load_config(_cfg(tmp_path, "blackhole_grace: 30", ", grace: 5, expect_traffic: true"))
     (c,) = cfg.critical_flows
-    assert cfg.blackhole_grace == 30.0 and c.grace == 5.0 and c.expect_traffic is True
+    assert cfg.tester.blackhole_grace == 30.0 and c.grace == 5.0 and c.expect_traffic is True
     cfg = load_config(_cfg(tmp_path))
-    assert cfg.blackhole_grace == 0.0 and cfg.critical_flows[0].grace is None
+    assert cfg.tester.blackhole_grace == 0.0 and cfg.critical_flows[0].grace is None
     assert cfg.critical_flows[0].expect_traffic is False
 
 

@@ -105,7 +105,7 @@ def test_the_page_and_its_files_are_shipped(pazzd):
 def test_off_by_default_and_checked_like_every_key(tmp_path):
     cfg = base_config(tmp_path)
     c = load_config(write_config(tmp_path / "a.yaml", cfg))
-    assert (c.ui_enabled, c.ui_host, c.ui_port) == (False, "127.0.0.1", 9474)
+    assert (c.ui.enabled, c.ui.host, c.ui.port) == (False, "127.0.0.1", 9474)
     for ui, msg in (
         ({"enabled": "yes"}, "ui.enabled: must be true or false"),
         ({"listen": "127.0.0.1:99999"}, "ui.listen: port 99999 out of range"),
