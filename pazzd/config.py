@@ -170,19 +170,23 @@ class AgentsConfig:
     group_twice: str = "refuse"  # or "warn": the proxy's group_twice, set at start
 
 
-# The YAML sections that are dataclasses of their own: key -> type. The controller section
-# is the proxy's own ProxyConfig (its TLS contexts and database are filled in at start).
-SECTIONS: dict[str, type] = {
-    "controller": ProxyConfig,
-    "sflow": SflowConfig,
-    "ovs": OvsConfig,
-    "fuzz": FuzzConfig,
-    "tester": TesterConfig,
-    "metrics": MetricsConfig,
-    "ui": UiConfig,
-    "api": ApiConfig,
-    "intents": IntentsConfig,
-    "agents": AgentsConfig,
+# The YAML sections, each a dataclass of its own: key -> (its type, the keys read by hand
+# besides its option() fields). The controller section is the proxy's own ProxyConfig
+# (its TLS contexts and database are filled in at start). Each is a field of Config.
+SECTIONS: dict[str, tuple[type, set[str]]] = {
+    "controller": (
+        ProxyConfig,
+        {"address", "listen", "tls", "upstream_tls", "name", "controllers"},
+    ),
+    "sflow": (SflowConfig, {"listen", "interfaces", "agents"}),
+    "ovs": (OvsConfig, {"bin_dir"}),
+    "fuzz": (FuzzConfig, {"pairs", "inject", "host_macs"}),
+    "tester": (TesterConfig, set()),
+    "metrics": (MetricsConfig, {"listen"}),
+    "ui": (UiConfig, {"listen"}),
+    "api": (ApiConfig, {"socket", "group"}),
+    "intents": (IntentsConfig, {"no_loops", "no_blackholes", "policies"}),
+    "agents": (AgentsConfig, {"group_twice"}),
 }
 
 
@@ -237,8 +241,7 @@ def _options(sec: type) -> set[str]:
     return {f.name for f in fields(sec) if f.metadata.get("option")}
 
 
-# The keys each section may have ("" the top level): its option() fields, and those read
-# by hand (addresses, lists, TLS).
+# The keys each section may have ("" the top level).
 KNOWN = {
     "": {
         "topology",
@@ -253,25 +256,7 @@ KNOWN = {
     },
     "controller.tls": {"cert", "key", "ca"},
     "controller.upstream_tls": {"ca", "cert", "key", "server_hostname"},
-} | {
-    key: _options(sec) | extra
-    for key, sec, extra in (
-        (
-            "controller",
-            ProxyConfig,
-            {"address", "listen", "tls", "upstream_tls", "name", "controllers"},
-        ),
-        ("sflow", SflowConfig, {"listen", "interfaces", "agents"}),
-        ("ovs", OvsConfig, {"bin_dir"}),
-        ("fuzz", FuzzConfig, {"pairs", "inject", "host_macs"}),
-        ("tester", TesterConfig, set()),
-        ("metrics", MetricsConfig, {"listen"}),
-        ("ui", UiConfig, {"listen"}),
-        ("api", ApiConfig, {"socket", "group"}),
-        ("intents", IntentsConfig, {"no_loops", "no_blackholes", "policies"}),
-        ("agents", AgentsConfig, {"group_twice"}),
-    )
-}
+} | {key: _options(sec) | extra for key, (sec, extra) in SECTIONS.items()}
 LOG_LEVELS = {"debug", "info", "warning", "error"}
 
 
@@ -281,7 +266,7 @@ def _restart_only() -> tuple[str, ...]:
     top = [f.name for f in fields(Config) if f.metadata.get("restart")]
     sections = [
         f"{key}.{f.name}"
-        for key, sec in SECTIONS.items()
+        for key, (sec, _) in SECTIONS.items()
         for f in fields(sec)
         if f.metadata.get("restart")
     ]
@@ -339,6 +324,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     except (TopologyError, yamlpos.YamlError) as e:
         r.fail(doc, "topology", "topology", str(e))
     cfg = Config(path=path, topology_path=tpath, topology=topo)
+    secs = {key: read_section(r, doc, key, getattr(cfg, key)) for key in SECTIONS}
 
     rules = doc.get("rules")
     if rules is not None:
@@ -349,7 +335,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             r.fail(doc, "rules", "rules", f"{cfg.rules}: no such file")
 
     pc = cfg.controller
-    c = read_section(r, doc, "controller", pc)
+    c = secs["controller"]
     pc.controller_host, pc.controller_port = r.address(
         c, "address", "controller.address", (pc.controller_host, pc.controller_port)
     )
@@ -389,7 +375,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
     else:
         cfg.edge_ports = list(topo.edge_ports())
 
-    s = read_section(r, doc, "sflow", cfg.sflow)
+    s = secs["sflow"]
     cfg.sflow.host, cfg.sflow.port = r.address(
         s, "listen", "sflow.listen", (cfg.sflow.host, cfg.sflow.port)
     )
@@ -423,7 +409,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             ent["sub_agent"] = r.typed(e, "sub_agent", f"{d}.sub_agent", int, 0, lo=0)
         cfg.sflow.interfaces.append(ent)
 
-    o = read_section(r, doc, "ovs", cfg.ovs)
+    o = secs["ovs"]
     cfg.ovs.bin_dir = o.get("bin_dir") or cfg.ovs.bin_dir
     if not isinstance(cfg.ovs.bin_dir, str):
         r.fail(o, "bin_dir", "ovs.bin_dir", "must be a directory path")
@@ -449,7 +435,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
                 r.fail(e, k, f"{d}.{k}", "must be a string")
         cfg.switches.append(SwitchCfg(dpid, e.get("ofctl"), e.get("ovsdb"), e.get("agent")))
 
-    f = read_section(r, doc, "fuzz", cfg.fuzz)
+    f = secs["fuzz"]
     pairs = f.get("pairs", "all")
     if pairs != "all" and pairs is not None:
         if not isinstance(pairs, list):
@@ -531,21 +517,19 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             CriticalFlow(name, src, dst, {k: hdr[k] for k in keys}, timeout, hdr, grace, expect)
         )
 
-    read_intents(r, doc, topo, cfg)
-    read_agents(r, doc, cfg)
+    read_intents(r, secs["intents"], topo, cfg)
+    read_agents(r, secs["agents"], cfg)
     read_apps(r, doc, cfg)
 
-    read_section(r, doc, "tester", cfg.tester)
-
-    m = read_section(r, doc, "metrics", cfg.metrics)
+    m = secs["metrics"]
     cfg.metrics.host, cfg.metrics.port = r.address(
         m, "listen", "metrics.listen", (cfg.metrics.host, cfg.metrics.port)
     )
     r.resolvable(m, "listen", "metrics.listen", cfg.metrics.host)
-    u = read_section(r, doc, "ui", cfg.ui)
+    u = secs["ui"]
     cfg.ui.host, cfg.ui.port = r.address(u, "listen", "ui.listen", (cfg.ui.host, cfg.ui.port))
     r.resolvable(u, "listen", "ui.listen", cfg.ui.host)
-    a = read_section(r, doc, "api", cfg.api)
+    a = secs["api"]
     sock = a.get("socket", cfg.api.socket)
     if not isinstance(sock, str) or not sock:
         r.fail(a, "socket", "api.socket", "must be a file path")

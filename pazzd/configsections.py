@@ -15,7 +15,7 @@ from cpc.ofctl import read_rules
 from cpc.rules import Group, ModelError
 from cpc.topology import Topology, TopologyError
 
-from .configread import Reader, as_int, read_match, read_ports, read_section
+from .configread import Reader, as_int, read_match, read_ports
 from .proxy.proxy import Controller, ProxyConfig
 
 if TYPE_CHECKING:
@@ -35,16 +35,16 @@ __all__ = [
 POLICY_KEYS = {"name", "check", "from", "to", "via", "match", "enforce"}
 
 
-def read_agents(r: Reader, doc, cfg: Config) -> None:
-    sec = read_section(r, doc, "agents", cfg.agents)
+def read_agents(r: Reader, sec, cfg: Config) -> None:
+    """agents (sec: the section, its option() fields read)."""
     g = sec.get("group_twice", "refuse")
     if g not in ("refuse", "warn"):
         r.fail(sec, "group_twice", "agents.group_twice", f"must be refuse or warn, not {g!r}")
     cfg.agents.group_twice = g
 
 
-def read_intents(r: Reader, doc, topo: Topology, cfg: Config) -> None:
-    sec = read_section(r, doc, "intents", cfg.intents)
+def read_intents(r: Reader, sec, topo: Topology, cfg: Config) -> None:
+    """intents (sec: the section, its option() fields read): its policies."""
     pols: list[Policy] = []
     if r.typed(sec, "no_loops", "intents.no_loops", bool, True):
         pols.append(Policy("no_loops", "loop_free"))
