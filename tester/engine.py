@@ -532,11 +532,9 @@ class Tester:
             return None
         key = (port, tuple(hdr.items()), vp, vr)
         ver = self.model.version
-        if self._hop_allowed.get(key) == ver:
-            st.cache_hits += 1
+        if self._hop_allowed.get(key) == ver:  # (cache_hits and misses count reports')
             ok = True
         else:
-            st.cache_misses += 1
             ok = self.model.allows_at(port, hdr, vp, vr)
             if ok:
                 if len(self._hop_allowed) >= self.CACHE_MAX:
