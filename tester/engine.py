@@ -150,6 +150,10 @@ class TesterStats:
     hop_samples_judged: int = 0  # judged against the model's path prefixes
     hop_consistent: int = 0  # of those, tags the model allows there
     hop_fault_samples: int = 0  # of those, fault evidence before that switch
+    # of those, fault evidence while a fault of the header's class is open: the packet is
+    # most likely downstream of that fault (a misrouted packet is judged again at every
+    # switch after), so it opens no fault of its own; exit reports still judge the class
+    hop_explained: int = 0
     hop_edge_samples: int = 0  # taken at an edge port (or one no link reaches): not judged
     hop_undecodable: int = 0  # without a complete Verify/IPv4 header: not judged
     hop_held_transient: int = 0  # held back as transient: not judged
@@ -557,8 +561,11 @@ class Tester:
         if verdict is None:  # pragma: no cover - compare_hop agrees with allows_at
             st.hop_consistent += 1
             return None
-        st.hop_fault_samples += 1
         labels = self.class_labels(cls) if self._fault_hdr else ()
+        if labels:
+            st.hop_explained += 1
+            return verdict
+        st.hop_fault_samples += 1
         return self._fault(verdict, labels, cls, port, hdr, raw, pf, now, True)
 
     def hop_alternatives(self, port: Port, hdr: dict) -> tuple[Alternatives, Alternatives] | None:

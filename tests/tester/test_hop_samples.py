@@ -107,6 +107,29 @@ def test_mid_path_misroute_is_judged_at_the_next_switch(tmp_path, net) -> None:
     assert all(e["path"][-1][0] == x for e in f.expected)
 
 
+def test_hops_after_a_misroute_open_no_fault_of_their_own(tmp_path, net) -> None:
+    """Every switch after a misroute judges the packet again; once the misroute's fault
+    is open, those samples are counted as explained and open nothing more."""
+    wl, m = net
+    x, port, peer, ingress, h, ref = _mid_path_misroute(wl, m)
+    t, store = make_tester(tmp_path, wl, m)
+    arrivals = [a for a in ref.arrivals(ingress, h) if len(a[4]) <= 8]
+    first = [a for a in arrivals if a[0] == peer]
+    em = ReferenceEmitter(ovs_marking=True)
+    em.add_arrivals(first)
+    for dg in em.flush():
+        t.process_datagram(dg, 1.0)
+    (f,) = store.faults()
+    before = t.stats.hop_fault_samples
+    em.add_arrivals(arrivals)
+    for dg in em.flush():
+        t.process_datagram(dg, 2.0)
+    st = t.stats
+    wrong = st.hop_samples_judged - st.hop_consistent
+    assert wrong > before and st.hop_explained == wrong - before, st.as_dict()
+    assert [g.id for g in store.faults()] == [f.id]
+
+
 def test_header_never_brought_to_a_switch_is_type_a_there(tmp_path, net) -> None:
     """A packet whose tags say it came in somewhere the model never admits it from, and
     arrived where the model never brings it: Type-a at that hop."""
