@@ -424,10 +424,12 @@ def test_hidden_higher_priority_rule_is_type_p_match(grid, tmp_path):
     assert faults, r.tester.stats.as_dict()
     assert {f.kind for f in faults} == {TYPE_P_MATCH}
     every = faults
-    # s2's per-hop sample of the packet (entered from s1) is a fault before s2: s1 alone.
+    # s2's per-hop sample of the packet (entered from s1) is a fault before s2: s1 alone
+    # (its own record when it comes before the exit's report, else counted as explained).
     hop = [f for f in faults if f.localization.get("sampled_at") == "hop"]
     faults = [f for f in faults if f not in hop]
-    assert hop and faults
+    st = r.tester.stats
+    assert faults and st.hop_fault_samples + st.hop_explained >= 1, st.as_dict()
     for f in hop:
         assert f.egress == (2, 4) and f.localization["candidates"] == [1]
         assert f.location == "path:1"
@@ -514,7 +516,8 @@ def test_changed_output_port_is_type_p_action(grid, tmp_path):
     finally:
         grid.restore()
     # Further on (s3, then s1) the per-hop samples arrive where the model brings the header
-    # only from other ingresses: Type-a there, the misrouting switch among the candidates.
+    # only from other ingresses: Type-a there, the misrouting switch among the candidates
+    # (or counted as explained once the class has a fault open).
     downstream = [f for f in faults if f.kind == TYPE_A]
     for f in downstream:
         assert f.location.startswith("hop:") and x in f.localization["candidates"], f
