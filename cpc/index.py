@@ -5,6 +5,7 @@ built from the walks, and the re-walk of the classes an update touched.
     index.through[c]          start classes whose rewriting paths end in class c
     index.group_users[g]      classes whose walks use group g = (dpid, group_id)
     index.templates_of(c)     path templates ending in class c, by egress (built on use)
+    index.prefixes_of(c)      the beginnings of class c's paths, by where they arrive (on use)
     index.rewriting           classes with a walk that rewrites the header
 
 cpc.model owns one and calls build() after a bulk load and commit() after each update.
@@ -111,6 +112,7 @@ class WalkIndex:
         # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self.expect: dict[int, dict[Port, list]] = {}
         self.rewriting: set[int] = set()  # classes with a walk that rewrites the header
+        self.prefixes: dict[int, Prefixes] = {}  # built when first asked for: prefixes_of
 
     def build(self, classes) -> None:
         """Forget every walk and walk each class afresh."""
@@ -119,6 +121,7 @@ class WalkIndex:
         self.group_users.clear()
         self.groups_of.clear()
         self.expect.clear()
+        self.prefixes.clear()
         self.rewriting.clear()
         self.walker.forget_suffixes()
         self.walker.xmemo = self.walker.suffixes
@@ -267,6 +270,7 @@ class WalkIndex:
 
     def _forget_templates(self, class_id: int, outcomes) -> None:
         self.expect.pop(class_id, None)
+        self.prefixes.pop(class_id, None)
         if class_id in self.rewriting or any(o.rewritten for o in outcomes):
             for o in outcomes:
                 self.expect.pop(o.final_class, None)
@@ -289,3 +293,47 @@ class WalkIndex:
         if idx:
             self.expect[cls] = idx
         return idx
+
+    def prefixes_of(self, cls: int) -> Prefixes:
+        """The beginnings of class cls's own paths that keep its headers unchanged (see
+        Prefixes), indexed on first use and kept until the class is walked again."""
+        got = self.prefixes.get(cls)
+        if got is None:
+            walk = self.walks.get(cls)
+            got = Prefixes(walk.expanded(cls) if walk is not None else ())
+            self.prefixes[cls] = got
+        return got
+
+    def prefixes_exact(self, cls: int) -> bool:
+        """Whether prefixes_of(cls) is every way a header of cls arrives anywhere: no path
+        of the class rewrites the header, and no rewrite of another class's headers makes
+        one of cls (cls's headers could then arrive mid-path from elsewhere)."""
+        return cls not in self.rewriting and not self.through.get(cls)
+
+
+class Prefixes:
+    """Path templates cut at every switch they cross, for judging per-hop samples.
+
+    at[(dpid, in_port)]: (ingress, hops up to and including the hop that entered dpid on
+    in_port), for every arrival over a link (not the first hop). via[dpid]: the same for
+    every hop at dpid that sent the packet on to another switch. Each distinct once
+    (paths that fork later share their beginning). Paths that rewrite the header are left
+    out: which hop carried which header is not kept in a template."""
+
+    __slots__ = ("at", "via")
+
+    def __init__(self, outcomes) -> None:
+        at: dict[Port, dict] = {}
+        via: dict[int, dict] = {}
+        for o in outcomes:
+            if o.rewritten:
+                continue
+            hops = o.hops
+            last = len(hops) - 1
+            for k, h in enumerate(hops):
+                if k:
+                    at.setdefault((h.dpid, h.in_port), {})[(o.ingress, hops[: k + 1])] = None
+                if k < last:
+                    via.setdefault(h.dpid, {})[(o.ingress, hops[: k + 1])] = None
+        self.at = {p: list(v) for p, v in at.items()}
+        self.via = {d: list(v) for d, v in via.items()}

@@ -790,6 +790,75 @@ class Model:
             )
         return False
 
+    # --- per-hop samples: what a packet carries when it arrives mid-path -----------------
+    def expected_at(
+        self, port: Port, header, verify_port: int | None = None
+    ) -> list[Expected] | None:
+        """Every (ingress, hops before, tags) the model allows for header arriving at port,
+        the far end of a link (an ingress sample taken there: the tags as the switches
+        before it built them), over every path that passes there; only those with this
+        Verify_Port, when given. Each Expected's hops end with the hop before port.
+
+        None when the model cannot say: the header's class is made or changed by a rewrite
+        somewhere (cpc.index.WalkIndex.prefixes_exact), so a packet may arrive as this
+        header along a path whose templates do not name it.
+        """
+        cls = self.part.classify(header)
+        if not self.index.prefixes_exact(cls):
+            return None
+        return self._prefixed(self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1)
+
+    def expected_via(self, dpid: int, header) -> list[Expected] | None:
+        """Every beginning of a path that the model allows for header up to and including
+        switch dpid, where it goes on to another switch: (ingress, hops to dpid's, the
+        tags as the packet leaves dpid). None as for expected_at."""
+        cls = self.part.classify(header)
+        if not self.index.prefixes_exact(cls):
+            return None
+        return self._prefixed(self.index.prefixes_of(cls).via.get(dpid, ()), header, None, 0)
+
+    def allows_at(self, port: Port, header, verify_port: int, verify_rule: int) -> bool | None:
+        """Is (verify_port, verify_rule) a tag pair the model allows for header arriving
+        at port, the far end of a link? None when it cannot say (see expected_at)."""
+        cls = self.part.classify(header)
+        for e in self._prefixed(
+            self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1
+        ):
+            if e.verify_rule == verify_rule:
+                return True
+        return False if self.index.prefixes_exact(cls) else None
+
+    def _prefixed(self, prefixes, header, verify_port: int | None, cut: int) -> list[Expected]:
+        """The prefixes' hops (less the last `cut`) filled in for header: the entries it
+        matches, the tags they build; distinct, only those with verify_port when given."""
+        out: dict[tuple, Expected] = {}
+        seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
+        elems = self._elem_list
+        bits = self.port_bits
+        for ingress, tmpl in prefixes:
+            tmpl = tmpl[: len(tmpl) - cut]
+            if (ingress, tmpl) in out:
+                continue
+            vport = 0
+            for h in tmpl:
+                vport |= bits(h.dpid, h.in_port)
+            if verify_port is not None and vport != verify_port:
+                continue
+            vrule = VERIFY_RULE_INIT
+            hops = []
+            for hop in tmpl:
+                refs = []
+                for i in hop.rules:
+                    ur_ref = seen.get(i)
+                    if ur_ref is None:
+                        b = elems[i].ident.identify(header)
+                        ur_ref = seen[i] = (b.ur, b.ref)
+                    vrule = crc_hqx(ur_ref[0], vrule)
+                    refs.append(ur_ref[1])
+                hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
+            out[(ingress, tmpl)] = Expected(ingress, tuple(hops), vport, vrule)
+        return list(out.values())
+
     def _templates(self, egress: Port, header) -> list:
         return self.index.templates_of(self.part.classify(header)).get(egress, ())
 

@@ -47,6 +47,17 @@ class RefDataPlane:
             # Highest priority first; among equal priorities, in_port-specific entries first.
             lst.sort(key=lambda e: (-e.priority, e.match.in_port is None))
         self.groups = {(g.dpid, g.group_id): g for g in groups}
+        self._arrived: list | None = None  # arrivals() collects here
+
+    def arrivals(self, ingress, header) -> list[tuple]:
+        """Every arrival of the packet at a switch over a link, as an ingress sample there
+        sees it: ((dpid, in_port), header, Verify_Port, Verify_Rule, hops before)."""
+        self._arrived = got = []
+        try:
+            self.send(ingress, header)
+        finally:
+            self._arrived = None
+        return got
 
     def send(self, ingress: tuple[int, int], header: dict[str, int]) -> list[Delivery]:
         """Every outcome of sending header in at the edge port ingress."""
@@ -66,6 +77,10 @@ class RefDataPlane:
         return out
 
     def _switch(self, out, ingress, dpid, in_port, pkt, hops, visited) -> None:
+        if self._arrived is not None and hops:
+            self._arrived.append(
+                ((dpid, in_port), dict(pkt["h"]), pkt["vport"], pkt["vrule"], hops)
+            )
         state = (dpid, in_port, tuple(sorted(pkt["h"].items())))
         if state in visited:
             why = f"loop back to {self.topo.port_name((dpid, in_port))}"

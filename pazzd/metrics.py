@@ -16,6 +16,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_faults_detected_total | counter | class (audit: new audit faults, merged ones not) |
 | pazz_detection_latency_seconds | histogram | |
 | pazz_reports_total | counter | result: consistent, fault, held, undecodable, unknown_interface |
+| pazz_hop_samples_total | counter | result: consistent, fault, explained, edge, undecodable, held, unjudged (ingress samples where a link arrives, judged against the model's path prefixes) |
 | pazz_sflow_datagrams_received_total | counter | result: decoded, malformed (they add up to all received) |
 | pazz_sflow_datagrams_lost_total | counter | (sequence gaps: sent by an agent, never received) |
 | pazz_sflow_datagrams_reordered_total | counter | (decoded datagrams that arrived out of order) |
@@ -132,6 +133,22 @@ class _StateCollector:
             ("held", st.held_transient),
             ("undecodable", st.undecodable_reports),
             ("unknown_interface", st.unknown_interface),
+        ):
+            c.add_metric([result], value)
+        yield c
+        c = CounterMetricFamily(
+            "pazz_hop_samples",
+            "per-hop sFlow samples (where a link arrives), by result",
+            labels=["result"],
+        )
+        for result, value in (
+            ("consistent", st.hop_consistent),
+            ("fault", st.hop_fault_samples),
+            ("explained", st.hop_explained),
+            ("edge", st.hop_edge_samples),
+            ("undecodable", st.hop_undecodable),
+            ("held", st.hop_held_transient),
+            ("unjudged", st.hop_unjudged),
         ):
             c.add_metric([result], value)
         yield c

@@ -22,6 +22,7 @@ __all__ = [
     "Alternatives",
     "Verdict",
     "compare",
+    "compare_hop",
     "first_missing_hop",
     "switches_in_filter",
     "narrow_rule_candidates",
@@ -234,3 +235,41 @@ def compare(
         f"hop {i} (dpid {exp.hops[i].dpid} in_port {exp.hops[i].in_port}) missing; "
         f"dpid {culprit} misrouted",
     )
+
+
+def compare_hop(
+    here: Alternatives,
+    via: Alternatives,
+    upstream: int,
+    verify_port: int,
+    verify_rule: int,
+    ports: Iterable[tuple[int, int]] = (),
+    rules_at: Callable[[int], Iterable[RuleRef]] | None = None,
+) -> Verdict | None:
+    """compare() for a per-hop sample: a packet sampled as it arrived over a link from
+    switch `upstream`, its tags those of the switches before. here: the model's prefixes
+    of the paths that arrive there; via: those of the paths through upstream, cut after
+    its hop (Model.expected_at, expected_via).
+
+    When the model brings the header there, this is compare() over the prefixes. When it
+    never does, the packet left upstream by a link the model does not send it down: with
+    tags the model allows as it leaves upstream, upstream misrouted it (Type-p action);
+    otherwise compare() over the prefixes through upstream says what went wrong up to
+    there (no such prefix: Type-a).
+    """
+    if (verify_port, verify_rule) in here.tags:
+        return None
+    if here.expected:
+        return compare(here, verify_port, verify_rule, ports, rules_at)
+    for e in via.expected:
+        if (e.verify_port, e.verify_rule) == (verify_port, verify_rule):
+            return Verdict(
+                TYPE_P_ACTION,
+                f"dpid:{upstream}",
+                (upstream,),
+                upstream,
+                e,
+                len(e.hops),
+                f"dpid {upstream} sent it on by a link the model never sends it down",
+            )
+    return compare(via, verify_port, verify_rule, ports, rules_at)

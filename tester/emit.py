@@ -85,9 +85,13 @@ class ReferenceEmitter:
             self.expanded,
         )
 
-    def ingress_sample(self, ingress: Port, header: dict) -> FlowSample:
+    def ingress_sample(
+        self, ingress: Port, header: dict, verify: tuple[int, int] | None = None
+    ) -> FlowSample:
+        """An ordinary ingress sample; verify: the (Verify_Port, Verify_Rule) a packet
+        carries when it arrives over a link (a per-hop sample), None for a host's."""
         ifi = self.base + ingress[1]
-        frame = build_frame(header)
+        frame = build_frame(header, verify)
         stype, sidx = (2, 1000) if self.ovs_marking else (0, ifi)
         return FlowSample(
             1,
@@ -114,6 +118,15 @@ class ReferenceEmitter:
         self.add(d.egress, header, d.verify_port, d.verify_rule)
         return True
 
+    def add_arrivals(self, arrivals) -> int:
+        """Queue a per-hop sample of each arrival over a link (cpc.refdp.RefDataPlane.
+        arrivals: (port, header, Verify_Port, Verify_Rule, hops)); returns how many."""
+        n = 0
+        for port, header, vp, vr, _ in arrivals:
+            self.add_ingress(port, header, (vp, vr))
+            n += 1
+        return n
+
     def add(
         self,
         egress: Port,
@@ -125,8 +138,10 @@ class ReferenceEmitter:
         s = self.report_sample(egress, header, verify_port, verify_rule, marked=marked)
         self._pending.setdefault(agent_of(egress[0]), []).append(encode_flow_sample(s))
 
-    def add_ingress(self, ingress: Port, header: dict) -> None:
-        s = self.ingress_sample(ingress, header)
+    def add_ingress(
+        self, ingress: Port, header: dict, verify: tuple[int, int] | None = None
+    ) -> None:
+        s = self.ingress_sample(ingress, header, verify)
         self._pending.setdefault(agent_of(ingress[0]), []).append(encode_flow_sample(s))
 
     def flush(self, per_datagram: int = 8) -> list[bytes]:

@@ -7,6 +7,11 @@ of only the expected paths with the sampled Verify_Port; a positive answer is ca
 per (egress, header, tags) for one model version. Only on a fault does it ask for every
 alternative (`model.expected`).
 
+An ordinary ingress sample taken where a link arrives (a per-hop sample) is judged the
+same way against the beginnings of the paths that pass there (`model.allows_at`, on a
+fault `expected_at` and `expected_via`, then `detect.compare_hop`), and its faults take
+the same corroboration and record path as the reports'.
+
 The daemon calls `process_datagram()` (the collector does), `tick()` about once a
 second, `answer_localization()` when it has polled flow tables, and reads `stats`.
 """
@@ -25,7 +30,7 @@ from typing import Any, Protocol
 from cpc.fields import format_header
 from cpc.results import Expected, Port, RuleRef
 
-from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare
+from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop
 from .ifmap import IfMap
 from .packet import is_report, parse_frame
 from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
@@ -53,6 +58,16 @@ class ModelLike(Protocol):
     def allows(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> bool: ...
 
     def classify(self, header: dict) -> int: ...
+
+    # Per-hop samples (Model.allows_at etc.): None when the model cannot judge the header
+    # there (a rewrite makes its class; a worker's remote model does not judge hops yet).
+    def allows_at(
+        self, port: Port, header: dict, verify_port: int, verify_rule: int
+    ) -> bool | None: ...
+
+    def expected_at(self, port: Port, header: dict) -> list[Expected] | None: ...
+
+    def expected_via(self, dpid: int, header: dict) -> list[Expected] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +146,18 @@ class TesterStats:
     blackhole_alarms: int = 0
     interfaces_down: int = 0
     interface_errors: int = 0
+    # Per-hop samples (ingress samples where a link arrives), of ingress_samples:
+    hop_samples_judged: int = 0  # judged against the model's path prefixes
+    hop_consistent: int = 0  # of those, tags the model allows there
+    hop_fault_samples: int = 0  # of those, fault evidence before that switch
+    # of those, fault evidence while a fault of the header's class is open: the packet is
+    # most likely downstream of that fault (a misrouted packet is judged again at every
+    # switch after), so it opens no fault of its own; exit reports still judge the class
+    hop_explained: int = 0
+    hop_edge_samples: int = 0  # taken at an edge port (or one no link reaches): not judged
+    hop_undecodable: int = 0  # without a complete Verify/IPv4 header: not judged
+    hop_held_transient: int = 0  # held back as transient: not judged
+    hop_unjudged: int = 0  # the model cannot say there (a rewrite; a worker's model)
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
@@ -165,6 +192,13 @@ def egress_if_index(sample) -> int:
     if sample.output_format == IF_FORMAT_SINGLE and sample.output:
         return sample.output
     return sample.source_index if sample.source_type == 0 else 0
+
+
+def _location(v: Verdict, where: Port, hop: bool) -> str:
+    """A fault's location key: the verdict's, or for Type-a where it was seen."""
+    if v.kind != TYPE_A:
+        return v.location
+    return f"{'hop' if hop else 'egress'}:{where[0]}:{where[1]}"
 
 
 def _tags(e: Expected) -> dict:
@@ -205,6 +239,8 @@ class Tester:
         on_localize: Callable[[LocalizationRequest], None] | None = None,
         rules_at: Callable[[int], Iterable[RuleRef]] | None = None,
         clock: Callable[[], float] = time.time,
+        links: dict[Port, Port] | None = None,
+        judge_hops: bool = True,
     ) -> None:
         self.model = model
         self.store = store
@@ -220,6 +256,13 @@ class Tester:
         self.clock = clock
         self.stats = TesterStats()
         self.rlog = RateLimitedLog(log)
+        # Per-hop samples are judged where a link arrives: links maps each link end to the
+        # other (the topology's; without one, none is judged).
+        topo = getattr(model, "topo", None)
+        self.links = links if links is not None else getattr(topo, "links", {})
+        self.judge_hops = judge_hops
+        self._hop_allowed: dict[tuple, int] = {}  # (port, header, tags) -> model version
+        self._hop_cache: dict[tuple, tuple] = {}  # (port, header) -> (version, here, via)
         self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
         self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
@@ -398,7 +441,7 @@ class Tester:
                 self.handle_report(egress, s.header, now, s.sampling_rate)
             else:
                 st.ingress_samples += 1
-                if self.blackholes is None:
+                if self.blackholes is None and not self.judge_hops:
                     continue
                 ingress = (
                     lookup(agent, sub, s.input) if s.input_format == IF_FORMAT_SINGLE else None
@@ -406,9 +449,12 @@ class Tester:
                 if ingress is None:
                     st.unknown_interface += 1
                     continue
-                pf = parse_frame(s.header)
-                if not pf.marked:  # a probe on its way says nothing of production rates
+                pf = self._parse(s.header)
+                if self.blackholes is not None and not pf.marked:
+                    # a probe on its way says nothing of production rates
                     self.blackholes.on_ingress(ingress, pf.header, now, s.sampling_rate)
+                if self.judge_hops:
+                    self.handle_hop_sample(ingress, s.header, now, pf)
         for c in dg.counters:
             st.counter_samples += 1
             g = c.generic
@@ -466,6 +512,80 @@ class Tester:
             st.consistent += 1
             return None
         st.fault_samples += 1
+        return self._fault(verdict, labels, cls, egress, hdr, raw, pf, now, False)
+
+    def handle_hop_sample(self, port: Port, raw: bytes, now: float, pf=None) -> Verdict | None:
+        """Judge one ingress sample taken at port: where a link arrives, its tags must be
+        those of a beginning of some path the model allows through there (the switches
+        before it built them; this one's own step comes after the sample). Returns the
+        Verdict of a fault, localized before this switch."""
+        st = self.stats
+        peer = self.links.get(port)
+        if peer is None:
+            st.hop_edge_samples += 1
+            return None
+        if pf is None:
+            pf = self._parse(raw)
+        if not pf.has_verify or not pf.complete:
+            st.hop_undecodable += 1
+            return None
+        hdr, vp, vr = pf.header, pf.verify_port, pf.verify_rule
+        cls, held = self._classify(hdr, now)
+        if held:
+            st.hop_held_transient += 1
+            return None
+        key = (port, tuple(hdr.items()), vp, vr)
+        ver = self.model.version
+        if self._hop_allowed.get(key) == ver:  # (cache_hits and misses count reports')
+            ok = True
+        else:
+            ok = self.model.allows_at(port, hdr, vp, vr)
+            if ok:
+                if len(self._hop_allowed) >= self.CACHE_MAX:
+                    self._hop_allowed.clear()
+                self._hop_allowed[key] = ver
+        if ok is None:
+            st.hop_unjudged += 1
+            return None
+        st.hop_samples_judged += 1
+        if ok:
+            # Not a sign that a fault of the class resolved: the fault may lie further on.
+            st.hop_consistent += 1
+            return None
+        got = self.hop_alternatives(port, hdr)
+        if got is None:  # pragma: no cover - allows_at said it could judge this version
+            st.hop_unjudged += 1
+            return None
+        here, via = got
+        verdict = compare_hop(here, via, peer[0], vp, vr, self.ports, self.rules_at)
+        if verdict is None:  # pragma: no cover - compare_hop agrees with allows_at
+            st.hop_consistent += 1
+            return None
+        labels = self.class_labels(cls) if self._fault_hdr else ()
+        if labels:
+            st.hop_explained += 1
+            return verdict
+        st.hop_fault_samples += 1
+        return self._fault(verdict, labels, cls, port, hdr, raw, pf, now, True)
+
+    def hop_alternatives(self, port: Port, hdr: dict) -> tuple[Alternatives, Alternatives] | None:
+        """(prefixes arriving at port, prefixes through the switch the link comes from),
+        cached per (port, header) and model version; None when the model cannot say."""
+        key = (port, tuple(hdr.items()))
+        ver = self.model.version
+        hit = self._hop_cache.get(key)
+        if hit is not None and hit[0] == ver:
+            return hit[1]
+        here = self.model.expected_at(port, hdr)
+        via = self.model.expected_via(self.links[port][0], hdr) if here is not None else None
+        got = None if here is None or via is None else (Alternatives(here), Alternatives(via))
+        if len(self._hop_cache) >= self.CACHE_MAX:
+            self._hop_cache.clear()
+        self._hop_cache[key] = (ver, got)
+        return got
+
+    def _fault(self, verdict, labels, cls, where, hdr, raw, pf, now, hop: bool) -> Verdict:
+        """A fault sample (a report's or a per-hop one): corroborated, then recorded."""
         if labels:
             label = labels[0]
         else:
@@ -473,9 +593,9 @@ class Tester:
             while label in self._by_class:  # an open fault of another class holds it
                 n += 1  # labels stay as few as the open faults (not one per model version)
                 label = f"c{cls}.{n}"
-        args = (verdict, label, cls, egress, hdr, raw, pf.verify_port, pf.verify_rule, now)
+        args = (verdict, label, cls, where, hdr, raw, pf.verify_port, pf.verify_rule, now, hop)
         if self.corroborate > 1 and label not in self._by_class:
-            if not self._corroborated(args, egress, hdr, now):
+            if not self._corroborated(args, where, hdr, now):
                 return verdict
         else:
             self._record(*args)
@@ -495,18 +615,17 @@ class Tester:
         seconds; then record them all, the first one first (its time is the fault's first
         evidence). One corrupted sample thus opens nothing. The first sample of a fault
         asks for a re-probe of its header (on_suspect: the fuzzer)."""
-        v, label = args[0], args[1]
-        location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
-        key = (v.kind, location, label)
+        v, label, hop = args[0], args[1], args[9]
+        key = (v.kind, _location(v, egress, hop), label)
         held = self._suspects.get(key)
-        if held is not None and now - held[0][-1] > self.corroborate_window:
+        if held is not None and now - held[0][8] > self.corroborate_window:  # [8]: its time
             held = None  # too old to corroborate anything
         if held is None:
             held = [args]
             self._suspects[key] = held
             if len(self._suspects) > self.MAX_AGENT_STATE:
                 self._suspects.popitem(last=False)
-            if self.on_suspect is not None:
+            if self.on_suspect is not None and not hop:  # re-probes are of exits' reports
                 try:
                     alts = self._alts_for_record(egress, hdr)
                     self.on_suspect(egress, hdr, alts)
@@ -554,8 +673,9 @@ class Tester:
         vp: int,
         vr: int,
         now: float,
+        hop: bool = False,
     ) -> None:
-        location = v.location if v.kind != TYPE_A else f"egress:{egress[0]}:{egress[1]}"
+        location = _location(v, egress, hop)
         localization = {
             "candidates": list(v.candidates),
             "culprit": v.culprit,
@@ -563,7 +683,15 @@ class Tester:
             "detail": v.detail,
             "filter_location": v.location,
         }
-        expected = [_tags(e) for e in self._alts_for_record(egress, hdr)]
+        if hop:
+            # Sampled where a link arrives at egress: the expected are path beginnings.
+            localization["sampled_at"] = "hop"
+            got = self._hop_cache.get((egress, tuple(hdr.items())))
+            here, via = got[1] if got is not None and got[1] is not None else ((), ())
+            alts = (here.expected or via.expected) if here else ()
+        else:
+            alts = self._alts_for_record(egress, hdr)
+        expected = [_tags(e) for e in alts]
 
         def recorded(fid: int, new: bool) -> None:
             self._note_fault(fid, key, v.kind, now, new)
