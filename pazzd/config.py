@@ -120,6 +120,9 @@ class TesterConfig:
     # fault samples (or re-probes) needed before a fault opens, within the window
     corroborate: int = option(2, lo=1, hi=16)
     corroborate_window: float = option(60.0, lo=0.1, hi=86400.0)
+    # Judge the ingress samples taken where a link arrives against the beginnings of the
+    # model's paths (per-hop samples; the in-process tester only, not tester workers).
+    judge_hops: bool = option(True)
 
 
 @dataclass(slots=True)

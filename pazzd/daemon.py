@@ -243,6 +243,7 @@ class Daemon:
             on_fault=self.faults.fault,
             on_localize=self.faults.localize_soon,
             rules_at=wiring.rules_at(self.model),
+            judge_hops=cfg.tester.judge_hops,
         )
         t.agents = cfg.sflow.agents
         t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
@@ -476,6 +477,7 @@ class Daemon:
         t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
         t.agents = cfg.sflow.agents  # workers get it when recycled below
         t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
+        t.judge_hops = cfg.tester.judge_hops
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:
