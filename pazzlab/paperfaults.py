@@ -99,7 +99,7 @@ def _dist(topo, dst: int) -> dict[int, int]:
     return dist
 
 
-def _detour_port(topo, s: int, d: int, dist: dict[int, int]) -> int | None:
+def _detour_port(topo, s: int, d: int, dist: dict[int, int], avoid=None) -> int | None:
     """A port of s that is not a shortest next hop towards d: a link to a neighbour no
     farther from d than s is (so the packet is not sent straight back: no loop), else a
     host port of s (the packets reach the wrong host)."""
@@ -110,7 +110,7 @@ def _detour_port(topo, s: int, d: int, dist: dict[int, int]) -> int | None:
         if u == s and p not in hops and dist.get(v, 1 << 30) <= dist[s]
     ]
     if not cands:
-        cands = [p for (u, p) in topo.edges if u == s]
+        cands = [p for (u, p) in topo.edges if u == s and (u, p) != avoid]
     return min(cands) if cands else None
 
 
@@ -142,7 +142,9 @@ def _type_p(wl: Workload, rng: random.Random, family: str, i: int, pair=None) ->
         return PaperFault(
             f"{family}-{i}", family, "p", m, [_entry(s, ROUTE_PRIORITY + 1, m, acts)], f"s{s}"
         )
-    port = _detour_port(topo, s, owner, dist)
+    # (in the pair setting, not back to the source: a switch never sends a packet out of
+    # the port it came in by)
+    port = _detour_port(topo, s, owner, dist, wl.hosts[pair[0]] if pair else None)
     if port is None:
         return None
     if family == "misroute":
