@@ -52,7 +52,7 @@ bench: venv
 EVAL_DIR ?= docs/evaluation
 eval: venv
 	mkdir -p $(EVAL_DIR)
-	nice -n 10 $(PY) bench/paper.py --jobs 2 --random-shares 0.5 --dense --out $(EVAL_DIR)/paper.json.gz --figures $(EVAL_DIR) -v > /dev/null
+	nice -n 10 $(PY) bench/paper.py --jobs 2 --random-shares "" --out $(EVAL_DIR)/paper.json.gz --figures $(EVAL_DIR) -v > /dev/null
 	nice -n 10 $(PY) bench/scaling.py --out $(EVAL_DIR)/scaling.json --figures $(EVAL_DIR) -v > /dev/null
 	nice -n 10 $(PY) bench/distrib.py --rules 5000,100000,1000000 --out $(EVAL_DIR)/distrib.json > /dev/null
 	nice -n 10 $(PY) bench/workers.py --workers 1,2,3,4 --rates 40000,80000,120000 --json > $(EVAL_DIR)/workers.json

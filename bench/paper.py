@@ -2,13 +2,17 @@
 
 For each of the paper's topologies (2x2, 3x3, 4x4 grids and the k=4 fat-tree, with the
 rule counts of its Table II) this builds the model, injects 28 faults (10 Type-p, 18
-Type-a; pazzlab.paperfaults) plus 6 fat-finger routes reported apart, and runs each fault
---runs times (different injection moments in one fuzzer run, different sampling draws)
-for three probers at sFlow sampling 1/100 and 1/1000 (pazzlab.papersim): pazz (the
-fuzzer), random (the paper's baseline) and atpg (one probe per rule plus random), and
-PAZZ with other random shares of the fuzzer (--random-shares; pazz_r50 for 0.5). The
-fuzzer's stream of one network is shared by its faults (they are hidden from the model it
-plans on); --jobs simulates networks in parallel processes.
+Type-a; pazzlab.paperfaults), 6 fat-finger routes (in the mix the targets count) and 6
+held-out ones (apart), and runs each fault --runs times (different injection moments in
+one fuzzer run, different sampling draws) in two settings (every pair of edge ports
+probed, and the paper's single source-destination pair with faults of its own), two
+observation modes (U: the paper's, every packet 1/N at its exit; P: probes reported 1/1,
+production 1/N, per-hop samples judged) and for each prober (pazzlab.papersim): pazz (the
+fuzzer), random (the paper's baseline), acl_uncovered (uniform over the model's ACL deny
+sets and its uncovered space), and PAZZ with other random shares of the fuzzer
+(--random-shares; pazz_r50 for 0.5), at sFlow sampling 1/100 and 1/1000. The fuzzer's
+stream of one network and setting is shared by its faults and by both modes (they are
+hidden from the model it plans on); --jobs simulates networks in parallel processes.
 Prints one JSON object (--out FILE writes it too); --figures DIR draws the figures
 (bench/paperplot.py, the `pazz[eval]` extra).
 
@@ -34,12 +38,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from bench.common import median, pct, rss_mb  # noqa: E402
 from fuzzer.plan import DEFAULT_SHARES, IngressPlan  # noqa: E402
+from pazzlab.paperfaults import paper_pair  # noqa: E402
 from pazzlab.papersim import (  # noqa: E402
     FUZZ_PPS,
+    MODES,
     POLL_S,
     PROD_PPS,
+    SYSTEMS,
     Net,
-    atpg_probes,
     build_scenarios,
     fuzz_stream,
     simulate,
@@ -52,8 +58,10 @@ TOPOLOGIES = {
     "grid16": ("grid", 4, 60_000, 1.13),
     "fattree4": ("fattree", 4, 100_000, 1.15),
 }
-SYSTEMS = ("pazz", "random", "atpg")
+BASELINES = ("random", "acl_uncovered")
 SAMPLINGS = (100, 1000)
+SETTINGS = ("all", "pair")  # every pair of edge ports probed; the paper's single pair
+WITHIN = (10, 60, 120, 240)
 PAPER = {
     "median_s": 40.0,  # 50 % of faults within about 40 s (1/100)
     "all_s": 160.0,  # every fault within 160 s
@@ -90,26 +98,22 @@ def variant(share: float) -> str:
 
 
 def run_network(
-    key: str, rules: int, runs: int, horizon: float, shares: tuple, dense: bool, say
+    key: str,
+    rules: int,
+    runs: int,
+    horizon: float,
+    shares: tuple,
+    dense: bool,
+    say,
+    modes: tuple = MODES,
+    systems: tuple = SYSTEMS,
+    settings: tuple = SETTINGS,
+    samplings: tuple = SAMPLINGS,
 ) -> tuple[dict, list]:
     kind, size, _, paper_cpc = TOPOLOGIES[key]
     t = time.perf_counter()
     net = Net(key, kind, size, rules)
-    scs = build_scenarios(net)
-    say(f"{key}: model {net.build_s:.2f} s, {len(scs)} faults")
-    seconds = WARMUP_S + SPACING_S * (runs - 1) + horizon
-    faults = [s.fault for s in scs]
-    streams = {"pazz": fuzz_stream(net, faults, seconds, seed=1)}
-    stream = streams["pazz"]
-    say(f"{key}: {stream['probes']} fuzzer probes in {time.perf_counter() - t:.0f} s")
-    for share in shares:
-        streams[variant(share)] = fuzz_stream(net, faults, seconds, seed=1, random_share=share)
-        say(f"{key}: {variant(share)} stream done at {time.perf_counter() - t:.0f} s")
-    if dense:
-        streams["pazz_dense"] = fuzz_stream(net, faults, seconds, seed=1, shares=DEFAULT_SHARES)
-        say(f"{key}: pazz_dense stream done at {time.perf_counter() - t:.0f} s")
-    systems = SYSTEMS + tuple(variant(s) for s in shares) + (("pazz_dense",) if dense else ())
-    ap = atpg_probes(net, seed=1)
+    say(f"{key}: model {net.build_s:.2f} s")
     info = {
         "switches": len(net.wl.topo.switches),
         "rules": net.model.rule_count(),
@@ -119,57 +123,89 @@ def run_network(
         "build_s": round(net.build_s, 3),
         "paper_build_s": paper_cpc,
         "fuzzer_plan_ms": fuzzer_plan_ms(net),
-        "fuzzer_probes": stream["probes"],
-        "fuzzer_sent_by_group": {k: _groups(v["sent_by_area"]) for k, v in streams.items()},
-        "atpg_probes": len(ap),
-        "faults": [],
+        "settings": {},
     }
     rows = []
-    for sc in scs:
-        f = sc.fault
-        pos = [j for j, (ing, h) in enumerate(ap) if f.match.contains(h, ing[1])]
-        info["faults"].append(
-            {
-                "name": f.name,
-                "family": f.family,
-                "type": f.type,
-                "match": str(f.match),
-                "note": f.note,
-                "entries": len(f.entries),
-                "production_pps_in_match": round(sc.prod_rate, 3),
-                "uniform_share": sc.uniform_p,
-                "fuzzer_probes_in_match": {k: len(v["hits"][f.name]) for k, v in streams.items()},
-                "atpg_probes_in_match": len(pos),
-            }
-        )
-        for r in range(runs):
-            t0 = WARMUP_S + SPACING_S * r
-            for system in systems:
-                for n in SAMPLINGS:
-                    res = simulate(
-                        sc,
-                        system,
-                        n,
-                        t0,
-                        horizon,
-                        seed=zlib.crc32(f"{key} {f.name} {r} {system} {n}".encode()),
-                        fuzz_hits=streams[system]["hits"][f.name] if system in streams else None,
-                        atpg=(pos, len(ap), FUZZ_PPS / 2, ap),
-                    )
-                    rows.append(
-                        {
-                            "net": key,
-                            "fault": f.name,
-                            "family": f.family,
-                            "type": f.type,
-                            "system": system,
-                            "sampling": n,
-                            "run": r,
-                            "detect_s": res["detect_s"],
-                            "verdicts": res["verdicts"],
-                            "samples": res["samples"],
-                        }
-                    )
+    for setting in settings:
+        pair = paper_pair(net.wl) if setting == "pair" else None
+        scs = build_scenarios(net, pair=pair)
+        fuzzer_pairs = [(net.wl.hosts[pair[0]], net.wl.hosts[pair[1]])] if pair else None
+        seconds = WARMUP_S + SPACING_S * (runs - 1) + horizon
+        faults = [s.fault for s in scs]
+        names = [s for s in systems if s.startswith("pazz")]
+        names += [variant(x) for x in shares] + (["pazz_dense"] if dense else [])
+        streams = {}
+        for name in dict.fromkeys(names):
+            extra = {"shares": DEFAULT_SHARES} if name == "pazz_dense" else {}
+            if name.startswith("pazz_r"):
+                extra = {"random_share": int(name[6:]) / 100}
+            streams[name] = fuzz_stream(net, faults, seconds, seed=1, pairs=fuzzer_pairs, **extra)
+            say(f"{key} {setting}: {name} stream done at {time.perf_counter() - t:.0f} s")
+        probers = [s for s in systems if not s.startswith("pazz")] + list(streams)
+        st = {
+            "pair": list(pair) if pair else None,
+            "fuzzer_sent_by_group": {k: _groups(v["sent_by_area"]) for k, v in streams.items()},
+            "fuzzer_probes": {k: v["probes"] for k, v in streams.items()},
+            "faults": [],
+        }
+        info["settings"][setting] = st
+        for sc in scs:
+            f = sc.fault
+            st["faults"].append(
+                {
+                    "name": f.name,
+                    "family": f.family,
+                    "type": f.type,
+                    "match": str(f.match),
+                    "note": f.note,
+                    "entries": len(f.entries),
+                    "production_pps_in_match": round(sc.prod_rate, 3),
+                    "uniform_share": sc.uniform_p,
+                    "deny_share": sc.deny_p,
+                    "uncovered_share": sc.uncovered_p,
+                    "fuzzer_probes_in_match": {
+                        k: len(v["hits"][f.name]) for k, v in streams.items()
+                    },
+                }
+            )
+            for r in range(runs):
+                t0 = WARMUP_S + SPACING_S * r
+                for mode in modes:
+                    for system in probers:
+                        for n in samplings:
+                            tag = f"{key} {setting} {f.name} {r} {mode} {system} {n}"
+                            res = simulate(
+                                sc,
+                                system,
+                                n,
+                                t0,
+                                horizon,
+                                seed=zlib.crc32(tag.encode()),
+                                fuzz_hits=streams[system]["hits"][f.name]
+                                if system in streams
+                                else None,
+                                mode=mode,
+                            )
+                            rows.append(
+                                {
+                                    "net": key,
+                                    "setting": setting,
+                                    "mode": mode,
+                                    "fault": f.name,
+                                    "family": f.family,
+                                    "type": f.type,
+                                    "system": system,
+                                    "sampling": n,
+                                    "run": r,
+                                    "detect_s": res["detect_s"],
+                                    "first_s": res["first_s"],
+                                    "by_hop": res["by_hop"],
+                                    "verdicts": res["verdicts"],
+                                    "samples": res["samples"],
+                                    "seen": res["seen"],
+                                }
+                            )
+            say(f"{key} {setting}: {f.name} done at {time.perf_counter() - t:.0f} s")
     info["wall_s"] = round(time.perf_counter() - t, 1)
     say(f"{key}: done in {info['wall_s']} s")
     return info, rows
@@ -184,51 +220,87 @@ def _groups(by_area: dict) -> dict:
 
 
 def stats(values: list, horizon: float) -> dict:
-    """Median, p90, max of detection times, undetected runs counting as infinite."""
+    """Median, mean, p90, max of detection times and the shares found within 10, 60, 120
+    and 240 s; a run not found counts as infinite (the mean counts it at the horizon, the
+    paper's per-fault means have no misses)."""
     xs = sorted(math.inf if v is None else v for v in values)
+    if not xs:
+        return {"runs": 0}
     fmt = lambda v: None if v == math.inf else round(v, 1)  # noqa: E731
     return {
         "runs": len(xs),
         "detected": sum(v != math.inf for v in xs),
-        "median_s": fmt(pct(xs, 50)) if xs else None,
-        "p90_s": fmt(pct(xs, 90)) if xs else None,
-        "max_s": fmt(xs[-1]) if xs else None,
-        "within_60_s": round(sum(v <= 60 for v in xs) / len(xs), 3) if xs else None,
-        "within_120_s": round(sum(v <= 120 for v in xs) / len(xs), 3) if xs else None,
+        "median_s": fmt(pct(xs, 50)),
+        "mean_s": round(sum(min(v, horizon) for v in xs) / len(xs), 1),
+        "p90_s": fmt(pct(xs, 90)),
+        "max_s": fmt(xs[-1]),
+        **{f"within_{w}_s": round(sum(v <= w for v in xs) / len(xs), 3) for w in WITHIN},
     }
+
+
+GROUPS = {
+    "mix": ("p", "a", "hard"),  # the 28 and the fat-fingers: the issue's targets
+    "all28": ("p", "a"),
+    "type_p": ("p",),
+    "type_a": ("a",),
+    "fat_finger": ("hard",),
+    "heldout": ("held",),
+}
 
 
 def summarize(rows: list, horizon: float) -> dict:
+    """summary[net][setting][mode]["1/N"][system]: the groups' stats, each family's, and
+    each fault's (mean, median, found); with each prober's speed-up over the baselines."""
     out: dict = {}
-    systems = list(dict.fromkeys(r["system"] for r in rows))
-    groups = {
-        "all28": ("p", "a"),
-        "type_p": ("p",),
-        "type_a": ("a",),
-        "fat_finger": ("hard",),
-        "heldout": ("held",),
-    }
-    for key in TOPOLOGIES:
-        for n in SAMPLINGS:
-            for system in systems:
-                sel = [r for r in rows if r["net"] == key and r["sampling"] == n]
-                sel = [r for r in sel if r["system"] == system]
-                if not sel:
-                    continue
-                d = out.setdefault(key, {}).setdefault(f"1/{n}", {}).setdefault(system, {})
-                for g, types in groups.items():
-                    d[g] = stats([r["detect_s"] for r in sel if r["type"] in types], horizon)
-    for per in out.values():
-        for by_sys in per.values():
-            for s in [s for s in systems if s.startswith("pazz")]:
-                pz = by_sys[s]["all28"]["median_s"]
-                pre = "" if s == "pazz" else f"{s}_"
-                for b in ("random", "atpg"):
-                    bm = by_sys[b]["all28"]["median_s"]
-                    by_sys[f"{pre}speedup_median_vs_{b}"] = (
-                        None if pz in (None, 0) else (math.inf if bm is None else round(bm / pz, 2))
-                    )
+    cells: dict = {}
+    for r in rows:
+        key = (r["net"], r["setting"], r["mode"], f"1/{r['sampling']}", r["system"])
+        cells.setdefault(key, []).append(r)
+    for (net, setting, mode, samp, system), sel in cells.items():
+        d = {
+            g: stats([r["detect_s"] for r in sel if r["type"] in ts], horizon)
+            for g, ts in GROUPS.items()
+        }
+        fams: dict = {}
+        per: dict = {}
+        for r in sel:
+            fams.setdefault(r["family"], []).append(r["detect_s"])
+            per.setdefault(r["fault"], []).append(r["detect_s"])
+        d["families"] = {k: stats(v, horizon) for k, v in fams.items()}
+        d["faults"] = {
+            k: {x: stats(v, horizon)[x] for x in ("detected", "mean_s", "median_s")}
+            for k, v in per.items()
+        }
+        out.setdefault(net, {}).setdefault(setting, {}).setdefault(mode, {}).setdefault(samp, {})[
+            system
+        ] = d
+    for per_setting in out.values():
+        for per_mode in per_setting.values():
+            for per_samp in per_mode.values():
+                for by_sys in per_samp.values():
+                    for system in [s for s in by_sys if s.startswith("pazz")]:
+                        d = by_sys[system]
+                        for b in BASELINES:
+                            if b not in by_sys:
+                                continue
+                            d[f"speedup_vs_{b}"] = {
+                                g: _ratio(by_sys[b][g].get("median_s"), d[g].get("median_s"))
+                                for g in ("mix", "all28")
+                            } | {
+                                f: _ratio(by_sys[b]["families"][f]["median_s"], st["median_s"])
+                                for f, st in d["families"].items()
+                                if f in by_sys[b]["families"]
+                            }
     return out
+
+
+def _ratio(base, ours):
+    """base / ours of two medians (None: not found by half the runs); None when ours is."""
+    if ours is None:
+        return None
+    if base is None:
+        return math.inf
+    return round(base / ours, 2) if ours > 0 else math.inf
 
 
 def _say(verbose: bool, msg: str) -> None:
@@ -240,7 +312,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--networks", default=",".join(TOPOLOGIES))
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--horizon", type=float, default=240.0, help="seconds after injection")
+    ap.add_argument("--horizon", type=float, default=600.0, help="seconds after injection")
+    ap.add_argument("--modes", default=",".join(MODES), help="observation modes: U, P")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="probers")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="all (every pair), pair")
+    ap.add_argument("--samplings", default=",".join(map(str, SAMPLINGS)), help="N of 1/N")
     ap.add_argument("--rules", type=int, default=None, help="override every rule count")
     ap.add_argument(
         "--random-shares",
@@ -261,6 +337,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.networks, args.runs, args.horizon, args.rules = "grid4", 2, 30.0, 1000
+    lists = {}
+    for name, known in (("modes", MODES), ("systems", SYSTEMS), ("settings", SETTINGS)):
+        lists[name] = tuple(x for x in getattr(args, name).split(",") if x)
+        bad = [x for x in lists[name] if x not in known]
+        if bad or not lists[name]:
+            ap.error(f"--{name}: unknown {bad or 'none given'} (known: {', '.join(known)})")
+    try:
+        samplings = tuple(int(x) for x in args.samplings.split(","))
+    except ValueError:
+        ap.error(f"--samplings: not a list of integers: {args.samplings!r}")
     say = functools.partial(_say, args.verbose)  # picklable, for --jobs
     if args.random_shares is None:
         args.random_shares = "" if args.quick else "0.5"
@@ -279,14 +365,15 @@ def main(argv=None) -> int:
         (k, args.rules or TOPOLOGIES[k][2], args.runs, args.horizon, shares, args.dense)
         for k in keys
     ]
+    rest = (lists["modes"], lists["systems"], lists["settings"], samplings)
     if args.jobs > 1 and len(keys) > 1:
         # Biggest first, so that the last network to start is a small one.
         order = sorted(jobs, key=lambda j: -j[1])
         with ProcessPoolExecutor(min(args.jobs, len(keys))) as pool:
-            futs = {j[0]: pool.submit(run_network, *j, say) for j in order}
+            futs = {j[0]: pool.submit(run_network, *j, say, *rest) for j in order}
             done = {k: f.result() for k, f in futs.items()}
     else:
-        done = {j[0]: run_network(*j, say) for j in jobs}
+        done = {j[0]: run_network(*j, say, *rest) for j in jobs}
     nets = {k: done[k][0] for k in keys}
     rows = [r for k in keys for r in done[k][1]]
     report = {
@@ -294,7 +381,10 @@ def main(argv=None) -> int:
         "config": {
             "production_pps": PROD_PPS,
             "fuzz_pps": FUZZ_PPS,
-            "samplings": [f"1/{n}" for n in SAMPLINGS],
+            "samplings": [f"1/{n}" for n in samplings],
+            "modes": list(lists["modes"]),
+            "systems": list(lists["systems"]),
+            "settings": list(lists["settings"]),
             "poll_s": POLL_S,
             "runs": args.runs,
             "horizon_s": args.horizon,

@@ -1,9 +1,11 @@
 """Figures of bench/paper.py's report (matplotlib, the `pazz[eval]` extra), PNG and SVG.
 
-fig9a   CDF of detection time of the 28 faults, PAZZ, every topology, 1/100 and 1/1000,
-        with the paper's marks (50 % by 40 s, 100 % by 160 s);
-fig9b-e one topology each: PAZZ against the paper's random baseline and the ATPG-style one;
-fig10   per-fault median detection time with quartiles, fat-tree (or the last topology).
+fig9-SETTING  small multiples, one row per topology, one column per (observation mode,
+              sampling): the CDF of detection time of the 28 faults and the fat-fingers,
+              one curve per prober, with the paper's two marks (50 % by 40 s, 100 % by
+              160 s; the only numbers of its Figure 9 this page uses) at 1/100;
+fig10-SETTING per-fault median detection time with quartiles on the fat-tree (or the last
+              topology), one panel per (mode, sampling), PAZZ beside the baselines, log y.
 Undetected runs sit at +inf: a CDF that stops below 1 did not find them within the horizon.
 """
 
@@ -17,10 +19,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-STYLE = {"pazz": ("C0", "PAZZ (this)"), "random": ("C3", "random (paper's baseline)")}
-STYLE["atpg"] = ("C2", "ATPG-style + random")
-VARIANT_COLORS = ("C1", "C4", "C5", "C6")
-LINE = {100: "-", 1000: "--"}
+STYLE = {
+    "pazz": ("C0", "PAZZ"),
+    "random": ("C3", "uniform random (paper's baseline)"),
+    "acl_uncovered": ("C2", "uniform over ACL deny sets + uncovered"),
+    "pazz_dense": ("C4", "PAZZ, dense-sampling shares"),
+}
+VARIANT_COLORS = ("C1", "C5", "C6", "C7")
+MIX = ("p", "a", "hard")
 
 
 def _times(rows, **sel) -> list[float]:
@@ -52,149 +58,197 @@ def _save(fig, outdir: str, name: str) -> list[str]:
     return paths
 
 
-def _paper_marks(ax) -> None:
-    ax.plot([40], [0.5], "k^", ms=8, label="paper: 50 % by 40 s")
-    ax.plot([160], [1.0], "kv", ms=8, label="paper: 100 % by 160 s")
+def _style(systems) -> dict:
+    style = {s: STYLE[s] for s in STYLE if s in systems}
+    others = [s for s in systems if s not in STYLE]
+    for v, color in zip(others, VARIANT_COLORS, strict=False):
+        share = v.split("_r")[1] if "_r" in v else v
+        style[v] = (color, f"PAZZ, random share {int(share) / 100:g}")
+    return style
+
+
+def _columns(report) -> list[tuple[str, int]]:
+    samplings = [int(s.split("/")[1]) for s in report["config"]["samplings"]]
+    return [(m, n) for m in report["config"].get("modes", ["U"]) for n in samplings]
 
 
 def draw(report: dict, outdir: str) -> list[str]:
     os.makedirs(outdir, exist_ok=True)
-    rows = [r for r in report["runs"] if r["type"] in ("p", "a")]
+    rows = [r for r in report["runs"] if r["type"] in MIX]
     horizon = report["config"]["horizon_s"]
     nets = list(report["networks"])
-    samplings = [int(s.split("/")[1]) for s in report["config"]["samplings"]]
+    cols = _columns(report)
+    style = _style(list(dict.fromkeys(r["system"] for r in rows)))
     files = []
-
-    fig, axes = plt.subplots(1, len(samplings), figsize=(6 * len(samplings), 4), squeeze=False)
-    for ax, n in zip(axes[0], samplings, strict=True):
-        for i, key in enumerate(nets):
-            _cdf(ax, _times(rows, net=key, system="pazz", sampling=n), horizon, color=f"C{i}")
-            ax.lines[-1].set_label(key)
-        _paper_marks(ax)
-        ax.set(title=f"PAZZ, 28 faults, sFlow 1/{n}", xlabel="detection time (s)", ylabel="CDF")
-        ax.set_xlim(0, horizon)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    files += _save(fig, outdir, "fig9a")
-
-    style = dict(STYLE)
-    variants = sorted({r["system"] for r in rows} - set(STYLE))
-    for v, color in zip(variants, VARIANT_COLORS, strict=False):
-        label = (
-            "PAZZ, dense-sampling shares"
-            if v == "pazz_dense"
-            else f"PAZZ, random share {int(v.split('_r')[1]) / 100:g}"
+    for setting in report["config"].get("settings", ["all"]):
+        sel = [r for r in rows if r.get("setting", "all") == setting]
+        if not sel:
+            continue
+        fig, axes = plt.subplots(
+            len(nets),
+            len(cols),
+            figsize=(3.2 * len(cols), 2.6 * len(nets)),
+            squeeze=False,
+            sharex=True,
+            sharey=True,
         )
-        style[v] = (color, label)
-    for letter, key in zip("bcde", nets, strict=False):
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        for system, (color, label) in style.items():
-            for n in samplings:
-                xs = _times(rows, net=key, system=system, sampling=n)
-                _cdf(ax, xs, horizon, color=color, ls=LINE.get(n, ":"), label=f"{label}, 1/{n}")
-        _paper_marks(ax)
-        ax.set(title=f"{key}: 28 faults", xlabel="detection time (s)", ylabel="CDF")
-        ax.set_xlim(0, horizon)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        files += _save(fig, outdir, f"fig9{letter}")
-
-    key = "fattree4" if "fattree4" in nets else nets[-1]
-    faults = [f for f in report["networks"][key]["faults"] if f["type"] in ("p", "a")]
-    fig, ax = plt.subplots(figsize=(11, 4))
-    for k, n in enumerate(samplings):
-        for j, f in enumerate(faults):
-            xs = sorted(_times(rows, net=key, system="pazz", sampling=n, fault=f["name"]))
-            q = [xs[min(len(xs) - 1, round(p * (len(xs) - 1)))] for p in (0.25, 0.5, 0.75)]
-            q = [min(v, horizon) for v in q]
-            x = j + (k - 0.5) * 0.3
-            color = "C0" if f["type"] == "p" else "C1"
-            mark = "o" if n == samplings[0] else "s"
-            ax.errorbar(
-                [x], [q[1]], yerr=[[q[1] - q[0]], [q[2] - q[1]]], fmt=mark, color=color, ms=4
-            )
-    ax.axhline(horizon, color="grey", lw=0.8, ls=":")
-    ax.set_xticks(range(len(faults)), [f["name"] for f in faults], rotation=90, fontsize=7)
-    ax.set(
-        title=f"{key}: PAZZ per fault, median and quartiles "
-        f"(circles 1/{samplings[0]}, squares 1/{samplings[-1]}; blue Type-p, orange Type-a; "
-        f"at the dotted line: not found within {horizon:.0f} s)",
-        ylabel="detection time (s)",
-    )
-    ax.title.set_fontsize(8)
-    ax.grid(alpha=0.3, axis="y")
-    files += _save(fig, outdir, "fig10")
+        for i, key in enumerate(nets):
+            for j, (mode, n) in enumerate(cols):
+                ax = axes[i][j]
+                for system, (color, label) in style.items():
+                    xs = _times(sel, net=key, mode=mode, sampling=n, system=system)
+                    _cdf(ax, xs, horizon, color=color, label=label)
+                if n == 100:
+                    ax.plot([40], [0.5], "k^", ms=6, label="paper: 50 % by 40 s")
+                    ax.plot([160], [1.0], "kv", ms=6, label="paper: 100 % by 160 s")
+                ax.set_title(f"{key}, {mode}, 1/{n}", fontsize=8)
+                ax.set_xlim(0, horizon)
+                ax.set_ylim(0, 1.02)
+                ax.grid(alpha=0.3)
+                ax.tick_params(labelsize=7)
+        for ax in axes[-1]:
+            ax.set_xlabel("detection time (s)", fontsize=8)
+        for row in axes:
+            row[0].set_ylabel("CDF", fontsize=8)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+        fig.suptitle(
+            f"28 faults and the fat-fingers, setting '{setting}' (U: the paper's "
+            "observation, P: probes reported 1/1 and per-hop samples)",
+            fontsize=9,
+        )
+        fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+        files += _save(fig, outdir, f"fig9-{setting}")
+        files += _fig10(report, sel, setting, cols, style, horizon, outdir)
     return files
 
 
+def _fig10(report, rows, setting, cols, style, horizon, outdir) -> list[str]:
+    nets = list(report["networks"])
+    key = "fattree4" if "fattree4" in nets else nets[-1]
+    info = report["networks"][key]
+    faults = info["settings"][setting]["faults"] if "settings" in info else info["faults"]
+    faults = [f for f in faults if f["type"] in MIX]
+    systems = list(style)
+    fig, axes = plt.subplots(
+        len(cols), 1, figsize=(12, 2.8 * len(cols)), squeeze=False, sharex=True, sharey=True
+    )
+    width = 0.8 / max(len(systems), 1)
+    for ax, (mode, n) in zip(axes[:, 0], cols, strict=True):
+        for k, system in enumerate(systems):
+            color, label = style[system]
+            for j, f in enumerate(faults):
+                xs = sorted(
+                    _times(rows, net=key, mode=mode, sampling=n, system=system, fault=f["name"])
+                )
+                if not xs:
+                    continue
+                q = [xs[min(len(xs) - 1, round(p * (len(xs) - 1)))] for p in (0.25, 0.5, 0.75)]
+                q = [min(v, horizon) for v in q]
+                x = j - 0.4 + (k + 0.5) * width
+                ax.errorbar(
+                    [x],
+                    [q[1]],
+                    yerr=[[q[1] - q[0]], [q[2] - q[1]]],
+                    fmt="o",
+                    color=color,
+                    ms=3,
+                    lw=0.8,
+                    label=label if j == 0 else None,
+                )
+        ax.axhline(horizon, color="grey", lw=0.8, ls=":")
+        ax.set_yscale("log")
+        ax.set_ylim(0.8, horizon * 1.3)
+        ax.set_title(f"{key}, setting '{setting}', {mode}, 1/{n}", fontsize=8)
+        ax.set_ylabel("detection time (s)", fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    axes[-1][0].set_xticks(range(len(faults)), [f["name"] for f in faults], rotation=90, fontsize=7)
+    axes[0][0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(
+        "per fault: median and quartiles of 'runs' runs (at the dotted line: not found "
+        f"within {horizon:.0f} s)",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    return _save(fig, outdir, f"fig10-{setting}")
+
+
 def _fmt(v) -> str:
-    return "> horizon" if v is None else f"{v:g}"
+    if v is None:
+        return "> horizon"
+    if v == math.inf:
+        return "inf"
+    return f"{v:g}"
 
 
 def markdown(report: dict) -> str:
-    """The tables of docs/evaluation.md, from a report."""
-    rows = report["runs"]
+    """The tables of docs/evaluation.md, from a report: per network, setting, mode,
+    sampling and prober, the mix (28 faults and the fat-fingers), Type-p and Type-a."""
     out = [
-        "| network | sampling | prober | Type-p found, median, max s "
-        "| Type-a found, ≤ 60 s, ≤ 120 s | all 28: median s, ≤ 10 s, ≤ 60 s |",
-        "|---|---|---|---|---|---|",
+        "| network | setting | mode | sampling | prober | mix: median, mean s, ≤ 10 s, ≤ 60 s "
+        "| Type-p median s | Type-a median s, ≤ 120 s | fat-fingers found, ≤ 240 s "
+        "| faults with median ≤ 60 s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, per in report["summary"].items():
-        for samp, by_sys in per.items():
-            for system, d in by_sys.items():
-                if not isinstance(d, dict):
-                    continue
-                p, a, al = d["type_p"], d["type_a"], d["all28"]
-                sel = [
-                    r["detect_s"]
-                    for r in rows
-                    if r["net"] == key
-                    and r["sampling"] == int(samp[2:])
-                    and r["system"] == system
-                    and r["type"] in ("p", "a")
-                ]
-                w10 = sum(v is not None and v <= 10 for v in sel) / len(sel)
-                out.append(
-                    f"| {key} | {samp} | {system} "
-                    f"| {p['detected']}/{p['runs']}, {_fmt(p['median_s'])}, {_fmt(p['max_s'])} "
-                    f"| {a['detected']}/{a['runs']}, {a['within_60_s']:.0%}, "
-                    f"{a['within_120_s']:.0%} "
-                    f"| {_fmt(al['median_s'])}, {w10:.0%}, {al['within_60_s']:.0%} |"
-                )
+    for key, per_setting in report["summary"].items():
+        for setting, per_mode in per_setting.items():
+            for mode, per_samp in per_mode.items():
+                for samp, by_sys in per_samp.items():
+                    for system, d in by_sys.items():
+                        m, p, a, ff = d["mix"], d["type_p"], d["type_a"], d["fat_finger"]
+                        meds = [
+                            v["median_s"]
+                            for name, v in d["faults"].items()
+                            if not name.startswith("heldout")
+                        ]
+                        ok = sum(v is not None and v <= 60 for v in meds)
+                        ffs = (
+                            f"{ff['detected']}/{ff['runs']}, {ff['within_240_s']:.0%}"
+                            if ff.get("runs")
+                            else "-"
+                        )
+                        out.append(
+                            f"| {key} | {setting} | {mode} | {samp} | {system} "
+                            f"| {_fmt(m['median_s'])}, {m['mean_s']:g}, {m['within_10_s']:.0%}, "
+                            f"{m['within_60_s']:.0%} | {_fmt(p['median_s'])} "
+                            f"| {_fmt(a['median_s'])}, {a['within_120_s']:.0%} | {ffs} "
+                            f"| {ok}/{len(meds)} |"
+                        )
     out += ["", _families(report)]
     return "\n".join(out)
 
 
 def _families(report: dict) -> str:
-    """Per fault family at each sampling: runs found within the horizon and their median."""
-    rows = report["runs"]
-    systems = list(dict.fromkeys(r["system"] for r in rows))
-    fams = list(dict.fromkeys(r["family"] for r in rows))
-    out = [
-        "| network | sampling | family | " + " | ".join(systems) + " |",
-        "|---|---|---|" + "---|" * len(systems),
-    ]
-    for key in report["networks"]:
-        for samp in sorted({r["sampling"] for r in rows}):
-            for fam in fams:
-                cells = []
-                for s in systems:
-                    xs = [
-                        r["detect_s"]
-                        for r in rows
-                        if r["net"] == key
-                        and r["sampling"] == samp
-                        and r["family"] == fam
-                        and r["system"] == s
-                    ]
-                    found = sorted(x for x in xs if x is not None)
-                    med = sorted(math.inf if x is None else x for x in xs)[len(xs) // 2]
-                    cells.append(
-                        f"{len(found)}/{len(xs)}, {_fmt(None if med == math.inf else med)}"
-                    )
-                out.append(f"| {key} | 1/{samp} | {fam} | " + " | ".join(cells) + " |")
+    """Per fault family: median s (runs found of runs), every prober, per mode."""
+    out = []
+    for key, per_setting in report["summary"].items():
+        for setting, per_mode in per_setting.items():
+            for samp in sorted({s for pm in per_mode.values() for s in pm}):
+                cols = [
+                    (mode, system)
+                    for mode, per_samp in per_mode.items()
+                    for system in per_samp.get(samp, {})
+                ]
+                fams = list(
+                    dict.fromkeys(f for m, s in cols for f in per_mode[m][samp][s]["families"])
+                )
+                out += [
+                    f"{key}, setting '{setting}', {samp}: median s (found/runs)",
+                    "",
+                    "| family | " + " | ".join(f"{m} {s}" for m, s in cols) + " |",
+                    "|---|" + "---|" * len(cols),
+                ]
+                for fam in fams:
+                    cells = []
+                    for m, s in cols:
+                        st = per_mode[m][samp][s]["families"].get(fam)
+                        cells.append(
+                            "-"
+                            if st is None
+                            else f"{_fmt(st['median_s'])} ({st['detected']}/{st['runs']})"
+                        )
+                    out.append(f"| {fam} | " + " | ".join(cells) + " |")
+                out.append("")
     return "\n".join(out)
 
 

@@ -59,6 +59,15 @@ class RefDataPlane:
             self._arrived = None
         return got
 
+    def walk(self, ingress, header) -> tuple[list[tuple[Delivery, dict[str, int]]], list]:
+        """send_with_headers and arrivals of one packet, in one walk."""
+        self._arrived = got = []
+        try:
+            outs = self.send_with_headers(ingress, header)
+        finally:
+            self._arrived = None
+        return outs, got
+
     def send(self, ingress: tuple[int, int], header: dict[str, int]) -> list[Delivery]:
         """Every outcome of sending header in at the edge port ingress."""
         return [d for d, _ in self.send_with_headers(ingress, header)]

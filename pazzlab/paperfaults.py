@@ -25,6 +25,13 @@ And, reported apart from the 28 (the paper's random prober could not find them e
     edge switch and the switches of its path to a random host; only probes from that
     switch's ingresses meet it. Each has a brute-force witness (it is regenerated until
     it has one).
+
+The paper's single-pair setting (its Figures 9 and 10: probes between one source and one
+destination) has its own draw, `pair=(source host, destination host)`: the same families
+and counts (no held-out ones), each about that pair: Type-p faults on a switch of the
+pair's shortest paths, on one of the destination's /24s, with a witness from the source;
+ACL bypasses of the destination's own ACLs; wide, adjacent and fat-finger routes towards
+the destination (the fat-fingers flip a bit of one of its /24s).
 """
 
 from __future__ import annotations
@@ -37,7 +44,16 @@ from cpc.rules import FlowEntry, Instructions, Match
 from pazzdata.workloads import ACL_PRIORITY, ROUTE_PRIORITY, Workload, next_hops
 from pazzlab.sim import make_faults
 
-__all__ = ["PaperFault", "paper_faults", "FAMILIES", "TYPE_P", "TYPE_A", "HARD", "HELD_OUT"]
+__all__ = [
+    "PaperFault",
+    "paper_faults",
+    "paper_pair",
+    "FAMILIES",
+    "TYPE_P",
+    "TYPE_A",
+    "HARD",
+    "HELD_OUT",
+]
 
 TYPE_P = {"misroute": 4, "subprefix": 3, "subprefix_misroute": 3}
 TYPE_A = {"acl_bypass": 6, "wide": 6, "adjacent": 6}
@@ -83,7 +99,7 @@ def _dist(topo, dst: int) -> dict[int, int]:
     return dist
 
 
-def _detour_port(topo, s: int, d: int, dist: dict[int, int]) -> int | None:
+def _detour_port(topo, s: int, d: int, dist: dict[int, int], avoid=None) -> int | None:
     """A port of s that is not a shortest next hop towards d: a link to a neighbour no
     farther from d than s is (so the packet is not sent straight back: no loop), else a
     host port of s (the packets reach the wrong host)."""
@@ -94,7 +110,7 @@ def _detour_port(topo, s: int, d: int, dist: dict[int, int]) -> int | None:
         if u == s and p not in hops and dist.get(v, 1 << 30) <= dist[s]
     ]
     if not cands:
-        cands = [p for (u, p) in topo.edges if u == s]
+        cands = [p for (u, p) in topo.edges if u == s and (u, p) != avoid]
     return min(cands) if cands else None
 
 
@@ -105,12 +121,20 @@ def _route_actions(wl: Workload, s: int, net: int):
     raise KeyError(f"no route for {net:#x} on {s}")
 
 
-def _type_p(wl: Workload, rng: random.Random, family: str, i: int) -> PaperFault | None:
+def _type_p(wl: Workload, rng: random.Random, family: str, i: int, pair=None) -> PaperFault | None:
     topo = wl.topo
-    net = rng.choice(sorted(wl.prefixes))
+    nets = sorted(wl.prefixes)
+    if pair:
+        nets = [n for n in nets if wl.prefixes[n] == pair[1]]
+    net = rng.choice(nets)
     owner = wl.hosts[wl.prefixes[net]][0]
     dist = _dist(topo, owner)
-    s = rng.choice(sorted(d for d in topo.switches if d != owner))
+    cands = sorted(d for d in topo.switches if d != owner)
+    if pair:  # a switch of the pair's shortest paths
+        src = wl.hosts[pair[0]][0]
+        back = _dist(topo, src)
+        cands = [d for d in cands if back.get(d, 1 << 30) + dist.get(d, 1 << 30) == dist[src]]
+    s = rng.choice(cands)
     if family == "subprefix":
         sub = net | (rng.randrange(4) << 6)
         m = _ip_match(sub, 0xFFFFFFC0)
@@ -118,7 +142,9 @@ def _type_p(wl: Workload, rng: random.Random, family: str, i: int) -> PaperFault
         return PaperFault(
             f"{family}-{i}", family, "p", m, [_entry(s, ROUTE_PRIORITY + 1, m, acts)], f"s{s}"
         )
-    port = _detour_port(topo, s, owner, dist)
+    # (in the pair setting, not back to the source: a switch never sends a packet out of
+    # the port it came in by)
+    port = _detour_port(topo, s, owner, dist, wl.hosts[pair[0]] if pair else None)
     if port is None:
         return None
     if family == "misroute":
@@ -129,7 +155,7 @@ def _type_p(wl: Workload, rng: random.Random, family: str, i: int) -> PaperFault
     return PaperFault(f"{family}-{i}", family, "p", m, [e], f"s{s} port {port}")
 
 
-def _witness(wl: Workload, f: PaperFault) -> bool:
+def _witness(wl: Workload, f: PaperFault, sources=None) -> bool:
     """Some production-like packet (TCP/80 from a host to an address in the fault's match)
     leaves the faulty reference at an exit or with tags the intended one never gives it
     (a fault that only drops packets sends no report: the blackhole monitor's case)."""
@@ -139,7 +165,7 @@ def _witness(wl: Workload, f: PaperFault) -> bool:
     net, mask = f.match.get("ipv4_dst")
     owner = wl.prefixes.get(net & M24)
     for host, ingress in sorted(wl.hosts.items()):
-        if host == owner:
+        if host == owner or (sources is not None and host not in sources):
             continue
         h = {
             "eth_type": 0x0800,
@@ -154,8 +180,10 @@ def _witness(wl: Workload, f: PaperFault) -> bool:
     return False
 
 
-def _acl_bypass(wl: Workload, rng: random.Random, i: int) -> PaperFault:
+def _acl_bypass(wl: Workload, rng: random.Random, i: int, dst=None) -> PaperFault:
     acls = [e for e in wl.entries if e.priority == ACL_PRIORITY]
+    if dst is not None:  # the destination's own ACLs
+        acls = [e for e in acls if wl.prefixes[e.match.get("ipv4_dst")[0]] == dst]
     acl = rng.choice(acls)
     m = acl.match
     if i >= 3:  # a /28 of the ACL's destination
@@ -178,7 +206,7 @@ def _everywhere(wl: Workload, m: Match, host: str) -> list[FlowEntry]:
     ]
 
 
-def _wide(wl: Workload, rng: random.Random, i: int) -> PaperFault:
+def _wide(wl: Workload, rng: random.Random, i: int, dst=None) -> PaperFault:
     k = 6 + i % 4
     mask = (0xFFFFFFFF << (32 - k)) & 0xFFFFFFFF
     while True:
@@ -187,14 +215,15 @@ def _wide(wl: Workload, rng: random.Random, i: int) -> PaperFault:
             break  # far from 10.0.0.0/8 (and not 0/8 or loopback)
     m = _ip_match(net, mask)
     host = rng.choice(sorted(wl.hosts))
+    host = dst or host
     return PaperFault(f"wide-{i}", "wide", "a", m, _everywhere(wl, m, host), f"/{k}")
 
 
-def _adjacent(wl: Workload, rng: random.Random, i: int) -> PaperFault:
+def _adjacent(wl: Workload, rng: random.Random, i: int, dst=None) -> PaperFault:
     k = (12, 14, 16, 18, 20, 22)[i]
     start = 0x0A000000 - (1 << (32 - k))  # ends at 9.255.255.255, next to 10.0.0.0
     m = _ip_match(start, (0xFFFFFFFF << (32 - k)) & 0xFFFFFFFF)
-    host = rng.choice(sorted(wl.hosts))
+    host = dst or rng.choice(sorted(wl.hosts))
     return PaperFault(f"adjacent-{i}", "adjacent", "a", m, _everywhere(wl, m, host), f"/{k}")
 
 
@@ -255,32 +284,65 @@ def _brute_witness(wl: Workload, f: PaperFault, ingresses, rng: random.Random) -
     return False
 
 
+def paper_pair(wl: Workload) -> tuple[str, str]:
+    """The single pair of the paper's setting: the first host by name, and the host
+    farthest from it (the first by name among the farthest)."""
+    src = sorted(wl.hosts)[0]
+    dist = _dist(wl.topo, wl.hosts[src][0])
+    far = max(dist.get(wl.hosts[h][0], -1) for h in wl.hosts)
+    return src, min(h for h in wl.hosts if dist.get(wl.hosts[h][0], -1) == far)
+
+
+def _pair_fat_fingers(wl: Workload, rng: random.Random, dst: str, n: int) -> list[PaperFault]:
+    nets = set(wl.prefixes)
+    own = sorted(k for k, h in wl.prefixes.items() if h == dst)
+    out: list[PaperFault] = []
+    while len(out) < n:
+        q = rng.choice(own) ^ (1 << rng.randrange(8, 32))
+        if q in nets or (q >> 24) == 0 or any(f.match.get("ipv4_dst")[0] == q for f in out):
+            continue
+        m = _ip_match(q, M24)
+        i = len(out)
+        out.append(
+            PaperFault(f"fat_finger-{i}", "fat_finger", "hard", m, _everywhere(wl, m, dst), "/24")
+        )
+    return out
+
+
 def paper_faults(
-    wl: Workload, seed: int = 1, hard: bool = True, heldout: bool = True
+    wl: Workload,
+    seed: int = 1,
+    hard: bool = True,
+    heldout: bool = True,
+    pair: tuple[str, str] | None = None,
 ) -> list[PaperFault]:
     """The 28 faults (and the 6 hard and 6 held-out ones) of one network, deterministic
-    per seed (the 28 do not depend on the others)."""
+    per seed (the 28 do not depend on the others); pair: (source host, destination host)
+    of the single-pair setting (module docstring), with no held-out faults."""
     rng = random.Random(seed)
     out: list[PaperFault] = []
+    dst = pair[1] if pair else None
     for family, n in TYPE_P.items():
         i = tries = 0
         while i < n:
             tries += 1
             if tries > 1000:
                 raise RuntimeError(f"no {family} fault found on this network")
-            f = _type_p(wl, rng, family, i)
-            if f is not None and _witness(wl, f):
+            f = _type_p(wl, rng, family, i, pair)
+            if f is not None and _witness(wl, f, pair[:1] if pair else None):
                 out.append(f)
                 i += 1
-    out += [_acl_bypass(wl, rng, i) for i in range(TYPE_A["acl_bypass"])]
-    out += [_wide(wl, rng, i) for i in range(TYPE_A["wide"])]
-    out += [_adjacent(wl, rng, i) for i in range(TYPE_A["adjacent"])]
-    if hard:
+    out += [_acl_bypass(wl, rng, i, dst) for i in range(TYPE_A["acl_bypass"])]
+    out += [_wide(wl, rng, i, dst) for i in range(TYPE_A["wide"])]
+    out += [_adjacent(wl, rng, i, dst) for i in range(TYPE_A["adjacent"])]
+    if hard and pair:
+        out += _pair_fat_fingers(wl, rng, dst, HARD["fat_finger"])
+    elif hard:
         for i, f in enumerate(make_faults(wl, HARD["fat_finger"], "near", seed=seed)):
             out.append(
                 PaperFault(f"fat_finger-{i}", "fat_finger", "hard", f.match, f.entries, "/24")
             )
-    if heldout:
+    if heldout and not pair:
         hrng = random.Random(f"heldout {seed}")
         out += [_heldout(wl, hrng, i) for i in range(HELD_OUT["heldout"])]
     return out

@@ -6,28 +6,35 @@ within 60 s, the first asks for re-probes), fed sFlow v5 datagrams that tester.e
 packs from the reference's deliveries, exactly as patched OVS reports them. Probes come
 from the systems compared, at the paper's rates:
 
-  pazz     fuzzer.engine.Fuzzer (endless plans), 1000 probes/s, its default shares for
-           sampling 1/100 and sparser; pazz_rNN the same with random_share NN %;
-           pazz_dense the same with the shares for dense sampling (fuzzer.plan);
-  random   the paper's baseline: uniformly random valid headers from random edge ports,
-           1000 probes/s;
-  atpg     ATPG-style: one probe per intended rule (a header that rule matches, from an
-           ingress whose shortest path crosses its switch), cycled at 500 probes/s, plus
-           uniform random at 500 probes/s.
+  pazz           fuzzer.engine.Fuzzer (endless plans), 1000 probes/s, its default shares
+                 for the sFlow sampling (as pazzd picks them); pazz_rNN the same with
+                 random_share NN %; pazz_dense the same with the shares for dense sampling;
+  random         the paper's baseline: uniformly random valid headers from random edge
+                 ports, 1000 probes/s;
+  acl_uncovered  uniform over the model's ACL deny sets (500 probes/s) and uniform over
+                 its uncovered space, the valid headers no intended entry matches (500/s).
 
-All three share production traffic: 10^6 packets/s, spread evenly over the edge ports,
-each uniform over the TCP/UDP port 80/443 flows from the host's own prefixes to every
-other host's prefixes. A SELECT group sends a packet down one bucket, picked by a hash of
-its flow as Open vSwitch does (pazzlab.flowhash): every copy of a header from one ingress
-takes the same path. sFlow samples each packet at its exit with probability 1/N, and the
-collector sees a sample at the next whole second (the agent's 1 s polling).
+Two observation modes (simulate's `mode`), every prober under both: U, the paper's (each
+packet reported at its exit with probability 1/N), and P, ours (probes marked and
+reported 1/1 at their exits, production at 1/N, and each packet sampled at 1/N at every
+switch it enters over a link, the per-hop samples the tester judges).
+
+All share production traffic: 10^6 packets/s, spread evenly over the edge ports, each
+uniform over the TCP/UDP port 80/443 flows from the host's own prefixes to every other
+host's prefixes. A SELECT group sends a packet down one bucket, picked by a hash of its
+flow as Open vSwitch does (pazzlab.flowhash): every copy of a header from one ingress
+takes the same path. The collector sees a sample at the next whole second (the agent's
+1 s polling).
 
 10^6 packets/s are not generated one by one: only packets inside the fault's match can
 differ from the model, and in-match sampled packets form a Poisson stream of rate
-10^6 * p / N, where p (the in-match share of production traffic) comes from BDD counts.
-Likewise the uniform prober's in-match sampled probes are a geometric stream. Every such
-packet is still drawn as a concrete header, sent through the reference, and judged by the
-tester. The fuzzer's probes are generated one by one (its schedule is not uniform).
+10^6 * p / N (U), where p (the in-match share of production traffic) comes from BDD
+counts; in P the in-match packets with at least one sampled point (exit or arrival) are
+drawn from a Poisson stream bounded by the most points a packet has, thinned to each
+packet's own count, and which of its points are sampled is drawn given that one is.
+Likewise the baselines' in-match probes are geometric streams. Every such packet is still
+drawn as a concrete header, sent through the reference, and judged by the tester. The
+fuzzer's probes are generated one by one (its schedule is not uniform).
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ import heapq
 import itertools
 import math
 import random
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -44,6 +50,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from fuzzer.engine import CONFIRM_SHARE, CORROBORATE_MAX, Fuzzer
 from fuzzer.hspace import Sampler, range_bdd, valid_headers
+from pazzd.faults import MAX_REPLAY_INGRESSES
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
 from pazzlab.flowhash import select_bucket
 from pazzlab.paperfaults import PaperFault, paper_faults
@@ -54,10 +61,11 @@ from tester.store import FaultStore
 __all__ = [
     "PROD_PPS",
     "FUZZ_PPS",
+    "MODES",
+    "SYSTEMS",
     "POLL_S",
     "Net",
     "Scenario",
-    "atpg_probes",
     "build_scenarios",
     "fuzz_stream",
     "simulate",
@@ -68,7 +76,9 @@ FUZZ_PPS = 1000.0
 POLL_S = 1.0
 PROD_PORTS = (80, 443)
 MAC_DST, MAC_SRC = 0x020000000001, 0x020000000002
-MAX_EVENTS = 20000  # per run: a bound, never reached in the paper's scenarios
+MAX_EVENTS = 200000  # sampled packets per run: a bound, never reached in the paper's scenarios
+MODES = ("U", "P")  # the observation: see simulate
+SYSTEMS = ("pazz", "random", "acl_uncovered")  # the probers (pazz_* are variants of pazz)
 
 
 def _exact(space, fld: str, v: int, width: int):
@@ -94,6 +104,16 @@ class Net:
         self.edges = topo.edge_ports()
         self.valid = valid_headers(self.space)
         self._prod()
+        sp = self.space
+        # The ACL baseline's two sets: what the model's ACLs drop, and what no intended
+        # entry matches (distinct matches only: every route is on every switch).
+        acls = {e.match.fields for e in self.wl.entries if e.priority == ACL_PRIORITY}
+        every = {e.match.fields for e in self.wl.entries}
+        self.deny = self.valid & sp.union(sp.match_bdd(f) for f in acls)
+        self.uncovered = self.valid & ~sp.union(sp.match_bdd(f) for f in every)
+        # The most points a packet is sampled at in mode P: each switch it enters over a
+        # link, and its exit (no packet here is copied, and none loops).
+        self.max_points = len(topo.switches) + 1
 
     def _prod(self) -> None:
         sp = self.space
@@ -137,7 +157,10 @@ class Scenario:
     ref: RefDataPlane = field(init=False)  # every outcome, each SELECT bucket an alternative
     ovs: RefDataPlane = field(init=False)  # the outcomes OVS gives: one bucket per flow
     prod_rate: float = field(init=False)  # in-match production packets per second
+    probe_ingresses: list | None = None  # where the baselines probe from (None: every edge)
     uniform_p: float = field(init=False)  # in-match share of uniform valid headers
+    deny_p: float = field(init=False)  # in-match share of the model's ACL deny sets
+    uncovered_p: float = field(init=False)  # in-match share of the model's uncovered space
 
     def __post_init__(self) -> None:
         wl, m = self.net.wl, self.fault.match
@@ -157,9 +180,18 @@ class Scenario:
                 self._prod.append((ingress, per * share, cell))
         self.prod_rate = sum(r for _, r, _ in self._prod)
         self._prod_smp = {}
-        vm = self.net.valid & mb
-        self.uniform_p = sp.count(vm) / sp.count(self.net.valid)
-        self._uniform_smp = Sampler(sp, vm) if vm != sp.false else None
+        self._smp = {}
+        for kind, whole in (
+            ("uniform", self.net.valid),
+            ("deny", self.net.deny),
+            ("uncovered", self.net.uncovered),
+        ):
+            inside = whole & mb
+            share = sp.count(inside) / sp.count(whole) if whole != sp.false else 0.0
+            setattr(self, f"{kind}_p", share)
+            self._smp[kind] = Sampler(sp, inside) if inside != sp.false else None
+        if self.probe_ingresses is None:
+            self.probe_ingresses = list(self.net.edges)
 
     def prod_header(self, rng: random.Random):
         ingress, _, cell = rng.choices(self._prod, weights=[r for _, r, _ in self._prod])[0]
@@ -168,8 +200,13 @@ class Scenario:
             smp = self._prod_smp[ingress] = Sampler(self.net.space, cell)
         return ingress, smp.uniform(rng)
 
+    def probe_header(self, kind: str, rng: random.Random):
+        """A baseline's in-match probe: uniform over valid headers ("uniform"), the ACL deny
+        sets ("deny") or the uncovered space ("uncovered"), from one of its ingresses."""
+        return rng.choice(self.probe_ingresses), self._smp[kind].uniform(rng)
+
     def uniform_header(self, rng: random.Random):
-        return rng.choice(self.net.edges), self._uniform_smp.uniform(rng)
+        return self.probe_header("uniform", rng)
 
 
 # ------------------------------------------------------------------ probe streams
@@ -183,16 +220,19 @@ def fuzz_stream(
     random_share: float | None = None,
     shares: dict | None = None,
     sampling: int = 100,
+    pairs: list | None = None,
 ) -> dict:
     """Run the real fuzzer for `seconds` of virtual time at FUZZ_PPS (its default shares
     for sFlow sampling 1/sampling, or `shares`); for every fault, the (time, ingress,
-    header) of its probes inside the fault's match.
+    header) of its probes inside the fault's match. pairs: the fuzzer's (ingress,
+    egress) pairs (None: every pair of edge ports; one for the paper's single-pair setting).
 
     Fuzzer.record is left out: it keeps coverage metrics and nothing the schedule reads
     (tests/pazzlab/test_papersim.py checks that the probes are the same with it)."""
     now = [0.0]
     fz = Fuzzer(
         net.model,
+        pairs,
         seed=seed,
         subscribe=False,
         clock=lambda: now[0],
@@ -226,81 +266,6 @@ def fuzz_stream(
     return {"hits": hits, "probes": n, "sent_by_area": by_area}
 
 
-def atpg_probes(net: Net, seed: int) -> list[tuple]:
-    """One probe per intended rule: a header inside its match, from an ingress whose
-    shortest path towards the destination crosses the rule's switch."""
-    wl, rng = net.wl, random.Random(seed)
-    topo = wl.topo
-    owned: dict[str, list[int]] = {}
-    for n, h in wl.prefixes.items():
-        owned.setdefault(h, []).append(n)
-    sw_hosts: dict[int, list[str]] = {}
-    for h, (d, _) in wl.hosts.items():
-        sw_hosts.setdefault(d, []).append(h)
-    dist = {d: _bfs(topo, d) for d in topo.switches}
-    crossing: dict[tuple[int, int], list[str]] = {}
-
-    def hosts_via(s: int, d: int) -> list[str]:
-        key = (s, d)
-        if key not in crossing:
-            crossing[key] = [
-                h
-                for a, hs in sw_hosts.items()
-                if a != d and dist[a][s] + dist[s][d] == dist[a][d]
-                for h in hs
-            ]
-        return crossing[key]
-
-    out = []
-    for e in wl.entries:
-        dst, _ = e.match.get("ipv4_dst")
-        if e.priority == ACL_PRIORITY:
-            src, _ = e.match.get("ipv4_src")
-            host = rng.choice([h for h in wl.hosts if wl.hosts[h][0] != e.dpid] or list(wl.hosts))
-            proto, tp = e.match.get("ip_proto")[0], e.match.get("tp_dst")[0]
-            hdr = _header(dst + rng.randrange(1, 255), src + rng.randrange(1, 255), proto, tp, rng)
-        else:
-            owner = wl.prefixes[dst]
-            d = wl.hosts[owner][0]
-            cands = hosts_via(e.dpid, d) if e.dpid != d else sorted(set(wl.hosts) - {owner})
-            if not cands:
-                continue
-            host = rng.choice(cands)
-            s = rng.choice(owned[host])
-            hdr = _header(dst + rng.randrange(1, 255), s + rng.randrange(1, 255), 6, 80, rng)
-        out.append((wl.hosts[host], hdr))
-    rng.shuffle(out)
-    return out
-
-
-def _bfs(topo, src: int) -> dict[int, int]:
-    adj: dict[int, list[int]] = {}
-    for (a, _), (b, _) in topo.links.items():
-        adj.setdefault(a, []).append(b)
-    dist, q = {src: 0}, deque([src])
-    while q:
-        u = q.popleft()
-        for v in adj.get(u, ()):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                q.append(v)
-    return dist
-
-
-def _header(dst: int, src: int, proto: int, tp_dst: int, rng: random.Random) -> dict:
-    return {
-        "ipv4_dst": dst,
-        "ipv4_src": src,
-        "ip_proto": proto,
-        "tp_dst": tp_dst,
-        "tp_src": rng.randrange(1024, 65536),
-        "eth_type": 0x0800,
-        "vlan_vid": 0,
-        "eth_dst": MAC_DST,
-        "eth_src": MAC_SRC,
-    }
-
-
 # ------------------------------------------------------------------ one run
 
 
@@ -332,6 +297,21 @@ def _sampled(items, n: int, rng) -> Iterator:
             yield it
 
 
+def _q(m: int, p: float) -> float:
+    """P(at least one of m points sampled), each independently with probability p."""
+    return 1.0 - (1.0 - p) ** m
+
+
+def _points_given_one(m: int, p: float, rng) -> list[int]:
+    """Which of m points are sampled (each with probability p), given that one is: the
+    first by its truncated geometric law, the ones after it independently."""
+    if p >= 1:
+        return list(range(m))
+    u = rng.random() * _q(m, p)
+    j = min(int(math.log1p(-u) / math.log1p(-p)), m - 1)
+    return [j] + [k for k in range(j + 1, m) if rng.random() < p]
+
+
 def simulate(
     sc: Scenario,
     system: str,
@@ -340,72 +320,115 @@ def simulate(
     horizon: float,
     seed: int,
     fuzz_hits: list | None = None,
-    atpg: tuple | None = None,
+    mode: str = "U",
 ) -> dict:
     """Detection time of one run (None: not within horizon): when the tester opens the
-    fault (detect_s) and the time of its first evidence (first_s), and what led to it."""
+    fault (detect_s) and the time of its first evidence (first_s), and what led to it.
+
+    mode U (the paper's observation): every packet, probe or production, is reported at
+    its exit with probability 1/sampling, and nothing else is seen.
+    mode P (ours): probes are marked and every one that leaves the network is reported
+    (sampling rate 1, docs/verify-header.md "The probe mark"); production traffic is
+    reported at 1/sampling; and every packet, probe or production, is also sampled at
+    1/sampling at each switch it enters over a link (the per-hop ingress samples, judged
+    by Tester.handle_hop_sample). Each packet's points are sampled independently."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} not in {MODES}")
+    marked = mode == "P"
+    p = 1.0 / sampling
+    probe_n = 1 if marked else sampling  # a probe's exit reports it with probability 1/probe_n
     rng = random.Random(seed)
     end = t0 + horizon
     now = [t0]
     tester = sc.net.tester(lambda: now[0])
-    emitter = ReferenceEmitter(sampling_rate=sampling)
+    emitter = ReferenceEmitter(sampling_rate=sampling, ovs_marking=True)
     reprobes: list = []
     tick = itertools.count()
     current: list = [None]  # the ingress of the sample being judged (None: production)
-    copies = min(CORROBORATE_MAX, 3 * sampling)
+    # pazzd corroborates with 3N copies at sampling 1/N, 3 with marked reports (probe_sampling)
+    copies = min(CORROBORATE_MAX, 3 * probe_n)
 
     def on_suspect(egress, hdr, expected) -> None:
-        # pazzd: the fuzzer sends the header again in 3N copies (Fuzzer.corroborate) from
-        # the probe's ingress (Fuzzer.sender), or, for production traffic, from the
-        # ingresses the model expects; the copies take CONFIRM_SHARE of the probe rate
-        # and are sampled like any probe: only the sampled ones are events.
+        # pazzd: the fuzzer sends the header again (Fuzzer.corroborate) from the probe's
+        # ingress (Fuzzer.sender), or, for production traffic, from the ingresses the
+        # model expects; the copies take CONFIRM_SHARE of the probe rate. In U only the
+        # sampled copies are events; in P every copy is (each is reported).
         ings = [current[0]] if current[0] is not None else [e.ingress for e in expected]
-        ings = list(dict.fromkeys(ings))[:4]
+        ings = list(dict.fromkeys(ings))[:MAX_REPLAY_INGRESSES]
         pps = FUZZ_PPS * CONFIRM_SHARE / max(len(ings), 1)
         for ing in ings:
-            for t in _geometric_times(1 / sampling, pps, now[0], now[0] + copies / pps, rng):
+            if marked:
+                times = (now[0] + k / pps for k in range(1, copies + 1))
+            else:
+                times = _geometric_times(p, pps, now[0], now[0] + copies / pps, rng)
+            for t in times:
                 heapq.heappush(reprobes, (t, next(tick), ing, dict(hdr)))
 
     tester.on_suspect = on_suspect
+    # In P a production packet is seen when one of its points (each link it arrives over,
+    # each exit) is sampled: the packets with at least one are drawn from a Poisson stream
+    # bounded by the most points a packet can have, and thinned to their own count.
+    most = sc.net.max_points
     srcs = []
     if sc.prod_rate > 0:
-        srcs.append(
-            (t, "prod", None, None) for t in _poisson(sc.prod_rate / sampling, t0, end, rng)
-        )
+        rate = sc.prod_rate * (_q(most, p) if marked else p)
+        srcs.append((t, "prod", None, None) for t in _poisson(rate, t0, end, rng))
     if system.startswith("pazz"):  # the fuzzer, or a variant of its shares
-        srcs.append(
-            (t, "fuzz", ing, h)
-            for t, ing, h in _sampled((x for x in fuzz_hits if t0 <= x[0] <= end), sampling, rng)
-        )
-    if system in ("random", "atpg") and sc._uniform_smp is not None:
-        pps = FUZZ_PPS if system == "random" else FUZZ_PPS / 2
+        hits = (x for x in fuzz_hits if t0 <= x[0] <= end)
+        srcs.append((t, "fuzz", ing, h) for t, ing, h in _sampled(hits, probe_n, rng))
+    if system == "random":
         srcs.append(
             (t, "uniform", None, None)
-            for t in _geometric_times(sc.uniform_p / sampling, pps, t0, end, rng)
+            for t in _geometric_times(sc.uniform_p / probe_n, FUZZ_PPS, t0, end, rng)
         )
-    if system == "atpg" and atpg is not None:
-        srcs.append(_atpg_events(atpg, sampling, t0, end, rng))
+    if system == "acl_uncovered":
+        for kind, share in (("deny", sc.deny_p), ("uncovered", sc.uncovered_p)):
+            srcs.append(
+                _tagged(kind, _geometric_times(share / probe_n, FUZZ_PPS / 2, t0, end, rng))
+            )
     events = heapq.merge(*srcs, key=lambda e: e[0])
     n = 0
     sources: dict[str, int] = {}
+    seen = {"probe_exits": 0, "probe_reports": 0, "prod_reports": 0, "hop_samples": 0}
     for ev in _with_reprobes(events, reprobes):
         t, kind, ing, h = ev
-        n += 1
-        if n > MAX_EVENTS or t > end:
+        if t > end:
             break
-        if kind == "prod":
+        prod = kind == "prod"
+        if prod:
             ing, h = sc.prod_header(rng)
-        elif kind == "uniform":
-            ing, h = sc.uniform_header(rng)
-        current[0] = None if kind == "prod" else ing
+        elif kind in ("uniform", "deny", "uncovered"):
+            ing, h = sc.probe_header(kind, rng)
+        current[0] = None if prod else ing
         # Every copy the packet leaves by (a SELECT group picks one bucket per flow, as
-        # OVS does). The event is a sampled packet and its copies are sampled with it:
-        # each at 1/N, though not independently (no network here makes copies).
-        outs = [(d, hf) for d, hf in sc.ovs.send_with_headers(ing, h) if d.kind == "egress"]
-        if not outs:
+        # OVS does) and, in P, every arrival over a link.
+        outs, arrived = sc.ovs.walk(ing, h) if marked else (sc.ovs.send_with_headers(ing, h), [])
+        exits = [(d, hf) for d, hf in outs if d.kind == "egress"]
+        if prod and marked:
+            pts = len(arrived) + len(exits)
+            if pts > most:
+                raise RuntimeError(f"a packet with {pts} points, more than the bound {most}")
+            if rng.random() * _q(most, p) >= _q(pts, p):
+                continue  # none of its points sampled
+            picked = _points_given_one(pts, p, rng)
+            arrived_s = [arrived[i] for i in picked if i < len(arrived)]
+            exits = [exits[i - len(arrived)] for i in picked if i >= len(arrived)]
+        else:
+            # U: the event is a packet sampled at its exit, its copies with it (each at
+            # 1/N, though not independently: no network here makes copies). P: a probe,
+            # reported at every exit; its arrivals sampled at 1/N each.
+            arrived_s = [a for a in arrived if rng.random() < p]
+        if not prod and exits:
+            seen["probe_exits"] += 1
+        if not exits and not arrived_s:
             continue
-        for d, final in outs:
-            emitter.add(d.egress, final, d.verify_port, d.verify_rule)
+        n += 1
+        if n > MAX_EVENTS:
+            raise RuntimeError(f"more than {MAX_EVENTS} sampled packets in one run")
+        for d, final in exits:
+            emitter.add(d.egress, final, d.verify_port, d.verify_rule, marked=marked and not prod)
+        seen["prod_reports" if prod else "probe_reports"] += len(exits)
+        seen["hop_samples"] += emitter.add_arrivals(arrived_s)
         now[0] = math.ceil(t / POLL_S) * POLL_S  # the sample arrives at the next poll
         for dg in emitter.flush():
             tester.process_datagram(dg, now=now[0])
@@ -417,9 +440,32 @@ def simulate(
                 # The fault's first evidence: the first of its corroborated samples.
                 "first_s": round(min(r.first_seen for r in rows) - t0, 3),
                 "verdicts": sorted({r.kind for r in rows}),
+                "by_hop": any((r.localization or {}).get("sampled_at") == "hop" for r in rows),
                 "samples": sources,
+                "seen": seen,
+                "tester": _tester_counts(tester),
             }
-    return {"detect_s": None, "first_s": None, "verdicts": [], "samples": sources, "events": n}
+    return {
+        "detect_s": None,
+        "first_s": None,
+        "verdicts": [],
+        "by_hop": False,
+        "samples": sources,
+        "events": n,
+        "seen": seen,
+        "tester": _tester_counts(tester),
+    }
+
+
+def _tagged(kind: str, times) -> Iterator:
+    return ((t, kind, None, None) for t in times)
+
+
+def _tester_counts(tester: Tester) -> dict:
+    st = tester.stats
+    keys = ("reports", "consistent", "fault_samples", "hop_samples_judged", "hop_consistent")
+    keys += ("hop_fault_samples", "hop_explained", "hop_unjudged", "faults_opened")
+    return {k: getattr(st, k) for k in keys}
 
 
 def _with_reprobes(events, reprobes: list) -> Iterator:
@@ -433,28 +479,11 @@ def _with_reprobes(events, reprobes: list) -> Iterator:
         yield t, "reprobe", ing, h
 
 
-def _atpg_events(atpg: tuple, sampling: int, t0: float, end: float, rng) -> Iterator:
-    """(positions in the cycle inside the match, cycle length, probes/s, [(ingress, hdr)])."""
-    positions, length, pps, probes = atpg
-    if not positions:
-        return
-    period = length / pps
-    c = int(t0 // period)
-    while True:
-        base = c * period
-        if base > end:
-            return
-        for j in positions:
-            t = base + j / pps
-            if t < t0:
-                continue
-            if t > end:
-                return
-            if rng.random() * sampling < 1:
-                ing, h = probes[j]
-                yield (t, "atpg", ing, h)
-        c += 1
-
-
-def build_scenarios(net: Net, seed: int = 1, hard: bool = True) -> list[Scenario]:
-    return [Scenario(net, f) for f in paper_faults(net.wl, seed=seed, hard=hard)]
+def build_scenarios(
+    net: Net, seed: int = 1, hard: bool = True, pair: tuple[str, str] | None = None
+) -> list[Scenario]:
+    """The faults of one network; with `pair` (source host, destination host), the
+    paper's single-pair setting: faults on that pair's paths, probes from its source."""
+    ings = [net.wl.hosts[pair[0]]] if pair else None
+    faults = paper_faults(net.wl, seed=seed, hard=hard, heldout=pair is None, pair=pair)
+    return [Scenario(net, f, probe_ingresses=ings) for f in faults]

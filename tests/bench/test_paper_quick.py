@@ -17,16 +17,22 @@ def test_paper_quick(tmp_path, capsys):
     assert paper.main(["--quick", "--out", str(out), "--figures", str(tmp_path)]) == 0
     doc = json.loads(out.read_text())
     horizon = doc["config"]["horizon_s"]
-    net = doc["networks"]["grid4"]
-    assert len(net["faults"]) == 40  # 28, 6 fat-fingers, 6 held out
-    assert len(doc["runs"]) == 40 * 2 * 3 * 2
+    net = doc["networks"]["grid4"]["settings"]
+    assert len(net["all"]["faults"]) == 40  # 28, 6 fat-fingers, 6 held out
+    assert len(net["pair"]["faults"]) == 34  # no held-out ones in the pair setting
+    cells = len(paper.MODES) * len(paper.SYSTEMS) * len(paper.SAMPLINGS)
+    assert len(doc["runs"]) == (40 + 34) * 2 * cells
     for r in doc["runs"]:
         assert r["system"] in paper.SYSTEMS and r["sampling"] in paper.SAMPLINGS
+        assert r["mode"] in paper.MODES and r["setting"] in paper.SETTINGS
         assert r["detect_s"] is None or 0 < r["detect_s"] <= horizon + 1
-    s = doc["summary"]["grid4"]["1/100"]
-    assert s["pazz"]["type_p"]["runs"] == 20 and s["pazz"]["type_a"]["runs"] == 36
-    assert s["pazz"]["type_p"]["detected"] == 20  # production traffic at 10^6 pps
-    for name in ("fig9a", "fig9b", "fig10"):
+    for mode in paper.MODES:
+        s = doc["summary"]["grid4"]["all"][mode]["1/100"]
+        assert s["pazz"]["type_p"]["runs"] == 20 and s["pazz"]["type_a"]["runs"] == 36
+        assert s["pazz"]["mix"]["runs"] == 68
+        assert s["pazz"]["type_p"]["detected"] == 20  # production traffic at 10^6 pps
+        assert set(s["pazz"]["faults"]) == {f["name"] for f in net["all"]["faults"]}
+    for name in ("fig9-all", "fig9-pair", "fig10-all", "fig10-pair"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"{name}.{ext}").stat().st_size > 1000
 
@@ -58,6 +64,8 @@ def test_slope_of_a_power_law():
         (["--random-shares", "0.5,x"], "--random-shares: not a list of numbers"),
         (["--random-shares", "1.5"], "every share must be in (0, 1)"),
         (["--networks", "grid4,torus"], "unknown network 'torus'"),
+        (["--modes", "U,Q"], "--modes: unknown ['Q']"),
+        (["--systems", "atpg"], "--systems: unknown ['atpg']"),
     ],
 )
 def test_bad_arguments_are_named(args, words, capsys):

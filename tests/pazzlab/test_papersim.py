@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 
 import pytest
@@ -11,15 +13,20 @@ from hypothesis import strategies as st
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry, Match
 from fuzzer.engine import Fuzzer
-from pazzdata.workloads import next_hops
-from pazzlab.paperfaults import FAMILIES, PaperFault, paper_faults
+from fuzzer.hspace import Sampler
+from pazzdata.workloads import ACL_PRIORITY, next_hops
+from pazzlab.paperfaults import FAMILIES, PaperFault, paper_faults, paper_pair
 from pazzlab.papersim import (
     FUZZ_PPS,
     MAC_DST,
     MAC_SRC,
+    MODES,
+    SYSTEMS,
     Net,
     Scenario,
     _geometric_times,
+    _points_given_one,
+    build_scenarios,
     fuzz_stream,
     simulate,
 )
@@ -98,14 +105,16 @@ def test_type_p_found_by_production_alone(scenarios):
     """At 1/100 a Type-p fault's in-match production packets are sampled within seconds:
     every prober finds it the same way; a fault with no probe and no traffic is not found."""
     s = next(s for s in scenarios if s.fault.family == "subprefix")
-    for system in ("pazz", "random", "atpg"):
-        r = simulate(s, system, 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=([], 1, 500.0, []))
-        assert r["detect_s"] is not None and r["detect_s"] <= 60
-        assert 0 < r["first_s"] <= r["detect_s"]  # the first of the corroborating samples
-        assert set(r["samples"]) <= {"prod", "reprobe"}
+    for mode in MODES:
+        for system in SYSTEMS:
+            r = simulate(s, system, 100, 5.0, 60.0, seed=1, fuzz_hits=[], mode=mode)
+            assert r["detect_s"] is not None and r["detect_s"] <= 60
+            assert 0 < r["first_s"] <= r["detect_s"]  # the first of the corroborating samples
+            assert set(r["samples"]) <= {"prod", "reprobe"}
     a = next(s for s in scenarios if s.fault.family == "acl_bypass")
-    r = simulate(a, "pazz", 100, 5.0, 60.0, seed=1, fuzz_hits=[], atpg=None)
-    assert r["detect_s"] is None
+    for mode in MODES:
+        r = simulate(a, "pazz", 100, 5.0, 60.0, seed=1, fuzz_hits=[], mode=mode)
+        assert r["detect_s"] is None
 
 
 def test_fuzz_stream_is_the_fuzzers_own(net, scenarios):
@@ -226,3 +235,146 @@ def test_copies_of_a_header_follow_its_path_through_ecmp(net):
         else:
             assert r["detect_s"] is None and r["samples"] == {"fuzz": 1}, (i, r)
     assert min(kinds.values()) >= 4, kinds
+
+
+# ------------------------------------------------------------------ modes U and P
+
+
+def _clean(sc: Scenario) -> Scenario:
+    """The same match and shares, without the hidden entries: nothing to find."""
+    return Scenario(sc.net, dataclasses.replace(sc.fault, entries=[]))
+
+
+def _in_match_probes(sc: Scenario, n: int, seed: int) -> list:
+    rng = random.Random(seed)
+    return [(5.0 + i / FUZZ_PPS, *sc.uniform_header(rng)) for i in range(n)]
+
+
+def test_p_reports_every_probe_that_leaves_u_about_one_in_n(scenarios):
+    """At sampling 1/1000, in P every in-match probe that leaves the network is reported
+    (the exits counted by the reference alone); in U about 1 in 1000 of them. Its
+    arrivals are sampled at 1/N in P and never in U. A clean network opens no fault."""
+    sc = _clean(next(s for s in scenarios if s.fault.family == "misroute"))
+    hits = _in_match_probes(sc, 3000, seed=8)
+    exits = sum(
+        d.kind == "egress" for _, ing, h in hits for d, _ in sc.ovs.send_with_headers(ing, h)
+    )
+    arrivals = sum(len(sc.ovs.arrivals(ing, h)) for _, ing, h in hits)
+    assert exits > 2000 and arrivals > 2000  # most leave, over links
+    got = {m: simulate(sc, "pazz", 1000, 5.0, 30.0, seed=3, fuzz_hits=hits, mode=m) for m in MODES}
+    p, u = got["P"], got["U"]
+    for r in (p, u):  # production's reports beside the probes'
+        assert r["tester"]["reports"] == r["seen"]["probe_reports"] + r["seen"]["prod_reports"]
+    assert p["seen"]["probe_reports"] == exits
+    assert u["seen"]["probe_reports"] <= 15  # mean 3
+    assert u["seen"]["hop_samples"] == 0 == u["tester"]["hop_samples_judged"]
+    assert p["seen"]["hop_samples"] > 0  # probes' (about arrivals / 1000) and production's
+    assert (
+        p["tester"]["hop_samples_judged"]
+        == p["tester"]["hop_consistent"]
+        == p["seen"]["hop_samples"]
+    )
+    for r in got.values():
+        assert r["detect_s"] is None and r["tester"]["faults_opened"] == 0
+
+
+def test_per_hop_samples_of_production_judged_clean_network_no_fault(net, scenarios):
+    """Production in P: reports at 1/N and every arrival sampled at 1/N, independently,
+    from the same packets; the tester judges each per-hop sample consistent on a clean
+    network (both modes open nothing). Counts against the reference's mean path."""
+    sc = _clean(next(s for s in scenarios if s.fault.family == "misroute"))
+    rng = random.Random(4)
+    heads = [sc.prod_header(rng) for _ in range(400)]
+    mean_arr = sum(len(sc.ovs.arrivals(i, h)) for i, h in heads) / len(heads)
+    n, secs = 10, 30.0
+    want_reports = sc.prod_rate * secs / n
+    for mode in MODES:
+        r = simulate(sc, "random", n, 5.0, secs, seed=6, mode=mode)
+        assert r["detect_s"] is None and r["tester"]["faults_opened"] == 0
+        rep = r["seen"]["prod_reports"]
+        assert abs(rep - want_reports) < 5 * math.sqrt(want_reports) + 0.02 * want_reports
+        hops = r["seen"]["hop_samples"]
+        if mode == "U":
+            assert hops == 0
+        else:
+            want = want_reports * mean_arr
+            assert abs(hops - want) < 5 * math.sqrt(want) + 0.05 * want, (hops, want)
+            t = r["tester"]
+            assert t["hop_samples_judged"] == t["hop_consistent"] == hops
+
+
+def test_p_judges_per_hop_samples_of_type_p_faults(scenarios):
+    """At sampling 1/1 in P, every arrival of the first in-match production packets is
+    sampled; a Type-p fault on a switch before the exit (a subprefix's rule tag, a
+    misroute over a link) makes per-hop fault samples (or ones the open fault explains),
+    which U never has; both open every fault."""
+    hop_faults = {m: 0 for m in MODES}
+    for sc in [s for s in scenarios if s.fault.type == "p"]:
+        for mode in MODES:
+            r = simulate(sc, "random", 1, 5.0, 30.0, seed=2, mode=mode)
+            assert r["detect_s"] is not None, (sc.fault.name, mode)
+            hop_faults[mode] += r["tester"]["hop_fault_samples"] + r["tester"]["hop_explained"]
+    assert hop_faults["U"] == 0 and hop_faults["P"] > 0, hop_faults
+
+
+def test_points_given_one_against_brute_force():
+    """Which of m points are sampled given one is: each point's frequency is p / q(m), as
+    drawing m independent Bernoulli(p) and keeping the draws with one gives."""
+    m, p, k = 4, 0.3, 20000
+    rng = random.Random(1)
+    ours = [0] * m
+    for _ in range(k):
+        for j in _points_given_one(m, p, rng):
+            ours[j] += 1
+    brute, kept = [0] * m, 0
+    while kept < k:
+        got = [j for j in range(m) if rng.random() < p]
+        if got:
+            kept += 1
+            for j in got:
+                brute[j] += 1
+    q = 1 - (1 - p) ** m
+    for j in range(m):
+        assert abs(ours[j] / k - p / q) < 0.02 and abs(brute[j] / k - p / q) < 0.02, (ours, brute)
+    assert _points_given_one(3, 1.0, rng) == [0, 1, 2]
+
+
+def test_baseline_sets_against_the_entries(net):
+    """The ACL baseline's sets: every header of the deny set is matched by some ACL entry,
+    no header of the uncovered set by any intended entry (brute force over the entries)."""
+    rng = random.Random(2)
+    acls = [e for e in net.wl.entries if e.priority == ACL_PRIORITY]
+    deny, unc = Sampler(net.space, net.deny), Sampler(net.space, net.uncovered)
+    for _ in range(40):
+        h = deny.uniform(rng)
+        assert any(e.match.contains(h, 0) for e in acls)
+        h = unc.uniform(rng)
+        assert not any(e.match.contains(h, 0) for e in net.wl.entries)
+
+
+def test_pair_setting_faults_meet_the_pair(net):
+    """The single-pair setting: the same families and counts (no held-out ones), and every
+    fault has a witness among the in-match headers sent from the pair's source (the full
+    reference, every SELECT bucket, against the intended one)."""
+    pair = paper_pair(net.wl)
+    scs = build_scenarios(net, pair=pair)
+    fams = [s.fault.family for s in scs]
+    assert {f: fams.count(f) for f in FAMILIES if f != "heldout"} == {
+        f: n for f, n in FAMILIES.items() if f != "heldout"
+    }
+    src = net.wl.hosts[pair[0]]
+    intended = RefDataPlane(net.wl.topo, net.wl.entries, net.wl.groups)
+    rng = random.Random(9)
+    for s in scs:
+        assert s.probe_ingresses == [src]
+        found = False
+        for _ in range(300):
+            ing, h = s.uniform_header(rng)
+            if s.fault.type == "p" and rng.random() < 0.5:
+                h = s.prod_header(rng)[1]
+            ok = {(d.egress, d.verify_port, d.verify_rule) for d in intended.send(ing, h)}
+            bad = [d for d in s.ref.send(ing, h) if d.kind == "egress"]
+            if any((d.egress, d.verify_port, d.verify_rule) not in ok for d in bad):
+                found = True
+                break
+        assert found, s.fault.name
