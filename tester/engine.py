@@ -625,11 +625,15 @@ class Tester:
             self._suspects[key] = held
             if len(self._suspects) > self.MAX_AGENT_STATE:
                 self._suspects.popitem(last=False)
-            if self.on_suspect is not None and not hop:  # re-probes are of exits' reports
+            if self.on_suspect is not None:
                 try:
-                    alts = self._alts_for_record(egress, hdr)
+                    # A per-hop sample's re-probe comes from the ingresses of the paths
+                    # the model brings through there (or through the switch before).
+                    alts = (self._hop_alts_for_record if hop else self._alts_for_record)(
+                        egress, hdr
+                    )
                     self.on_suspect(egress, hdr, alts)
-                    if not alts and self.on_unexplained is not None:
+                    if not alts and not hop and self.on_unexplained is not None:
                         self.on_unexplained(egress, hdr, args[6])
                 except Exception:
                     log.exception("re-probe request failed")
@@ -766,6 +770,13 @@ class Tester:
     def _alts_for_record(self, egress: Port, hdr: dict) -> tuple[Expected, ...]:
         hit = self._cache.get((egress, tuple(hdr.items())))
         return hit[1].expected if hit else ()
+
+    def _hop_alts_for_record(self, port: Port, hdr: dict) -> tuple[Expected, ...]:
+        hit = self._hop_cache.get((port, tuple(hdr.items())))
+        if not hit or hit[1] is None:
+            return ()
+        here, via = hit[1]
+        return here.expected or via.expected
 
     def _note_fault(self, fid: int, key: str, kind: str, now: float, new: bool) -> None:
         if new:

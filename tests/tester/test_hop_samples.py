@@ -192,4 +192,7 @@ def test_hop_faults_are_corroborated_like_reports(tmp_path, net) -> None:
             t.process_datagram(dg, now)
         assert len(store.faults()) == (now == 5001.0)
     assert t.stats.uncorroborated == 1 and t.stats.hop_fault_samples == 2
-    assert suspects == []  # a re-probe asks for exits' reports: not for a hop's sample
+    # The first sample asks for a re-probe, from the ingresses of the paths through the
+    # switch the misrouted packet came from: its own ingress among them.
+    ((where, hdr, alts),) = suspects
+    assert where == peer and hdr == arr[1] and ingress in {e.ingress for e in alts}
