@@ -76,6 +76,7 @@ def entry_probes(
     (the exits recognize a probe's reports by those fields). [] when no fuzzed ingress
     reaches the entry, or the entry decides no header (shadowed)."""
     space = model.space
+    macs = model.host_macs()
     ings = set(ingresses)
     allowed = space.true
     for h in avoid:
@@ -111,7 +112,7 @@ def entry_probes(
             if not starts and entry.instructions.drops():
                 starts = dict.fromkeys(near)
             for ing in starts:
-                hdr = representative(space, u & allowed)
+                hdr = representative(space, u & allowed, src_mac=macs.get(ing))
                 if hdr is None:
                     break
                 ds = trace(ing, hdr)
@@ -129,8 +130,9 @@ def entry_probes(
     for p in list(inside):
         if len(out) >= n:
             break
+        cls = model.part.classify(p.header)
         hdr = representative(
-            space, region & model.part.bdd_of[model.part.classify(p.header)] & allowed
+            space, region & model.part.bdd_of[cls] & allowed, src_mac=macs.get(p.ingress)
         )
         ds = trace(p.ingress, hdr) if hdr is not None else None
         if ds is not None and hits(entry, ds):

@@ -41,7 +41,7 @@ from typing import NamedTuple
 from .fields import FIELD_NAMES, WIDTH
 from .model import Model, Update
 from .results import Delivery, Port
-from .witness import representative
+from .witness import witness_from
 
 __all__ = [
     "KINDS",
@@ -494,12 +494,12 @@ class IntentChecker:
         else:
             class_id = min(self._where[i][detail])
             ing, bdd = self._bad[i][class_id][detail]
-        hdr = representative(self.space, bdd)
+        hdr, paths = witness_from(self.model, ing, bdd)
         out = {
             "ingress": ing,
             "witness": hdr,
             "witness_class": class_id,
-            "paths": self.model.trace(ing, hdr),
+            "paths": paths,
             "reply": None,
             "reply_paths": [],
         }

@@ -29,6 +29,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from . import flowmod, ofctl
+from .fields import MAC_GROUP_BIT, parse_mac
 from .gcpause import gc_paused, gc_paused_update
 from .index import WalkIndex, pair_changes
 from .partition import FILTER, FORWARDING, Partition
@@ -47,6 +48,7 @@ from .tables import Behaviour, Element, Forwarding, dst_prefix
 from .tags import VERIFY_RULE_INIT, port_bits
 from .topology import Topology
 from .walk import Walker
+from .witness import host_macs
 
 log = logging.getLogger(__name__)
 _ANY_PORT = -1  # in an output port set: FLOOD or ALL
@@ -168,6 +170,8 @@ class Model:
         self._deferred: dict[int, _Deferred] | None = None  # in apply_many: by element
         self._cause: object = None  # Update.cause of the updates made now
         self._trial = False  # Update.trial of the updates made now
+        self._configured_macs: dict[Port, int] = {}  # set_host_macs
+        self._macs: tuple[int, dict[Port, int]] | None = None  # (version, host_macs())
 
     @contextmanager
     def caused_by(self, cause):
@@ -720,6 +724,26 @@ class Model:
 
     def classify(self, header) -> int:
         return self.part.classify(header)
+
+    def set_host_macs(self, table: dict[Port, int | str] | None) -> None:
+        """The MACs of the hosts behind edge ports, as the operator knows them (pazzd's
+        fuzz.host_macs); they override what the rules name. A group address is refused."""
+        macs = {}
+        for port, mac in (table or {}).items():
+            value = parse_mac(mac)
+            if value & MAC_GROUP_BIT:
+                raise ValueError(f"host_macs[{port}]: {mac} is a group (multicast) address")
+            macs[tuple(port)] = value
+        self._configured_macs, self._macs = macs, None
+
+    def host_macs(self) -> dict[Port, int]:
+        """{edge port: MAC of the host behind it}: the configured ones, else those the
+        rules name (cpc.witness.host_macs), worked out again after each update. Probes and
+        witnesses sent from a port carry its host's source MAC (a real switch learns or
+        polices it there), and a witness its destination host's."""
+        if self._macs is None or self._macs[0] != self.version:
+            self._macs = (self.version, {**host_macs(self), **self._configured_macs})
+        return self._macs[1]
 
     def expected(self, egress: Port, header, verify_port: int | None = None) -> list[Expected]:
         """Every (ingress, path, tags) the model allows for header sampled leaving at egress

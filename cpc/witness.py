@@ -19,7 +19,7 @@ from __future__ import annotations
 from .fields import ETH_TYPE_IPV4, WIDTH
 from .space import HeaderSpace
 
-__all__ = ["host_macs", "representative"]
+__all__ = ["host_macs", "representative", "witness_from"]
 
 _MAC = (1 << 48) - 1
 _GROUP = 1 << 40  # the I/G bit: a group (multicast, broadcast) address
@@ -86,6 +86,26 @@ def representative(
         if v != space.false:
             u = v
     return space.pick(u)
+
+
+def witness_from(model, ingress, u) -> tuple[dict[str, int] | None, list]:
+    """A witness of u sent from ingress, and its paths (model.trace): from the MAC of the
+    host behind ingress, to the MAC of the host the model delivers it to, where the model
+    knows them (Model.host_macs) and u allows them."""
+    macs = model.host_macs()
+    src = macs.get(tuple(ingress))
+    hdr = representative(model.space, u, src_mac=src)
+    if hdr is None:
+        return None, []
+    paths = model.trace(ingress, hdr)
+    to = [tuple(d.egress) for d in paths if d.kind == "egress" and tuple(d.egress) in macs]
+    if to and hdr.get("eth_dst") != macs[to[0]]:
+        again = representative(model.space, u, src_mac=src, dst_mac=macs[to[0]])
+        again_paths = model.trace(ingress, again)
+        # kept only where it still reaches that host (a rule on eth_dst may send it away)
+        if to[0] in {tuple(d.egress) for d in again_paths if d.kind == "egress"}:
+            return again, again_paths
+    return hdr, paths
 
 
 def host_macs(model) -> dict[tuple[int, int], int]:

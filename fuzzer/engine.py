@@ -35,10 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from cpc.critical import CriticalFlow
 from cpc.fields import format_header
 from cpc.results import Port
-from cpc.witness import host_macs as model_host_macs
 
 from .craft import Crafter
-from .hspace import MAC_GROUP_BIT, CountCache, canonicalize, parse_mac, valid_headers
+from .hspace import CountCache, canonicalize, valid_headers
 from .inject import Injector
 from .plan import IngressPlan, Probe, default_shares
 from .rate import TokenBucket
@@ -119,8 +118,8 @@ class Fuzzer:
     ) -> None:
         """sampling: the sFlow sampling 1/N of the network, for the default shares
         (fuzzer.plan.default_shares) when `shares` is None; host_macs: {ingress: MAC of the
-        host behind it}, the probes' source MAC from that ingress (others get a locally
-        administered one, fuzzer.hspace.local_mac)."""
+        host behind it} for the model (Model.set_host_macs), the probes' source MAC from
+        that ingress (others get a locally administered one, fuzzer.hspace.local_mac)."""
         self.model = model
         self.space = model.space
         self.clock = clock
@@ -134,8 +133,8 @@ class Fuzzer:
         # Every probe carries the marked shim: the exit switch reports it always.
         self.crafter = crafter or Crafter(mark=True)
         self.valid = valid_headers(self.space)
-        self.host_macs: dict[Port, int] = {}
-        self.set_host_macs(host_macs)
+        if host_macs is not None:
+            model.set_host_macs(host_macs)
         # Critical flows probed every period_s: [flow, its header (canonical), next due].
         self.critical: list[list] = []
         self._reprobes: collections.deque[Probe] = collections.deque(maxlen=256)
@@ -180,17 +179,6 @@ class Fuzzer:
             st.stale = True
         self._order = list(self.egresses)
         self._rr = 0
-
-    def set_host_macs(self, table: Mapping[Port, int | str] | None = None) -> None:
-        """The probes' source MAC per ingress: the host MACs the model's rules name
-        (cpc.witness.host_macs), overridden by `table`; plans built from now on use them."""
-        macs = dict(model_host_macs(self.model))
-        for port, mac in (table or {}).items():
-            value = parse_mac(mac)
-            if value & MAC_GROUP_BIT:
-                raise ValueError(f"host_macs[{port}]: {mac} is a group (multicast) address")
-            macs[tuple(port)] = value
-        self.host_macs = macs
 
     def set_critical(self, flows: Iterable[CriticalFlow]) -> None:
         """Probe each flow's header (or its match fields) from its ingress every period_s."""
@@ -270,7 +258,7 @@ class Fuzzer:
             classes=self.model.part.bdd_of,
             cache=self.counts,
             matches=self._match_bdds(),
-            src_mac=self.host_macs.get(ingress),
+            src_mac=self.model.host_macs().get(ingress),
         )
         st.built_version = version
         st.built_at = now

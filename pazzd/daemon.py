@@ -216,6 +216,8 @@ class Daemon:
     def _build_model(self, cfg: Config) -> None:
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
+        # probes and witnesses from an edge port carry its host's MAC (else the rules')
+        self.model.set_host_macs(cfg.fuzz.host_macs)
         if cfg.rules:
             n = self.model.load_rules(cfg.rules)
             log.info(
@@ -482,11 +484,11 @@ class Daemon:
         self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:
             self.proxy.config.group_twice = cfg.agents.group_twice
+        self.model.set_host_macs(cfg.fuzz.host_macs)
         if self.fuzzer is not None:
             self.fuzzer.set_rate(cfg.fuzz.rate)
             self.fuzzer.window_s = cfg.fuzz.window
             self.fuzzer.confirm_share = cfg.agents.share
-            self.fuzzer.set_host_macs(cfg.fuzz.host_macs)
             self._fuzz_critical(cfg)
         if self.probes is not None:
             self.probes.rate = max(cfg.fuzz.rate * cfg.agents.share, 1.0)

@@ -229,7 +229,6 @@ def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
             window_s=cfg.fuzz.window,
             seed=1,
             shares=shares_with_delivered(cfg.fuzz.delivered_share, cfg.sflow.sampling_rate),
-            host_macs=cfg.fuzz.host_macs,
         )
     except Exception as e:
         log.warning("fuzzer failed to start (%s); running without fuzz probes", e)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from cpc.model import Model
 from cpc.ofctl import parse_flow
 from cpc.topology import Topology
-from cpc.witness import host_macs, representative
+from cpc.witness import host_macs, representative, witness_from
 
 A, B = 0x0A1B2C3D4E01, 0x0A1B2C3D4E02
 
@@ -63,3 +63,49 @@ def test_host_macs_are_the_ones_the_rules_name():
         ]
     )
     assert host_macs(m) == {(1, 2): A, (2, 2): B}
+
+
+def test_the_models_table_takes_the_configured_macs_over_the_rules_and_follows_updates():
+    m = _model([(1, f"priority=10,dl_dst={_mac(A)},actions=output:2")])
+    m.build()
+    assert m.host_macs() == {(1, 2): A}
+    m.set_host_macs({(1, 2): B, (1, 3): "0a:00:00:00:00:33"})
+    assert m.host_macs() == {(1, 2): B, (1, 3): 0x0A0000000033}
+    m.set_host_macs({})
+    m.apply(parse_flow(f"priority=10,in_port=2,dl_src={_mac(B)},actions=output:1", 2, "add"))
+    assert m.host_macs() == {(1, 2): A, (2, 2): B}  # the new rule's host, after the update
+    try:
+        m.set_host_macs({(1, 2): "01:00:5e:00:00:01"})
+    except ValueError as e:
+        assert "group" in str(e)
+    else:
+        raise AssertionError("a group address was taken as a host's MAC")
+
+
+def test_a_witness_goes_from_the_ingress_hosts_mac_to_the_delivering_hosts():
+    """witness_from against the model's own trace: every witness is in the set, carries
+    the source MAC of the host behind its ingress, and the destination MAC of the host
+    behind the port the trace delivers it to."""
+    m = _model(
+        [
+            (1, "priority=10,ip,nw_dst=10.0.2.0/24,actions=output:1"),
+            (2, "priority=10,ip,nw_dst=10.0.2.0/24,actions=output:2"),
+            (1, "priority=10,ip,nw_dst=10.0.3.0/24,actions=output:3"),
+        ]
+    )
+    m.build()
+    macs = {(1, 2): A, (1, 3): 0x0A0000000013, (2, 2): B}
+    m.set_host_macs(macs)
+    sp = m.space
+    for net, out in ((0x0A000200, (2, 2)), (0x0A000300, (1, 3))):
+        u = sp.field_bdd("ipv4_dst", net, 0xFFFFFF00)
+        hdr, paths = witness_from(m, (1, 2), u)
+        assert sp.contains(u, hdr)
+        assert [tuple(d.egress) for d in paths if d.kind == "egress"] == [out]
+        assert (hdr["eth_src"], hdr["eth_dst"]) == (A, macs[out])
+    # a set that fixes another destination MAC keeps it (the witness stays in the set)
+    u = sp.field_bdd("ipv4_dst", 0x0A000200, 0xFFFFFF00) & sp.field_bdd(
+        "eth_dst", 0x0C0000000001, (1 << 48) - 1
+    )
+    hdr, _ = witness_from(m, (1, 2), u)
+    assert (hdr["eth_src"], hdr["eth_dst"]) == (A, 0x0C0000000001)
