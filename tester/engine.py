@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from cpc.fields import format_header
 from cpc.results import Expected, Port, RuleRef
+from cpc.tags import port_bits
 
 from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop
 from .ifmap import IfMap
@@ -199,6 +200,15 @@ def _location(v: Verdict, where: Port, hop: bool) -> str:
     if v.kind != TYPE_A:
         return v.location
     return f"{'hop' if hop else 'egress'}:{where[0]}:{where[1]}"
+
+
+def came_from_first(alts, verify_port: int) -> tuple[Expected, ...]:
+    """The alternatives whose ingress's Bloom bits the sample's Verify_Port holds, first:
+    where the packet most likely came in. A re-probe of the same header from there takes
+    the packet's own path (a SELECT group picks its bucket by the header), so it meets the
+    fault again; from another ingress it may not."""
+    hit = [e for e in alts if verify_port & port_bits(*e.ingress) == port_bits(*e.ingress)]
+    return (*hit, *(e for e in alts if e not in hit))
 
 
 def _tags(e: Expected) -> dict:
@@ -632,7 +642,7 @@ class Tester:
                     alts = (self._hop_alts_for_record if hop else self._alts_for_record)(
                         egress, hdr
                     )
-                    self.on_suspect(egress, hdr, alts)
+                    self.on_suspect(egress, hdr, came_from_first(alts, args[6]))
                     if not alts and not hop and self.on_unexplained is not None:
                         self.on_unexplained(egress, hdr, args[6])
                 except Exception:
