@@ -51,6 +51,22 @@ def build(kind: str, size: int, rules: int):
     return wl, m, time.perf_counter() - t0
 
 
+def _flow(rng, hosts: list, nets: list) -> tuple:
+    """(source host, header) of one random TCP flow to a host of the network's prefixes."""
+    h = dict(
+        ipv4_dst=rng.choice(nets) + rng.randrange(1, 255),
+        ipv4_src=0x0B000000 + rng.randrange(1 << 16),
+        ip_proto=6,
+        tp_dst=rng.choice([80, 443, 8080]),
+        tp_src=rng.randrange(1024, 65535),
+        eth_type=0x0800,
+        vlan_vid=0,
+        eth_dst=0x020000000001,
+        eth_src=0x020000000002,
+    )
+    return rng.choice(hosts), h
+
+
 def reports(wl, m, flows: int, seed: int = 7):
     """(egress, header, vp, vr) of `flows` distinct flows between random hosts and prefixes."""
     import random
@@ -61,20 +77,7 @@ def reports(wl, m, flows: int, seed: int = 7):
     nets = sorted(wl.prefixes)
     out = []
     while len(out) < flows:
-        src = rng.choice(hosts)
-        net = rng.choice(nets)
-        h = dict.fromkeys(("ipv4_dst", "ipv4_src", "ip_proto", "tp_dst", "tp_src"), 0)
-        h.update(
-            ipv4_dst=net + rng.randrange(1, 255),
-            ipv4_src=0x0B000000 + rng.randrange(1 << 16),
-            ip_proto=6,
-            tp_dst=rng.choice([80, 443, 8080]),
-            tp_src=rng.randrange(1024, 65535),
-            eth_type=0x0800,
-            vlan_vid=0,
-            eth_dst=0x020000000001,
-            eth_src=0x020000000002,
-        )
+        src, h = _flow(rng, hosts, nets)
         for d, final in ref.send_with_headers(wl.hosts[src], h):
             if d.kind == "egress":
                 out.append((d.egress, final, d.verify_port, d.verify_rule))
@@ -92,18 +95,7 @@ def hop_datagrams(wl, m, flows: int, per: int, seed: int = 7) -> tuple[list[byte
     em = ReferenceEmitter(sampling_rate=100, ovs_marking=True)
     n = done = 0
     while done < flows:
-        src, net = rng.choice(hosts), rng.choice(nets)
-        h = dict(
-            ipv4_dst=net + rng.randrange(1, 255),
-            ipv4_src=0x0B000000 + rng.randrange(1 << 16),
-            ip_proto=6,
-            tp_dst=rng.choice([80, 443, 8080]),
-            tp_src=rng.randrange(1024, 65535),
-            eth_type=0x0800,
-            vlan_vid=0,
-            eth_dst=0x020000000001,
-            eth_src=0x020000000002,
-        )
+        src, h = _flow(rng, hosts, nets)
         n += em.add_arrivals(ref.arrivals(wl.hosts[src], h))
         done += 1
     return em.flush(per), n

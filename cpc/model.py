@@ -756,7 +756,6 @@ class Model:
         """
         out: list[Expected] = []
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
-        elems = self._elem_list
         again: dict[tuple[int, Port], set[str]] = {}
         for o, class_id, _ in self._templates(egress, header):
             if verify_port is not None and o.verify_port != verify_port:
@@ -765,19 +764,8 @@ class Model:
                 if self.space.contains(o.final_hdr, header):
                     again.setdefault((class_id, o.ingress), set()).update(o.rw)
                 continue
-            vrule = VERIFY_RULE_INIT
-            hops = []
-            for hop in o.hops:
-                refs = []
-                for i in hop.rules:
-                    ur_ref = seen.get(i)
-                    if ur_ref is None:
-                        b = elems[i].ident.identify(header)
-                        ur_ref = seen[i] = (b.ur, b.ref)
-                    vrule = crc_hqx(ur_ref[0], vrule)
-                    refs.append(ur_ref[1])
-                hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
-            out.append(Expected(o.ingress, tuple(hops), o.verify_port, vrule))
+            hops, vrule = self._chain(o.hops, header, seen)
+            out.append(Expected(o.ingress, hops, o.verify_port, vrule))
         for (class_id, ingress), rw in again.items():
             out += [
                 e
@@ -857,7 +845,6 @@ class Model:
         matches, the tags they build; distinct, only those with verify_port when given."""
         out: dict[tuple, Expected] = {}
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
-        elems = self._elem_list
         bits = self.port_bits
         for ingress, tmpl in prefixes:
             tmpl = tmpl[: len(tmpl) - cut]
@@ -868,20 +855,27 @@ class Model:
                 vport |= bits(h.dpid, h.in_port)
             if verify_port is not None and vport != verify_port:
                 continue
-            vrule = VERIFY_RULE_INIT
-            hops = []
-            for hop in tmpl:
-                refs = []
-                for i in hop.rules:
-                    ur_ref = seen.get(i)
-                    if ur_ref is None:
-                        b = elems[i].ident.identify(header)
-                        ur_ref = seen[i] = (b.ur, b.ref)
-                    vrule = crc_hqx(ur_ref[0], vrule)
-                    refs.append(ur_ref[1])
-                hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
-            out[(ingress, tmpl)] = Expected(ingress, tuple(hops), vport, vrule)
+            hops, vrule = self._chain(tmpl, header, seen)
+            out[(ingress, tmpl)] = Expected(ingress, hops, vport, vrule)
         return list(out.values())
+
+    def _chain(self, template, header, seen: dict) -> tuple[tuple[Hop, ...], int]:
+        """A path template's hops for header (the entry matched at each element) and its
+        Verify_Rule chain; seen caches element -> (u_r, RuleRef) across templates."""
+        elems = self._elem_list
+        vrule = VERIFY_RULE_INIT
+        hops = []
+        for hop in template:
+            refs = []
+            for i in hop.rules:
+                ur_ref = seen.get(i)
+                if ur_ref is None:
+                    b = elems[i].ident.identify(header)
+                    ur_ref = seen[i] = (b.ur, b.ref)
+                vrule = crc_hqx(ur_ref[0], vrule)
+                refs.append(ur_ref[1])
+            hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
+        return tuple(hops), vrule
 
     def _templates(self, egress: Port, header) -> list:
         return self.index.templates_of(self.part.classify(header)).get(egress, ())
