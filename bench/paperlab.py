@@ -147,6 +147,7 @@ def sim_runs(a, say) -> list[dict]:
                 horizon,
                 seed=zlib.crc32(f"lab {f.name} {r}".encode()),
                 fuzz_hits=stream["hits"][f.name],
+                mode=a.mode,
             )
             d = res["first_s"]  # as the lab's: the first evidence of a fault that opened
             rows.append(
@@ -177,6 +178,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rules", type=int, default=1000)
     ap.add_argument("--sampling", type=int, default=16)
+    ap.add_argument(
+        "--mode",
+        default="P",
+        choices=("U", "P"),
+        help="the simulation's observation (pazzlab.papersim): P is what pazzd on patched "
+        "OVS does (probes reported 1/1, per-hop samples judged); U the paper's",
+    )
     ap.add_argument("--fuzz-rate", type=float, default=1000.0)
     ap.add_argument("--runs", type=int, default=3, help="lab runs per fault")
     ap.add_argument("--sim-runs", type=int, default=20, help="simulated runs per fault")
@@ -202,7 +210,7 @@ def main(argv=None) -> int:
         "bench": "paperlab",
         "config": {
             k: getattr(a, k)
-            for k in ("rules", "sampling", "fuzz_rate", "runs", "sim_runs", "horizon")
+            for k in ("rules", "sampling", "mode", "fuzz_rate", "runs", "sim_runs", "horizon")
         },
         "lab_fuzz_pps": lab["fuzz_pps"],
         "by_family": {f: {"lab": _stats(fams[f]), "sim": _stats(sfam[f])} for f in FAMILIES},
