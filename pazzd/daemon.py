@@ -241,14 +241,11 @@ class Daemon:
             ports=None,
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
-            resolve_after=cfg.tester.resolve_after,
             on_fault=self.faults.fault,
             on_localize=self.faults.localize_soon,
             rules_at=wiring.rules_at(self.model),
-            judge_hops=cfg.tester.judge_hops,
         )
-        t.agents = cfg.sflow.agents
-        t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
+        wiring.tune_tester(t, cfg)
         t.on_suspect = self.faults.suspect
         t.on_unexplained = self.faults.unexplained
         self.faults.tester = t
@@ -464,22 +461,11 @@ class Daemon:
             set_setting(cfg, key, setting(old, key))
         logging.getLogger().setLevel(cfg.log_level.upper())
         t = self.tester
-        t.resolve_after = cfg.tester.resolve_after
+        wiring.tune_tester(t, cfg)  # workers get theirs when recycled below
         self.guard.settle = cfg.tester.settle
-        if list(cfg.critical_flows) != list(old.critical_flows) or (
-            (cfg.tester.blackhole_k, cfg.tester.blackhole_grace, cfg.tester.blackhole_max_silence)
-            != (
-                old.tester.blackhole_k,
-                old.tester.blackhole_grace,
-                old.tester.blackhole_max_silence,
-            )
-            or cfg.tester.blackhole_false_alarms != old.tester.blackhole_false_alarms
-        ):
+        if wiring.blackhole_settings(cfg) != wiring.blackhole_settings(old):
             t.blackholes = wiring.blackholes(cfg, self.model)
         t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
-        t.agents = cfg.sflow.agents  # workers get it when recycled below
-        t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
-        t.judge_hops = cfg.tester.judge_hops
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:

@@ -29,6 +29,7 @@ from .proxy.proxy import tls_contexts
 __all__ = [
     "StartError",
     "api_group",
+    "blackhole_settings",
     "blackholes",
     "ifmap",
     "lock_instance",
@@ -37,6 +38,7 @@ __all__ = [
     "resource",
     "rules_at",
     "start_fuzzer",
+    "tune_tester",
 ]
 
 log = logging.getLogger("pazzd")
@@ -158,6 +160,21 @@ def rules_at(model):
         return cache["by"].get(dpid, ())
 
     return at
+
+
+def tune_tester(t, cfg: Config) -> None:
+    """The in-process tester's settings that a reload changes live."""
+    ts = cfg.tester
+    t.resolve_after, t.judge_hops = ts.resolve_after, ts.judge_hops
+    t.corroborate, t.corroborate_window = ts.corroborate, ts.corroborate_window
+    t.agents = cfg.sflow.agents
+
+
+def blackhole_settings(cfg: Config) -> tuple:
+    """What the blackhole monitor is built from (wiring.blackholes)."""
+    ts = cfg.tester
+    silence = (ts.blackhole_max_silence, ts.blackhole_false_alarms)
+    return (list(cfg.critical_flows), ts.blackhole_k, ts.blackhole_grace, *silence)
 
 
 def proxy_config(cfg: Config, config_path: str) -> ProxyConfig:
