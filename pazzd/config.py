@@ -121,7 +121,7 @@ class TesterConfig:
     corroborate: int = option(2, lo=1, hi=16)
     corroborate_window: float = option(60.0, lo=0.1, hi=86400.0)
     # Judge the ingress samples taken where a link arrives against the beginnings of the
-    # model's paths (per-hop samples; the in-process tester only, not tester workers).
+    # model's paths (per-hop samples), in the tester and in its workers.
     judge_hops: bool = option(True)
 
 

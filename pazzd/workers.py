@@ -55,6 +55,11 @@ REPORT_EVERY = 0.5  # seconds between a worker's counter reports
 RESTART_BACKOFF = (1.0, 2.0, 5.0, 10.0)
 
 
+def _prefixes(got) -> object:
+    """Model.expected_at/expected_via's answer over Thrift (None: not known)."""
+    return THRIFT.Prefixes(got is not None, [expected_to_thrift(e) for e in got or ()])
+
+
 class _Handler:
     """The Thrift service, run on pazzd's event loop (so the model is never read mid-update)."""
 
@@ -70,15 +75,20 @@ class _Handler:
         for q in queries:
             cls = m.classify(q.header)
             held = guard.held_until(cls, q.header) if guard is not None else 0.0
-            ok = q.verify_port >= 0 and m.allows(
-                (q.egress_dpid, q.egress_port), q.header, q.verify_port, q.verify_rule
-            )
-            answers.append(THRIFT.Answer(cls, held, ok))
+            at, tags = (q.egress_dpid, q.egress_port), (q.verify_port, q.verify_rule)
+            ok = q.verify_port >= 0 and (m.allows_at if q.hop else m.allows)(at, q.header, *tags)
+            answers.append(THRIFT.Answer(cls, held, bool(ok), ok is None))
         return THRIFT.Lookup(m.version, answers)
 
     async def expected(self, q):
         egress = (q.egress_dpid, q.egress_port)
         return [expected_to_thrift(e) for e in self.d.model.expected(egress, q.header)]
+
+    async def expected_at(self, q):
+        return _prefixes(self.d.model.expected_at((q.egress_dpid, q.egress_port), q.header))
+
+    async def expected_via(self, dpid, header):
+        return _prefixes(self.d.model.expected_via(dpid, header))
 
     async def rules_at(self, dpid):
         return [rule_to_thrift(r) for r in self.d.tester.rules_at(dpid)]
@@ -309,6 +319,8 @@ def run_worker(
         on_fault=outbox.fault,
         on_localize=outbox.localize,
         rules_at=remote.rules_at,
+        links=cfg.topology.links,
+        judge_hops=cfg.tester.judge_hops,
     )
     t.agents = cfg.sflow.agents
     t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window

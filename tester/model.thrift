@@ -32,6 +32,7 @@ struct Query {
   3: map<string, i64> header,
   4: i64 verify_port = -1,    // the report's tags; -1: only classify
   5: i32 verify_rule = -1,
+  6: bool hop = false,        // a per-hop sample taken at egress (Model.allows_at)
 }
 
 // The class of a header, until when reports of it are held back (a model update
@@ -41,6 +42,14 @@ struct Answer {
   1: i32 class_id,
   2: double held_until,
   3: bool allowed = false,
+  4: bool unjudged = false,   // hop: the model cannot say there (a rewrite)
+}
+
+// The beginnings of the paths through a port or a switch (Model.expected_at,
+// expected_via); known false: the model cannot say (a rewrite).
+struct Prefixes {
+  1: bool known,
+  2: list<Expected> expected,
 }
 
 struct Lookup {
@@ -108,6 +117,8 @@ service ModelService {
   i64 version(),
   Lookup lookup(1: list<Query> queries, 2: double now),
   list<Expected> expected(1: Query query),
+  Prefixes expected_at(1: Query query),
+  Prefixes expected_via(1: i64 dpid, 2: map<string, i64> header),
   list<Rule> rules_at(1: i64 dpid),
   list<IfEntry> ifmap(),
   void report(1: WorkerReport report),

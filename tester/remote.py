@@ -28,6 +28,7 @@ from cpc.results import Expected, Hop, Port, RuleRef
 
 from .engine import FaultEvent, LocalizationRequest, Tester, egress_if_index
 from .packet import is_report, parse_frame
+from .sflow import IF_FORMAT_SINGLE
 from .timers import CriticalFlow
 
 __all__ = [
@@ -91,10 +92,16 @@ def expected_from_thrift(t) -> Expected:
     return Expected((t.ingress_dpid, t.ingress_port), hops, t.verify_port, t.verify_rule)
 
 
-def query(egress: Port, header: dict, verify_port: int = -1, verify_rule: int = -1):
-    return THRIFT.Query(
-        egress[0], egress[1], {k: int(v) for k, v in header.items()}, verify_port, verify_rule
-    )
+def query(
+    egress: Port, header: dict, verify_port: int = -1, verify_rule: int = -1, hop: bool = False
+):
+    """A lookup of a report at egress (hop: of a per-hop sample taken there)."""
+    h = {k: int(v) for k, v in header.items()}
+    return THRIFT.Query(egress[0], egress[1], h, verify_port, verify_rule, hop)
+
+
+def _from_prefixes(p) -> list[Expected] | None:
+    return [expected_from_thrift(t) for t in p.expected] if p.known else None
 
 
 class RemoteModel:
@@ -111,9 +118,9 @@ class RemoteModel:
         self.client = client
         self.version_now = version_now
         self.version = client.version()
-        # id(header) -> (class, held until, tags allowed)
-        self._answers: dict[int, tuple[int, float, bool]] = {}
-        self._cache: dict[tuple, tuple[int, float, bool]] = {}
+        # (id(header), per-hop) -> (class, held until, tags allowed, cannot say)
+        self._answers: dict[tuple[int, bool], tuple[int, float, bool, bool]] = {}
+        self._cache: dict[tuple, tuple[int, float, bool, bool]] = {}
         self._cache_ver = -1
         self._rules: tuple[int, dict[int, list[RuleRef]]] = (-1, {})
         self.rpcs = 0
@@ -125,11 +132,12 @@ class RemoteModel:
             self._cache.clear()
             self._cache_ver = res.version
         self.version = res.version
-        return [(a.class_id, a.held_until, a.allowed) for a in res.answers]
+        return [(a.class_id, a.held_until, a.allowed, a.unjudged) for a in res.answers]
 
-    def prefetch(self, queries: list[tuple[Port, dict, int, int]], now: float) -> None:
-        """Classify and judge the reports of one datagram, (egress, header, Verify_Port,
-        Verify_Rule) each, in at most one call. The caller keeps the headers alive."""
+    def prefetch(self, queries: list[tuple], now: float) -> None:
+        """Classify and judge the samples of one datagram, (egress, header, Verify_Port,
+        Verify_Rule, per-hop) each, in at most one call. The caller keeps the headers
+        alive."""
         self._answers.clear()
         if self.version_now is not None:
             ver = self.version_now()
@@ -139,27 +147,27 @@ class RemoteModel:
             self.version = ver
         if self.version_now is None:  # nothing tells when a cached answer goes stale
             for q, a in zip(queries, self._lookup(queries, now), strict=True):
-                self._answers[id(q[1])] = a
+                self._answers[id(q[1]), q[4]] = a
             return
         cache, misses = self._cache, []
         for q in queries:
-            eg, h, vp, vr = q
-            k = (eg, tuple(h.items()), vp, vr)
+            eg, h, vp, vr, hop = q
+            k = (eg, tuple(h.items()), vp, vr, hop)
             a = cache.get(k)
             if a is None:
                 misses.append((q, k))
             else:
-                self._answers[id(h)] = a
+                self._answers[id(h), hop] = a
         if not misses:
             return
         answers = self._lookup([q for q, _ in misses], now)
         if len(cache) + len(misses) > self.CACHE_MAX:
             cache.clear()
         for (q, k), a in zip(misses, answers, strict=True):
-            self._answers[id(q[1])] = cache[k] = a
+            self._answers[id(q[1]), q[4]] = cache[k] = a
 
     def answer(self, header: dict, now: float) -> tuple[int, bool]:
-        a = self._answers.get(id(header))
+        a = self._answers.get((id(header), False)) or self._answers.get((id(header), True))
         if a is None:  # not prefetched (e.g. a stored fault's header): ask alone
             a = self._lookup([((0, 0), header)], now)[0]
         return a[0], now < a[1]
@@ -168,21 +176,28 @@ class RemoteModel:
         return self.answer(header, time.time())[0]
 
     def allows(self, egress: Port, header: dict, verify_port: int, verify_rule: int) -> bool:
-        a = self._answers.get(id(header))
+        a = self._answers.get((id(header), False))
         if a is None:  # not prefetched: ask alone
             a = self._lookup([(egress, header, verify_port, verify_rule)], time.time())[0]
         return a[2]
 
-    # Per-hop samples are not judged in workers yet (model.thrift has no query for them):
-    # these answer "cannot say", and WorkerTester does not ask (judge_hops=False).
-    def allows_at(self, port: Port, header: dict, verify_port: int, verify_rule: int) -> None:
-        return None
+    def allows_at(
+        self, port: Port, header: dict, verify_port: int, verify_rule: int
+    ) -> bool | None:
+        a = self._answers.get((id(header), True))
+        if a is None:  # not prefetched: ask alone
+            q = (port, header, verify_port, verify_rule, True)
+            a = self._lookup([q], time.time())[0]
+        return None if a[3] else a[2]
 
-    def expected_at(self, port: Port, header: dict) -> None:
-        return None
+    def expected_at(self, port: Port, header: dict) -> list[Expected] | None:
+        self.rpcs += 1
+        return _from_prefixes(self.client.expected_at(query(port, header)))
 
-    def expected_via(self, dpid: int, header: dict) -> None:
-        return None
+    def expected_via(self, dpid: int, header: dict) -> list[Expected] | None:
+        self.rpcs += 1
+        h = {k: int(v) for k, v in header.items()}
+        return _from_prefixes(self.client.expected_via(dpid, h))
 
     def expected(self, egress: Port, header: dict) -> list[Expected]:
         self.rpcs += 1
@@ -309,13 +324,12 @@ class FlowRelay:
 
 
 class WorkerTester(Tester):
-    """A Tester whose model is a RemoteModel: one lookup RPC per datagram. It does not
-    judge per-hop samples (they are counted in ingress_samples only)."""
+    """A Tester whose model is a RemoteModel: one lookup RPC per datagram, for its reports
+    and its per-hop samples (pass the topology's `links`: a RemoteModel has none)."""
 
     __test__ = False
 
     def __init__(self, model: RemoteModel, *a, **kw) -> None:
-        kw["judge_hops"] = False
         super().__init__(model, *a, **kw)
         self.remote = model
         self._frames: dict[bytes, object] = {}
@@ -325,12 +339,19 @@ class WorkerTester(Tester):
         queries = []
         lookup = self.ifmap.lookup
         for s in dg.flows:
-            if not is_report(s) or s.header in frames:
+            report = is_report(s)
+            if report:
+                at = lookup(dg.agent, dg.sub_agent, egress_if_index(s))
+            elif self.judge_hops and s.input_format == IF_FORMAT_SINGLE:
+                at = lookup(dg.agent, dg.sub_agent, s.input)
+                at = at if at in self.links else None
+            else:
+                continue
+            if at is None or s.header in frames:
                 continue
             pf = frames[s.header] = parse_frame(s.header)
-            egress = lookup(dg.agent, dg.sub_agent, egress_if_index(s))
-            if egress is not None and pf.has_verify and pf.complete:
-                queries.append((egress, pf.header, pf.verify_port, pf.verify_rule))
+            if pf.has_verify and pf.complete:
+                queries.append((at, pf.header, pf.verify_port, pf.verify_rule, not report))
         self._frames = frames
         self.remote.prefetch(queries, now)
         try:

@@ -185,6 +185,33 @@ def test_workers_judge_reports_and_record_faults(net):
     )
     assert m, d.log_text()[-2000:]
 
+    # Per-hop samples, the shim as the switches before built it (the reference's arrivals
+    # over links), judged by the workers against the model's path prefixes: consistent.
+    hops = ReferenceEmitter(base=BASE, ovs_marking=True)
+    k = sum(hops.add_arrivals(ref.arrivals(i, x)) for i, x in _traffic(wl))
+    _send(addr, hops, socks)
+    s = _wait(lambda: (x := _status(d))["tester"]["hop_samples_judged"] >= k and x)
+    assert k > 20 and s, _status(d)["tester"]
+    t = s["tester"]
+    assert t["hop_samples_judged"] == t["hop_consistent"] == k and t["hop_fault_samples"] == 0
+    assert len(json.loads(pazzctl(d.sock, "faults", "--json").stdout)) == 1  # the report's
+    # One of them with a wrong Verify_Port, twice: a fault before that switch, found by
+    # the worker from the per-hop sample alone.
+    port, hdr, vp, vr, _ = ref.arrivals(*_traffic(wl)[1])[0]
+    for _ in range(2):
+        hops.add_ingress(port, hdr, (vp ^ 0x10, vr))
+    _send(addr, hops, socks)
+
+    def hop_faults():
+        rows = json.loads(pazzctl(d.sock, "faults", "--json").stdout)
+        return [r for r in rows if r["localization"].get("sampled_at") == "hop"]
+
+    rows = _wait(hop_faults)
+    assert len(rows) == 1, rows
+    assert rows[0]["egress"] == list(port) and rows[0]["actual"]["verify_port"] == vp ^ 0x10
+    t = _wait(lambda: (x := _status(d)["tester"])["hop_fault_samples"] >= 2 and x)
+    assert t and t["fault_samples"] == 2, t  # the report's two, earlier
+
     # A worker that dies is started again.
     victim = next(
         int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker(int(p), d.proc.pid)
