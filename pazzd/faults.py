@@ -11,7 +11,7 @@ import time
 
 from cpc.tags import port_bits
 from pazzapi import ApiError
-from tester.engine import FaultEvent, LocalizationRequest
+from tester.engine import MAX_REPLAY_INGRESSES, FaultEvent, LocalizationRequest
 
 from .audit import AUDIT, audit_answer
 
@@ -19,7 +19,6 @@ __all__ = ["MAX_REPLAY_INGRESSES", "FaultEvents"]
 
 # Ingresses a suspicious sample is sent again from, at most: with marked reports each
 # sends 3 copies, so one suspicion costs at most 12 probes (3N each at sampling 1/N else).
-MAX_REPLAY_INGRESSES = 4
 
 log = logging.getLogger("pazzd")
 

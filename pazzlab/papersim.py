@@ -50,12 +50,11 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from fuzzer.engine import CONFIRM_SHARE, CORROBORATE_MAX, Fuzzer
 from fuzzer.hspace import Sampler, range_bdd, valid_headers
-from pazzd.faults import MAX_REPLAY_INGRESSES
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
 from pazzlab.flowhash import select_bucket
 from pazzlab.paperfaults import PaperFault, paper_faults
 from tester.emit import ReferenceEmitter, synthetic_ifmap
-from tester.engine import Tester
+from tester.engine import MAX_REPLAY_INGRESSES, Tester
 from tester.store import FaultStore
 
 __all__ = [

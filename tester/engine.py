@@ -45,6 +45,8 @@ __all__ = [
     "FaultEvent",
     "ModelLike",
     "RateLimitedLog",
+    "MAX_REPLAY_INGRESSES",
+    "came_from_first",
     "egress_if_index",
 ]
 
@@ -200,6 +202,11 @@ def _location(v: Verdict, where: Port, hop: bool) -> str:
     if v.kind != TYPE_A:
         return v.location
     return f"{'hop' if hop else 'egress'}:{where[0]}:{where[1]}"
+
+
+# A fault's first sample is sent again from this many ingresses at most (pazzd.faults):
+# the bound on replays per suspicion.
+MAX_REPLAY_INGRESSES = 4
 
 
 def came_from_first(alts, verify_port: int) -> tuple[Expected, ...]:
