@@ -39,6 +39,7 @@ __all__ = [
     "rules_at",
     "start_fuzzer",
     "tune_tester",
+    "unmarked_injection",
 ]
 
 log = logging.getLogger("pazzd")
@@ -129,7 +130,27 @@ def ifmap(cfg: Config) -> IfMap:
             done.add((sw.ovsdb, sw.agent))
             n = m.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=ovs_runner(cfg.ovs.bin_dir))
             log.info("sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent)
+    for msg in unmarked_injection(cfg, m):
+        log.warning("%s", msg)
     return m
+
+
+def unmarked_injection(cfg: Config, m: IfMap) -> list[str]:
+    """The fuzz.inject ports whose switch strips the probe mark (other_config:verify-probe
+    unset, as far as the switches' OVSDBs say): their probes are reported at 1/N, and
+    confirmations sent there see nothing."""
+    out = []
+    for port in sorted(cfg.fuzz.inject):
+        have = m.verify_probe.get(port)
+        if have is not None and have not in ("true", "trust") and cfg.sflow.marked_reports:
+            name = cfg.topology.port_name(port)
+            out.append(
+                f"fuzz.inject {name}: the switch port has other_config:verify-probe="
+                f"{have or '(unset)'}, so it strips the probes' mark (reported at "
+                f"1/{cfg.sflow.sampling_rate}, not 1/1): set it to trust "
+                '(docs/verify-header.md, "The probe mark")'
+            )
+    return out
 
 
 def blackholes(cfg: Config, model) -> BlackholeMonitor | None:

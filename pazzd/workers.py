@@ -112,8 +112,12 @@ class _Handler:
             else:
                 t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
         for s in r.suspects or ():
-            ings = [(i.dpid, i.port) for i in s.ingresses]
-            self.d.faults.corroborate(dict(s.header), ings)
+            if s.unexplained_verify_port >= 0:
+                egress = (s.egress_dpid, s.egress_port)
+                self.d.faults.unexplained(egress, dict(s.header), s.unexplained_verify_port)
+            else:
+                ings = [(i.dpid, i.port) for i in s.ingresses]
+                self.d.faults.corroborate(dict(s.header), ings)
         self.d.faults.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
 
 
@@ -325,6 +329,7 @@ def run_worker(
     t.agents = cfg.sflow.agents
     t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
     t.on_suspect = outbox.suspect
+    t.on_unexplained = outbox.unexplained
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)
     sock.settimeout(0.1)
     stopping = []

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from cpc.results import Port
 
-__all__ = ["IfMap", "parse_ovsdb"]
+__all__ = ["IfMap", "parse_ovsdb", "probe_settings"]
 
 log = logging.getLogger(__name__)
 ANY_SUB = -1  # matches every sub-agent id
@@ -46,11 +46,11 @@ def _one(v):
     return v
 
 
-def parse_ovsdb(bridges: str, ports: str, interfaces: str) -> dict[int, Port]:
-    """ifindex -> (dpid, ofport) from `ovs-vsctl --format=json list Bridge/Port/Interface`."""
+def _interfaces(bridges: str, ports: str, interfaces: str):
+    """(dpid, ofport, Interface row) of every interface of a bridge with a datapath id,
+    from `ovs-vsctl --format=json list Bridge/Port/Interface`."""
     iface_by_uuid = {r["_uuid"]: r for r in _table(interfaces)}
     port_by_uuid = {r["_uuid"]: r for r in _table(ports)}
-    out: dict[int, Port] = {}
     for br in _table(bridges):
         dpid_text = _one(br.get("datapath_id"))
         if not dpid_text:
@@ -65,22 +65,36 @@ def parse_ovsdb(bridges: str, ports: str, interfaces: str) -> dict[int, Port]:
             ifs = port.get("interfaces")
             for iu in ifs if isinstance(ifs, list) else [ifs]:
                 iface = iface_by_uuid.get(iu)
-                if iface is None:
-                    continue
-                ofport, ifindex = _one(iface.get("ofport")), _one(iface.get("ifindex"))
-                if (
-                    isinstance(ofport, int)
-                    and isinstance(ifindex, int)
-                    and ofport > 0
-                    and ifindex > 0
-                ):
-                    out[ifindex] = (dpid, ofport)
+                ofport = _one(iface.get("ofport")) if iface is not None else None
+                if isinstance(ofport, int) and ofport > 0:
+                    yield dpid, ofport, iface
+
+
+def parse_ovsdb(bridges: str, ports: str, interfaces: str) -> dict[int, Port]:
+    """ifindex -> (dpid, ofport) from `ovs-vsctl --format=json list Bridge/Port/Interface`."""
+    out: dict[int, Port] = {}
+    for dpid, ofport, iface in _interfaces(bridges, ports, interfaces):
+        ifindex = _one(iface.get("ifindex"))
+        if isinstance(ifindex, int) and ifindex > 0:
+            out[ifindex] = (dpid, ofport)
+    return out
+
+
+def probe_settings(bridges: str, ports: str, interfaces: str) -> dict[Port, str]:
+    """(dpid, ofport) -> the interface's other_config:verify-probe ("" when unset): what the
+    patched switch does with a probe mark arriving there (docs/verify-header.md)."""
+    out: dict[Port, str] = {}
+    for dpid, ofport, iface in _interfaces(bridges, ports, interfaces):
+        oc = iface.get("other_config")
+        out[(dpid, ofport)] = str(oc.get("verify-probe", "")) if isinstance(oc, dict) else ""
     return out
 
 
 class IfMap:
     def __init__(self) -> None:
         self._map: dict[tuple[str, int, int], Port] = {}
+        # other_config:verify-probe of the ports whose OVSDB was read ("" when unset)
+        self.verify_probe: dict[Port, str] = {}
 
     def add(self, agent: str, if_index: int, port: Port, sub_agent: int = ANY_SUB) -> None:
         self._map[(agent, sub_agent, if_index)] = (int(port[0]), int(port[1]))
@@ -127,7 +141,7 @@ class IfMap:
         for table, cols in (
             ("Bridge", "_uuid,datapath_id,ports"),
             ("Port", "_uuid,interfaces"),
-            ("Interface", "_uuid,name,ofport,ifindex"),
+            ("Interface", "_uuid,name,ofport,ifindex,other_config"),
         ):
             try:
                 res = run(
@@ -153,6 +167,7 @@ class IfMap:
             texts.append(res.stdout)
         try:
             mapping = parse_ovsdb(*texts)
+            self.verify_probe.update(probe_settings(*texts))
         except (ValueError, KeyError, TypeError) as e:
             log.warning("OVSDB %s for agent %s: unreadable answer: %s", db, agent, e)
             return 0

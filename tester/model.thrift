@@ -91,7 +91,7 @@ struct FlowSeen {
 }
 
 // A fault's first sample: pazzd has the fuzzer send its header again (corroboration),
-// from the ingresses the model expects it from.
+// from the ingresses the model expects it from (or, unexplained, where it came in).
 struct PortRef {
   1: i64 dpid,
   2: i32 port,
@@ -102,6 +102,9 @@ struct Suspect {
   2: i32 egress_port,
   3: map<string, i64> header,
   4: list<PortRef> ingresses,
+  // >= 0: a first sample no ingress explains (Type-a), with its Verify_Port: pazzd has
+  // the fuzzer replay it from the edge ports whose Bloom bits it carries
+  5: i64 unexplained_verify_port = -1,
 }
 
 struct WorkerReport {

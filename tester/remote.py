@@ -259,6 +259,11 @@ class Outbox:
         ings = [THRIFT.PortRef(e.ingress[0], e.ingress[1]) for e in expected]
         self.suspects.append(THRIFT.Suspect(egress[0], egress[1], h, ings))
 
+    def unexplained(self, egress: Port, header: dict, verify_port: int) -> None:
+        """Tester.on_unexplained in a worker: pazzd replays it (FaultEvents.unexplained)."""
+        h = {k: int(v) for k, v in header.items() if isinstance(v, int)}
+        self.suspects.append(THRIFT.Suspect(egress[0], egress[1], h, [], verify_port))
+
     def take(self) -> tuple[list, list, list]:
         out = (self.faults, self.flows, self.suspects)
         self.faults, self.flows, self.suspects = [], [], []

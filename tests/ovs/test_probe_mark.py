@@ -16,11 +16,15 @@ import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from scapy.all import IP, UDP, Dot1Q, Ether, Raw
 
 from cpc import tags
+from pazzd.wiring import unmarked_injection
+from tester.ifmap import IfMap
 from tests.ovs.ovsenv import Netns, VethPair, unique_name
 from tests.ovs.test_datapath import Capture, SflowCollector
 
@@ -400,3 +404,34 @@ def test_a_trust_port_keeps_marks_and_adds_none(net):
     for f in cap.frames():
         link.setdefault(udp_sport(f), set()).add(f[12:14])
     assert link[6001] == {b"\x08\x21"} and link[6000] == {b"\x08\x20"}
+
+
+def test_the_ovsdb_says_which_injection_ports_strip_the_mark(net, ovs_prefix):
+    """pazzd reads each port's other_config:verify-probe from the switch's OVSDB (with the
+    sFlow ifIndex map) and warns for a fuzz.inject port that strips the mark."""
+    vsctl = str(Path(ovs_prefix) / "bin/ovs-vsctl")
+
+    def run_vsctl(argv, **kw):
+        return subprocess.run([vsctl, *argv[1:]], **kw)
+
+    def read() -> IfMap:
+        m = IfMap()
+        assert m.load_ovsdb("127.0.0.1", f"unix:{net.ovs.db_sock}", run=run_vsctl) > 0
+        return m
+
+    cfg = SimpleNamespace(
+        fuzz=SimpleNamespace(inject={(1, 1): "h1", (1, 3): "h3"}),
+        sflow=SimpleNamespace(marked_reports=True, sampling_rate=1000),
+        topology=SimpleNamespace(port_name=lambda p: f"s{p[0]}:{p[1]}"),
+    )
+    m = read()
+    assert (m.verify_probe[(1, 1)], m.verify_probe[(1, 3)], m.verify_probe[(2, 2)]) == (
+        "true",
+        "",
+        "",
+    )
+    (warning,) = unmarked_injection(cfg, m)
+    assert warning.startswith("fuzz.inject s1:3:") and "verify-probe=(unset)" in warning
+    net.ovs.vsctl("set", "interface", net.h["h3"][1].outer, "other_config:verify-probe=trust")
+    m = read()
+    assert m.verify_probe[(1, 3)] == "trust" and unmarked_injection(cfg, m) == []

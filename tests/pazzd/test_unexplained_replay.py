@@ -5,9 +5,14 @@ MAX_REPLAY_INGRESSES of them. The tester is the real one, fed a real sFlow datag
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 from cpc.tags import VERIFY_PORT_INIT, VERIFY_RULE_INIT, port_bits, set_verify_port
 from pazzd.faults import MAX_REPLAY_INGRESSES, FaultEvents
+from pazzd.workers import _Handler
 from tester.emit import ReferenceEmitter
+from tester.remote import THRIFT, Outbox
 
 from .test_probes import two_switches
 
@@ -81,3 +86,30 @@ def test_the_replays_are_bounded():
     ev.edge_ports = [(1, 1), (1, 2), (2, 2), (3, 1), (3, 2), (4, 1), (4, 2)]
     _report(net, (2, 2), 0xFFFFFFFF)
     assert len(fz.sent) == MAX_REPLAY_INGRESSES
+
+
+def test_a_workers_unexplained_sample_is_replayed_the_same_way():
+    """With tester workers the first sample travels in the worker's report (Suspect with
+    its Verify_Port) and pazzd replays it as the in-process tester's hook does."""
+    net = two_switches()
+    vport = set_verify_port(set_verify_port(VERIFY_PORT_INIT, 1, 1), 2, 1)
+    here = Fuzzer()
+    _events(net, here)
+    _report(net, (2, 2), vport)
+
+    net = two_switches()
+    outbox = Outbox()
+    net.tester.corroborate = 2
+    net.tester.on_suspect, net.tester.on_unexplained = outbox.suspect, outbox.unexplained
+    _report(net, (2, 2), vport)
+    faults, flows, suspects = outbox.take()
+    report = THRIFT.WorkerReport(0, {}, faults, flows, 0.0, suspects)
+    there = Fuzzer()
+    ev = FaultEvents(net.tester.store, None, None, None, net.topo.edge_ports())
+    ev.fuzzer, ev.sampling_rate = there, 1
+    daemon = SimpleNamespace(
+        workers=SimpleNamespace(stats={}, hello=lambda w: None), tester=net.tester, faults=ev
+    )
+    asyncio.run(_Handler(daemon).report(report))
+    assert there.sent and there.sent == here.sent
+    assert ev.replays == len(there.sent)

@@ -23,7 +23,7 @@ from tester.collector import SflowCollector
 from tester.detect import BLACKHOLE, TYPE_A, TYPE_P_ACTION
 from tester.emit import ReferenceEmitter, agent_of, synthetic_ifmap
 from tester.engine import Tester
-from tester.ifmap import IfMap, parse_ovsdb
+from tester.ifmap import IfMap, parse_ovsdb, probe_settings
 from tester.sflow import encode_datagram
 from tester.store import _MIGRATIONS, OPEN, RESOLVED, FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow, TransientGuard
@@ -329,14 +329,15 @@ def test_ovsdb_mapping() -> None:
     )
     ifaces = json.dumps(
         {
-            "headings": ["_uuid", "name", "ofport", "ifindex"],
+            "headings": ["_uuid", "name", "ofport", "ifindex", "other_config"],
             "data": [
-                [["uuid", "i1"], "s10-eth1", 1, 41],
-                [["uuid", "i2"], "s10", 65534, ["set", []]],
+                [["uuid", "i1"], "s10-eth1", 1, 41, ["map", [["verify-probe", "trust"]]]],
+                [["uuid", "i2"], "s10", 65534, ["set", []], ["map", []]],
             ],
         }
     )
     assert parse_ovsdb(bridges, ports, ifaces) == {41: (10, 1)}
+    assert probe_settings(bridges, ports, ifaces) == {(10, 1): "trust", (10, 65534): ""}
 
     class Done:
         def __init__(self, out):
@@ -345,7 +346,7 @@ def test_ovsdb_mapping() -> None:
     outs = iter([bridges, ports, ifaces])
     m = IfMap()
     assert m.load_ovsdb("192.0.2.1", "unix:/nonexistent", run=lambda *a, **k: Done(next(outs))) == 1
-    assert m.lookup("192.0.2.1", 7, 41) == (10, 1)
+    assert m.lookup("192.0.2.1", 7, 41) == (10, 1) and m.verify_probe[(10, 1)] == "trust"
     assert m.load_ovsdb("192.0.2.1", "unix:/nonexistent/db.sock") == 0  # unreachable: no crash
     cfg = IfMap.from_config([{"agent": "192.0.2.2", "ifindex": 3, "dpid": "0x0b", "port": 2}])
     assert cfg.lookup("192.0.2.2", 0, 3) == (11, 2)
