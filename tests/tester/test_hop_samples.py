@@ -6,25 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import Instructions
-from pazzdata import workloads
 from tester.detect import TYPE_A, TYPE_P_ACTION
 from tester.emit import ReferenceEmitter
 from tester.timers import TransientGuard
 from tests.tester.test_tester_e2e import make_tester, route_entry, traffic
-
-
-@pytest.fixture(scope="module")
-def net():
-    wl = workloads.generate("grid", 3, 200, rule_ids=True, acls=2)
-    m = Model(wl.topo)
-    m.add_entries(wl.entries, wl.groups)
-    m.build()
-    return wl, m
 
 
 def send_hops(t, ref, pairs, now, em=None, edge=True) -> tuple[int, int]:

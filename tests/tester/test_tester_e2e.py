@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from cpc.fields import parse_header
-from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.results import RuleRef
 from cpc.rules import FlowEntry, Instructions, Match
@@ -19,15 +16,6 @@ from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import Tester
 from tester.store import FaultStore
 from tester.timers import BlackholeMonitor, CriticalFlow
-
-
-@pytest.fixture(scope="module")
-def net():
-    wl = workloads.generate("grid", 3, 200, rule_ids=True, acls=2)
-    m = Model(wl.topo)
-    m.add_entries(wl.entries, wl.groups)
-    m.build()
-    return wl, m
 
 
 def all_ports(topo):
