@@ -143,12 +143,20 @@ def blackhole_reason(reason: str) -> bool:
 
 
 def cycle_of(d: Delivery) -> tuple[tuple[int, int], ...]:
-    """A loop outcome's cycle of (dpid, in_port), rotated to start at its smallest."""
-    last = (d.hops[-1].dpid, d.hops[-1].in_port)
-    start = next(i for i, h in enumerate(d.hops) if (h.dpid, h.in_port) == last)
-    cyc = [(h.dpid, h.in_port) for h in d.hops[start:-1]]
-    k = cyc.index(min(cyc))
-    return tuple(cyc[k:] + cyc[:k])
+    """A loop outcome's cycle of (dpid, in_port): from the first port the path enters
+    twice to its second entry, rotated to start at its smallest. The model's walk can
+    pass a port again before it calls the path a loop (an ALL group's copies are walk
+    states of their own); the packet loops from the first repeat on, as one packet at a
+    time (cpc.refdp) sees it."""
+    seen: dict[tuple[int, int], int] = {}
+    for j, h in enumerate(d.hops):
+        at = (h.dpid, h.in_port)
+        if at in seen:
+            cyc = [(x.dpid, x.in_port) for x in d.hops[seen[at] : j]]
+            k = cyc.index(min(cyc))
+            return tuple(cyc[k:] + cyc[:k])
+        seen[at] = j
+    raise ValueError("not a loop: no port entered twice")
 
 
 def reply_header(h: dict[str, int]) -> dict[str, int]:

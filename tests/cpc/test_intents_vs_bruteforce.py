@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cpc.intents import IntentChecker, Policy, blackhole_reason, cycle_of, reply_header
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
+from cpc.results import Delivery, Hop
 from cpc.rules import FlowMod, Instructions, Match, ModelError
 from tests.cpc.netgen import DSTS, flowmods, groups_for, matches, networks
 from tests.cpc.test_model_vs_bruteforce import unique_priorities
@@ -197,3 +198,15 @@ def test_incremental_equals_from_scratch(data):
     assert {k: v.classes for k, v in checker.open.items()} == {
         k: v.classes for k, v in fresh.open.items()
     }
+
+
+def test_a_loop_is_named_by_its_first_repeated_port():
+    """The model's walk may pass a port again before it calls the path a loop (an ALL
+    group's copy is a walk state of its own): s2:2 > s5:2 > s2:2 > s5:3 > s2:2 loops from
+    the first repeat on, as one packet at a time sees it."""
+    at = [(1, 4), (2, 2), (5, 2), (2, 2), (5, 3), (2, 2)]
+    hops = tuple(Hop(d, p, (), None) for d, p in at)
+    d = Delivery((1, 4), "loop", None, hops, 0, 0, "loop back to s2:2")
+    assert cycle_of(d) == ((2, 2), (5, 2))
+    plain = Delivery((1, 4), "loop", None, hops[:4], 0, 0, "loop back to s2:2")
+    assert cycle_of(plain) == ((2, 2), (5, 2))  # a walk that stops at the first repeat
