@@ -16,13 +16,12 @@ unicast MACs, 02:00:00:00:00:01 from and 02:00:00:00:00:02 to (never a group add
 
 from __future__ import annotations
 
-from .fields import ETH_TYPE_IPV4, WIDTH
+from .fields import ETH_TYPE_IPV4, MAC_GROUP_BIT, WIDTH
 from .space import HeaderSpace
 
 __all__ = ["host_macs", "representative", "witness_from"]
 
 _MAC = (1 << 48) - 1
-_GROUP = 1 << 40  # the I/G bit: a group (multicast, broadcast) address
 
 
 def _exact(space: HeaderSpace, field: str, value: int):
@@ -76,12 +75,16 @@ def representative(
     if u == space.false:
         return None
     known = []
-    if src_mac is not None and not src_mac & _GROUP:
+    if src_mac is not None and not src_mac & MAC_GROUP_BIT:
         known.append(_exact(space, "eth_src", src_mac))
     if dst_mac is not None:
         known.append(_exact(space, "eth_dst", dst_mac))
     # an individual source first of all: a switch drops a frame from a group address
-    for p in [~space.field_bdd("eth_src", _GROUP, _GROUP), *known, *_preferences(space)]:
+    for p in [
+        ~space.field_bdd("eth_src", MAC_GROUP_BIT, MAC_GROUP_BIT),
+        *known,
+        *_preferences(space),
+    ]:
         v = u & p
         if v != space.false:
             u = v
@@ -122,10 +125,14 @@ def host_macs(model) -> dict[tuple[int, int], int]:
         acts = ins.apply + ins.write
         if dst is not None and dst[1] == _MAC and acts and all(a[0] == "output" for a in acts):
             outs = ins.outputs()
-            if len(outs) == 1 and (e.dpid, next(iter(outs))) in edges and not dst[0] & _GROUP:
+            if (
+                len(outs) == 1
+                and (e.dpid, next(iter(outs))) in edges
+                and not dst[0] & MAC_GROUP_BIT
+            ):
                 found.setdefault((e.dpid, next(iter(outs))), set()).add(dst[0])
         src = m.get("eth_src")
         port = (e.dpid, e.match.in_port)
-        if src is not None and src[1] == _MAC and port in edges and not src[0] & _GROUP:
+        if src is not None and src[1] == _MAC and port in edges and not src[0] & MAC_GROUP_BIT:
             found.setdefault(port, set()).add(src[0])
     return {p: next(iter(macs)) for p, macs in found.items() if len(macs) == 1}

@@ -451,27 +451,18 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             a = r.port_ref(topo, pairs, i, d, pr[0])
             b = r.port_ref(topo, pairs, i, d, pr[1])
             cfg.fuzz.pairs.append((a, b))
-    inj = f.get("inject") or {}
-    if not isinstance(inj, dict):
-        r.fail(f, "inject", "fuzz.inject", "must map SWITCH:PORT to an interface")
-    for k, v in inj.items():
-        d = f"fuzz.inject.{k}"
-        p = r.port_ref(topo, inj, k, d, k)
+    for p, m, k, v in r.port_map(topo, f, "inject", "fuzz.inject", "an interface"):
         if not isinstance(v, str):
-            r.fail(inj, k, d, "must be IFNAME or netns:NAMESPACE:IFNAME")
+            r.fail(m, k, f"fuzz.inject.{k}", "must be IFNAME or netns:NAMESPACE:IFNAME")
         cfg.fuzz.inject[p] = v
-    macs = f.get("host_macs") or {}
-    if not isinstance(macs, dict):
-        r.fail(f, "host_macs", "fuzz.host_macs", "must map SWITCH:PORT to a MAC address")
-    for k, v in macs.items():
+    for p, m, k, v in r.port_map(topo, f, "host_macs", "fuzz.host_macs", "a MAC address"):
         d = f"fuzz.host_macs.{k}"
-        p = r.port_ref(topo, macs, k, d, k)
         try:
             mac = parse_mac(str(v))
         except ValueError:
-            r.fail(macs, k, d, f"must be a MAC address (aa:bb:cc:dd:ee:ff), not {v!r}")
+            r.fail(m, k, d, f"must be a MAC address (aa:bb:cc:dd:ee:ff), not {v!r}")
         if mac & MAC_GROUP_BIT:
-            r.fail(macs, k, d, f"{v} is a group (multicast) address, never a host's")
+            r.fail(m, k, d, f"{v} is a group (multicast) address, never a host's")
         cfg.fuzz.host_macs[p] = mac
 
     cfs = r.items(doc, "critical_flows", "critical_flows")

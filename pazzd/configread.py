@@ -105,6 +105,14 @@ class Reader:
             )
         return p
 
+    def port_map(self, topo: Topology, d, key, dotted, what: str) -> list[tuple]:
+        """The mapping SWITCH:PORT -> value under key ({} when absent), as (port, mapping,
+        its key, value): the key checked as a port of the topology."""
+        m = d.get(key) or {}
+        if not isinstance(m, dict):
+            self.fail(d, key, dotted, f"must map SWITCH:PORT to {what}")
+        return [(self.port_ref(topo, m, k, f"{dotted}.{k}", k), m, k, v) for k, v in m.items()]
+
     def resolvable(self, d, key, dotted, host: str) -> None:
         """A listen address that the resolver cannot turn into an address fails now, not at
         the bind."""

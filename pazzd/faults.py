@@ -9,16 +9,13 @@ import asyncio
 import logging
 import time
 
-from cpc.tags import port_bits
 from pazzapi import ApiError
+from tester.detect import in_filter
 from tester.engine import MAX_REPLAY_INGRESSES, FaultEvent, LocalizationRequest
 
 from .audit import AUDIT, audit_answer
 
 __all__ = ["MAX_REPLAY_INGRESSES", "FaultEvents"]
-
-# Ingresses a suspicious sample is sent again from, at most: with marked reports each
-# sends 3 copies, so one suspicion costs at most 12 probes (3N each at sampling 1/N else).
 
 log = logging.getLogger("pazzd")
 
@@ -88,11 +85,7 @@ class FaultEvents:
         hdr = {k: v for k, v in header.items() if k != "text"}
         if self.fuzzer.sender(hdr) is not None:
             return  # a probe: suspect() sent it again from its own ingress
-        came = [
-            p
-            for p in self.edge_ports
-            if p != tuple(egress) and verify_port & port_bits(*p) == port_bits(*p)
-        ]
+        came = [p for p in self.edge_ports if p != tuple(egress) and in_filter(verify_port, p)]
         for ing in came[:MAX_REPLAY_INGRESSES]:
             self.fuzzer.corroborate(ing, hdr, self.sampling_rate)
         self.replays += min(len(came), MAX_REPLAY_INGRESSES)

@@ -184,7 +184,8 @@ def rules_at(model):
 
 
 def tune_tester(t, cfg: Config) -> None:
-    """The in-process tester's settings that a reload changes live."""
+    """A tester's settings from the config that a reload changes live: pazzd's own at
+    start and on reload, each worker's at its start (a reload restarts the workers)."""
     ts = cfg.tester
     t.resolve_after, t.judge_hops = ts.resolve_after, ts.judge_hops
     t.corroborate, t.corroborate_window = ts.corroborate, ts.corroborate_window

@@ -47,6 +47,7 @@ from tester.store import FaultStore
 
 from .config import load_config
 from .notify import setup_logging
+from .wiring import tune_tester
 
 __all__ = ["ModelServer", "WorkerPool", "main"]
 
@@ -319,15 +320,12 @@ def run_worker(
         store,
         ifmap,
         blackholes=FlowRelay(flows, outbox) if flows else None,
-        resolve_after=cfg.tester.resolve_after,
         on_fault=outbox.fault,
         on_localize=outbox.localize,
         rules_at=remote.rules_at,
         links=cfg.topology.links,
-        judge_hops=cfg.tester.judge_hops,
     )
-    t.agents = cfg.sflow.agents
-    t.corroborate, t.corroborate_window = cfg.tester.corroborate, cfg.tester.corroborate_window
+    tune_tester(t, cfg)
     t.on_suspect = outbox.suspect
     t.on_unexplained = outbox.unexplained
     sock = open_socket(sflow_host, sflow_port, reuse_port=True)

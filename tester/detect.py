@@ -24,6 +24,7 @@ __all__ = [
     "compare",
     "compare_hop",
     "first_missing_hop",
+    "in_filter",
     "switches_in_filter",
     "narrow_rule_candidates",
 ]
@@ -37,6 +38,13 @@ BLACKHOLE = "blackhole"  # a critical flow stopped arriving
 @functools.lru_cache(maxsize=1 << 16)
 def hop_bits(dpid: int, in_port: int) -> int:
     return port_bits(dpid, in_port)
+
+
+def in_filter(verify_port: int, port: tuple[int, int]) -> bool:
+    """Are all three Bloom bits of port (dpid, in_port) set in verify_port: may the packet
+    have entered there?"""
+    b = hop_bits(*port)
+    return verify_port & b == b
 
 
 class Alternatives:
@@ -70,8 +78,7 @@ class Verdict:
 def first_missing_hop(hops: Sequence[Hop], verify_port: int) -> int:
     """Index of the first hop whose three Bloom bits are not all in verify_port (len if none)."""
     for i, hop in enumerate(hops):
-        b = hop_bits(hop.dpid, hop.in_port)
-        if verify_port & b != b:
+        if not in_filter(verify_port, (hop.dpid, hop.in_port)):
             return i
     return len(hops)
 
@@ -83,8 +90,7 @@ def switches_in_filter(verify_port: int, ports: Iterable[tuple[int, int]]) -> tu
     for dpid, port in ports:
         if dpid in seen:
             continue
-        b = hop_bits(dpid, port)
-        if verify_port & b == b:
+        if in_filter(verify_port, (dpid, port)):
             seen.add(dpid)
             out.append(dpid)
     return tuple(sorted(out))

@@ -29,9 +29,8 @@ from typing import Any, Protocol
 
 from cpc.fields import format_header
 from cpc.results import Expected, Port, RuleRef
-from cpc.tags import port_bits
 
-from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop
+from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop, in_filter
 from .ifmap import IfMap
 from .packet import is_report, parse_frame
 from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
@@ -63,7 +62,7 @@ class ModelLike(Protocol):
     def classify(self, header: dict) -> int: ...
 
     # Per-hop samples (Model.allows_at etc.): None when the model cannot judge the header
-    # there (a rewrite makes its class; a worker's remote model does not judge hops yet).
+    # there (a rewrite makes or changes its class).
     def allows_at(
         self, port: Port, header: dict, verify_port: int, verify_rule: int
     ) -> bool | None: ...
@@ -160,7 +159,7 @@ class TesterStats:
     hop_edge_samples: int = 0  # taken at an edge port (or one no link reaches): not judged
     hop_undecodable: int = 0  # without a complete Verify/IPv4 header: not judged
     hop_held_transient: int = 0  # held back as transient: not judged
-    hop_unjudged: int = 0  # the model cannot say there (a rewrite; a worker's model)
+    hop_unjudged: int = 0  # the model cannot say there (a rewrite)
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
@@ -205,7 +204,8 @@ def _location(v: Verdict, where: Port, hop: bool) -> str:
 
 
 # A fault's first sample is sent again from this many ingresses at most (pazzd.faults):
-# the bound on replays per suspicion.
+# the bound on replays per suspicion. With marked reports each sends 3 copies, so one
+# suspicion costs at most 12 probes (3N each at sampling 1/N without).
 MAX_REPLAY_INGRESSES = 4
 
 
@@ -214,7 +214,7 @@ def came_from_first(alts, verify_port: int) -> tuple[Expected, ...]:
     where the packet most likely came in. A re-probe of the same header from there takes
     the packet's own path (a SELECT group picks its bucket by the header), so it meets the
     fault again; from another ingress it may not."""
-    hit = [e for e in alts if verify_port & port_bits(*e.ingress) == port_bits(*e.ingress)]
+    hit = [e for e in alts if in_filter(verify_port, e.ingress)]
     return (*hit, *(e for e in alts if e not in hit))
 
 
@@ -707,9 +707,7 @@ class Tester:
         if hop:
             # Sampled where a link arrives at egress: the expected are path beginnings.
             localization["sampled_at"] = "hop"
-            got = self._hop_cache.get((egress, tuple(hdr.items())))
-            here, via = got[1] if got is not None and got[1] is not None else ((), ())
-            alts = (here.expected or via.expected) if here else ()
+            alts = self._hop_alts_for_record(egress, hdr)
         else:
             alts = self._alts_for_record(egress, hdr)
         expected = [_tags(e) for e in alts]
