@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
-from cpc.results import Hop
+from cpc.results import Hop, RuleRef
 from cpc.tags import VERIFY_RULE_INIT, set_verify_port, set_verify_rule
 from tests.cpc.netgen import DSTS, scenarios
 from tests.cpc.test_model_vs_bruteforce import apply_flowmods
+from tests.tester.tester_helpers import tags_of
 
 # What the non-vacuity test reads: examples where the oracle saw some arrival.
 SEEN = defaultdict(int)
@@ -48,16 +49,6 @@ def senders(hs):
             x = dict(h, ipv4_dst=d)
             out.setdefault(hkey(x), x)
     return list(out.values())
-
-
-def chain(hops) -> tuple[int, int]:
-    """The tags of a prefix, recomputed from its hops (the oracle's own view of a prefix)."""
-    vp, vr = 0, VERIFY_RULE_INIT
-    for h in hops:
-        for r in h.rules:
-            vp = set_verify_port(vp, h.dpid, h.in_port)
-            vr = set_verify_rule(vr, h.dpid, r.table, r.priority, r.cookie, r.rule_id)
-    return vp, vr
 
 
 def check(sc) -> None:
@@ -109,7 +100,7 @@ def check(sc) -> None:
                 for ing, hops, _, _ in want.get((port, hkey(h)), ()):
                     for k, hop in enumerate(hops):
                         if hop.dpid == dpid:
-                            want_via.add((ing, hops[: k + 1]) + chain(hops[: k + 1]))
+                            want_via.add((ing, hops[: k + 1]) + tags_of(hops[: k + 1]))
             got_via = {(e.ingress, e.hops, e.verify_port, e.verify_rule) for e in via}
             assert got_via == want_via, (dpid, h, got_via ^ want_via)
 
@@ -134,11 +125,9 @@ def test_the_property_tests_saw_arrivals():
     assert SEEN["arrivals"] > 20 and SEEN["exact"] > 100 and SEEN["unsure"] > 0, dict(SEEN)
 
 
-def test_chain_agrees_with_the_hops_of_a_path():
-    """chain() is the oracle's, not the model's: check it on one hand-made hop."""
-    from cpc.results import RuleRef
-
+def test_the_oracles_tags_agree_with_the_hops_of_a_path():
+    """tags_of() is the oracle's, not the model's: check it on one hand-made hop."""
     h = Hop(3, 2, (RuleRef(0, 10, 5, 7),), 1)
-    vp, vr = chain((h,))
+    vp, vr = tags_of((h,))
     assert vp == set_verify_port(0, 3, 2)
     assert vr == set_verify_rule(VERIFY_RULE_INIT, 3, 0, 10, 5, 7)

@@ -5,17 +5,16 @@ on the hidden entry's match."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from cpc.model import Model
 from cpc.rules import Match
 from cpc.witness import representative
-from fuzzer.hspace import CountCache, valid_headers
-from fuzzer.plan import EDGE_EVERY, IngressPlan, default_shares
+from fuzzer.hspace import valid_headers
+from fuzzer.plan import EDGE_EVERY, default_shares
 from fuzzer.region import BlockEdges, field_intervals
 from pazzdata.workloads import ACL_PRIORITY, generate
+from tests.fuzzer.plans import plan_for
 
 
 @pytest.fixture(scope="module")
@@ -26,21 +25,6 @@ def net():
     acls = [e for e in wl.entries if e.priority == ACL_PRIORITY]
     assert acls
     return wl, model, acls
-
-
-def _plan(model, ingress, seed, sampling, **kw):
-    edges = model.topo.edge_ports()
-    corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
-    return IngressPlan(
-        model.space,
-        ingress,
-        corpora,
-        rng=random.Random(seed),
-        cache=CountCache(model.space),
-        classes=model.part.bdd_of,
-        shares=default_shares(sampling),
-        **kw,
-    )
 
 
 def _hidden(acl, side: str, plen: int) -> Match:
@@ -70,7 +54,7 @@ def test_a_hidden_prefix_at_an_acl_edge_is_probed_within_the_bound(
     for acl in acls[:acls_tried]:
         hidden = _hidden(acl, side, plen)
         for ingress in [p for p in edges if p[0] != acl.dpid][:ingresses]:
-            plan = _plan(model, ingress, 7, sampling)
+            plan = plan_for(model, ingress, 7, shares=default_shares(sampling))
             # the cell of the ACL's dropped headers from this ingress, and its blocks
             h0 = representative(sp, sp.match_bdd(acl.match.fields) & valid_headers(sp))
             cls = model.classify(h0)

@@ -11,8 +11,9 @@ import pytest
 from cpc.fields import WIDTH
 from cpc.model import Model
 from fuzzer.hspace import CountCache, Membership, Sampler, valid_headers
-from fuzzer.plan import IngressPlan, flip_set
+from fuzzer.plan import flip_set
 from pazzdata.workloads import generate
+from tests.fuzzer.plans import plan_for
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +22,6 @@ def net():
     model = Model(wl.topo)
     model.add_entries(wl.entries, wl.groups)
     return wl, model
-
-
-def _plan(model, ingress, seed, cache):
-    edges = model.topo.edge_ports()
-    corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
-    return IngressPlan(
-        model.space,
-        ingress,
-        corpora,
-        rng=random.Random(seed),
-        cache=cache,
-        classes=model.part.bdd_of,
-        warmup=4,
-    )
 
 
 def _sequence(plan, n):
@@ -49,10 +36,12 @@ def test_a_rebuilt_plan_probes_what_a_fresh_plan_probes(net):
     _, model = net
     for ingress in model.topo.edge_ports()[:3]:
         shared = CountCache(model.space)
-        _sequence(_plan(model, ingress, 1, shared), 400)  # fills the shared cache
+        _sequence(
+            plan_for(model, ingress, 1, cache=shared, warmup=4), 400
+        )  # fills the shared cache
         assert shared.derived, "the first plan left nothing to reuse"
-        again = _sequence(_plan(model, ingress, 2, shared), 400)
-        fresh = _sequence(_plan(model, ingress, 2, CountCache(model.space)), 400)
+        again = _sequence(plan_for(model, ingress, 2, cache=shared, warmup=4), 400)
+        fresh = _sequence(plan_for(model, ingress, 2, cache=CountCache(model.space), warmup=4), 400)
         assert again == fresh
         assert {a for a, _ in fresh} >= {"boundary", "class", "random"}
 
