@@ -103,7 +103,7 @@ def stanford(args, rng):
     net = load(ds, rule_ids=True)
     model = Model(net.topo)
     model.add_entries([], net.groups)
-    batches = [list(net.flowmods(u)) for u in net.updates]
+    batches = [list(net.changes(u)) for u in net.updates]  # the dataset has no ECMP routes
     if args.updates:  # the first N inserts of the trace
         ins = [b for b, u in zip(batches, net.updates, strict=True) if u.op == "+"]
         batches = ins[: args.updates]

@@ -4,8 +4,8 @@
     model = Model(net.topo)
     model.add_entries([], net.groups)          # the VLAN groups, then one (empty) build
     for upd in net.updates:
-        for fm in net.flowmods(upd):           # one trace line may be several FlowMods
-            model.apply(fm)
+        for change in net.changes(upd):        # FlowMods and GroupMods; a line may be several
+            apply_change(model, change)
     net.write("stanford.yaml", "stanford.jsonl", "stanford-ports.json")
 
 The dataset format is described in the dataset directory's README.md; docs/stanford.md says how each
@@ -31,7 +31,15 @@ part of it becomes OpenFlow. In short:
 * `vlanN` outputs use an ALL group with group id N on that router, one bucket per port
   (`vlanN` without a vlan.txt line is the interface of that name, if topo.txt has it).
 * The trace must be consistent: priority = prefix length, no second install of an
-  installed match, no delete of a rule that is not installed.
+  installed route (the same prefix, priority and port) or ACL line, no delete of one
+  that is not installed.
+* ECMP: routes to the same prefix at the same priority on one router are one FIB entry
+  with several next hops, so they become one flow entry whose action is a SELECT group
+  (group id ECMP_GROUP_BASE + n, a bucket per route, in the order they came). The second
+  route of a prefix adds the group and points the entry at it; a further one or the
+  delete of one of three modifies the group; deleting the second-last points the entry
+  back at the remaining route's output and deletes the group. A `vlanN` next hop's
+  bucket outputs to every port of the VLAN.
 * Forwarding rules: eth_type=ip, ipv4_dst=prefix, priority = the dataset's priority
   (the prefix length).
 * ACL rules: inverse masks become OpenFlow masks, `any`/`null` no constraint, protocol
@@ -60,6 +68,7 @@ from cpc.rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
 from cpc.topology import Topology
 
 ETH_IP = (0x0800, 0xFFFF)
+ECMP_GROUP_BASE = 0x10000  # above every VLAN group id (1..4094)
 IFACE_PORTS = ("inport", "permit")  # the two ports of an ACL element
 VLAN_RE = re.compile(r"vlan(\d+)")
 
@@ -80,8 +89,12 @@ class FwdRule:
         return ("fwd", self.router, self.prefix, self.plen, self.port, self.priority)
 
     def match_key(self) -> tuple:
-        """What OpenFlow identifies the entry by (an add with the same replaces it)."""
+        """What OpenFlow identifies the entry by: the routes of one key are one ECMP entry."""
         return ("fwd", self.router, self.prefix & PREFIX_MASKS[self.plen], self.plen, self.priority)
+
+    def route_key(self) -> tuple:
+        """One route of an entry: its match key and next hop (host bits do not count)."""
+        return (*self.match_key(), self.port)
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,26 @@ class Update:
     op: str  # "+" or "-"
     rule: FwdRule | AclRule
     source: str  # "updates:12"
+    members: tuple[FwdRule, ...] = ()  # fwd: the routes of the prefix after this line
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    """A GroupMod of the trace (an ECMP group): add or modify `group`, or delete it."""
+
+    command: str  # add | modify | delete
+    group: Group
+    source: str = ""
+
+    def apply(self, model):
+        if self.command == "delete":
+            return model.delete_group(self.group.dpid, self.group.group_id)
+        return model.set_group(self.group)
+
+
+def apply_change(model, change: FlowMod | GroupChange):
+    """Apply one of `Stanford.changes` to a model; returns the model's Update."""
+    return change.apply(model) if isinstance(change, GroupChange) else model.apply(change)
 
 
 @dataclass
@@ -134,22 +167,22 @@ class Stanford:
     rule_ids: bool = True
     inject: dict[str, int] = field(default_factory=dict)  # router -> extra edge port (tests)
     element_acl: dict[str, str | None] = field(default_factory=dict)  # element -> its ACL
+    ecmp_gid: dict[tuple, int] = field(default_factory=dict)  # route match key -> group id
 
     # --- rules ------------------------------------------------------------------------------
+    def _rid(self, key: tuple) -> int:
+        return self.rule_id.get(key, 0) if self.rule_ids else 0
+
     def entries(self, rule: FwdRule | AclRule) -> list[FlowEntry]:
-        """The flow entries of one dataset rule (several for an ACL on several interfaces)."""
-        rid = self.rule_id.get(rule.key(), 0) if self.rule_ids else 0
+        """The flow entries of one dataset rule (several for an ACL on several interfaces);
+        for a route, the entry as if it were the only one of its prefix."""
         if isinstance(rule, FwdRule):
-            dpid = self.dpid_of[rule.router]
-            mask = PREFIX_MASKS[rule.plen]
-            m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
             if (rule.router, rule.port) in self.vlans:
                 ins = Instructions((("group", vlan_id(rule.port)),))
             else:
-                ins = Instructions(
-                    tuple(("output", p) for p in self.send[(rule.router, rule.port)])
-                )
-            return [FlowEntry(dpid, 0, rule.priority, m, ins, rule_id=rid)]
+                ins = Instructions(self._outputs(rule))
+            return [self._route_entry(rule, ins, self._rid(rule.key()))]
+        rid = self._rid(rule.key())
         prio = self.acl_priority[rule.key()]
         matches = acl_matches(rule)
         out = []
@@ -162,18 +195,49 @@ class Stanford:
             out += [FlowEntry(dpid, 0, prio, m, ins, rule_id=rid) for m in matches]
         return out
 
-    def flowmods(self, upd: Update) -> list[FlowMod]:
-        """The FlowMods of one trace line: adds for '+', strict deletes for '-'."""
-        out = []
-        for e in self.entries(upd.rule):
-            if upd.op == "+":
-                fm = FlowMod("add", e.dpid, 0, e.priority, e.match, e.instructions)
-                fm.rule_id = e.rule_id
-            else:
-                fm = FlowMod("delete_strict", e.dpid, 0, e.priority, e.match)
-            fm.source = upd.source
-            out.append(fm)
-        return out
+    def _route_entry(self, rule: FwdRule, ins: Instructions, rid: int) -> FlowEntry:
+        mask = PREFIX_MASKS[rule.plen]
+        m = Match.build({"eth_type": ETH_IP, "ipv4_dst": (rule.prefix & mask, mask)})
+        return FlowEntry(self.dpid_of[rule.router], 0, rule.priority, m, ins, rule_id=rid)
+
+    def _outputs(self, rule: FwdRule) -> tuple:
+        """The output actions of a route's next hop (every port of a VLAN's members)."""
+        ifaces = self.vlans.get((rule.router, rule.port), [rule.port])
+        return tuple(("output", p) for i in ifaces for p in self.send[(rule.router, i)])
+
+    def _ecmp(self, members: tuple[FwdRule, ...]) -> tuple[FlowEntry, Group]:
+        """The entry and SELECT group of a prefix with several routes."""
+        first = members[0]
+        gid = self.ecmp_gid[first.match_key()]
+        group = Group(self.dpid_of[first.router], gid, "select", tuple(map(self._outputs, members)))
+        rid = self._rid(("ecmp", *first.match_key()[1:]))
+        return self._route_entry(first, Instructions((("group", gid),)), rid), group
+
+    def changes(self, upd: Update) -> list[FlowMod | GroupChange]:
+        """The OpenFlow changes of one trace line, in the order a switch needs them: adds
+        for '+', strict deletes for '-', and for a prefix with several routes the GroupMods
+        of its ECMP group (apply each with `apply_change`)."""
+        rule, n = upd.rule, len(upd.members)
+        if not isinstance(rule, FwdRule) or (n == 1 and upd.op == "+") or n == 0:
+            return [self._flowmod(upd.op, e, upd.source) for e in self.entries(rule)]
+        if n == 1:  # '-' leaves one route: the entry outputs to it again, then no group
+            (e,) = self.entries(upd.members[0])
+            _, group = self._ecmp((rule, *upd.members))
+            return [self._flowmod("+", e, upd.source), GroupChange("delete", group, upd.source)]
+        entry, group = self._ecmp(upd.members)
+        if n == 2 and upd.op == "+":  # the second route: the group, then the entry uses it
+            return [GroupChange("add", group, upd.source), self._flowmod("+", entry, upd.source)]
+        return [GroupChange("modify", group, upd.source)]
+
+    @staticmethod
+    def _flowmod(op: str, e: FlowEntry, source: str) -> FlowMod:
+        if op == "+":
+            fm = FlowMod("add", e.dpid, 0, e.priority, e.match, e.instructions)
+            fm.rule_id = e.rule_id
+        else:
+            fm = FlowMod("delete_strict", e.dpid, 0, e.priority, e.match)
+        fm.source = source
+        return fm
 
     def present(self, upto: int | None = None) -> list[FwdRule | AclRule]:
         """The dataset rules installed after the first `upto` updates (all: None)."""
@@ -191,7 +255,30 @@ class Stanford:
         return self.present(n)
 
     def entries_of(self, rules) -> list[FlowEntry]:
-        return [e for r in rules for e in self.entries(r)]
+        """The flow entries of a set of rules (one per prefix with several routes)."""
+        return self.state(rules)[0]
+
+    def groups_of(self, rules) -> list[Group]:
+        """The groups the entries of `rules` use: the VLAN groups and the ECMP groups."""
+        return self.state(rules)[1]
+
+    def state(self, rules) -> tuple[list[FlowEntry], list[Group]]:
+        routes: dict[tuple, list[FwdRule]] = defaultdict(list)
+        entries = []
+        for r in rules:
+            if isinstance(r, FwdRule):
+                routes[r.match_key()].append(r)
+            else:
+                entries += self.entries(r)
+        groups = list(self.groups)
+        for members in routes.values():
+            if len(members) == 1:
+                entries += self.entries(members[0])
+            else:
+                e, g = self._ecmp(tuple(members))
+                entries.append(e)
+                groups.append(g)
+        return entries, groups
 
     # --- names ------------------------------------------------------------------------------
     def port_label(self, p: tuple[int, int]) -> str:
@@ -221,8 +308,8 @@ class Stanford:
         from cpc.ofctl import write_rules
 
         Path(topo_path).write_text(self.topology_yaml())
-        entries = self.entries_of(self.inserted() if rules is None else rules)
-        write_rules(rules_path, entries, self.groups)
+        entries, groups = self.state(self.inserted() if rules is None else rules)
+        write_rules(rules_path, entries, groups)
         if ports_path is not None:
             doc = {
                 dev: {name: port for (d, name), port in sorted(self.port_of.items()) if d == dev}
@@ -514,7 +601,9 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
 
     # The update trace.
     updates: list[Update] = []
-    present: dict[tuple, tuple[tuple, str]] = {}  # match key -> (rule key, source)
+    present: dict[tuple, tuple[tuple, str]] = {}  # rule key -> (match key, source)
+    routes: dict[tuple, list[FwdRule]] = defaultdict(list)  # match key -> routes, in order
+    ecmp_gid: dict[tuple, int] = {}
     for no, t in _lines(upd_path):
         where = f"{upd_path.name}:{no}"
         try:
@@ -539,21 +628,31 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
                 rule = parse_acl(t[2:])
             else:
                 raise ValueError(f"unknown update type {t[1]!r} (fwd or acl)")
-            mk = rule.match_key()
-            if t[0] == "+" and mk in present:
-                raise ValueError(
-                    f"{present[mk][1]} installed the same match and priority, not deleted since"
-                    " (OpenFlow would replace it; the format has one out port per prefix)"
-                )
-            if t[0] == "-" and present.get(mk, (None,))[0] != rule.key():
+            key, mk = (
+                rule.route_key() if isinstance(rule, FwdRule) else rule.key(),
+                rule.match_key(),
+            )
+            if t[0] == "+" and key in present:
+                what = "route (prefix, priority and port)" if isinstance(rule, FwdRule) else "line"
+                raise ValueError(f"{present[key][1]} installed the same {what}, not deleted since")
+            if t[0] == "-" and (key not in present or rule not in routes.get(mk, [rule])):
                 raise ValueError("deletes a rule that is not installed")
         except ValueError as e:
             raise _err(upd_path, no, str(e)) from None
+        members: tuple[FwdRule, ...] = ()
         if t[0] == "+":
-            present[mk] = (rule.key(), where)
+            present[key] = (mk, where)
         else:
-            del present[mk]
-        updates.append(Update(t[0], rule, where))
+            del present[key]
+        if isinstance(rule, FwdRule):
+            ms = routes[mk]
+            ms.append(rule) if t[0] == "+" else ms.remove(rule)
+            members = tuple(ms)
+            if len(ms) > 1:
+                ecmp_gid.setdefault(mk, ECMP_GROUP_BASE + len(ecmp_gid))
+            if not ms:
+                del routes[mk]
+        updates.append(Update(t[0], rule, where, members))
 
     # ACL elements: which ACL each applies (element_acls).
     acl_router = _acl_routers(updates, known, upd_path)
@@ -659,10 +758,13 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
         rule_ids=rule_ids,
         inject={r: port_of[(r, "inject")] for r in routers} if inject_ports else {},
         element_acl=element_acl,
+        ecmp_gid=ecmp_gid,
     )
     net.acl_priority = acl_priorities(updates, upd_path)
     for upd in updates:
         net.rule_id.setdefault(upd.rule.key(), len(net.rule_id) + 1)
+        if len(upd.members) > 1:  # the ECMP entry is a rule of its own
+            net.rule_id.setdefault(("ecmp", *upd.rule.match_key()[1:]), len(net.rule_id) + 1)
     return net
 
 

@@ -176,15 +176,19 @@ def acl_line(rng, acl: str, name: str, pool, prio: int) -> str:
 
 
 def _prefix_pool(rng, n: int) -> list[tuple[int, int]]:
-    pool = {(0, 0)} if rng.random() < 0.7 else set()
+    order = [(0, 0)] if rng.random() < 0.7 else []  # the pool in order of drawing
+    pool = set(order)
     while len(pool) < n:
         if pool and rng.random() < 0.4:  # nested in one of the others: longest-prefix match
-            pbase, pplen = rng.choice(sorted(pool))
+            pbase, pplen = rng.choice(order)
             plen = min(32, pplen + rng.randint(1, 8))
             base = pbase | (rng.getrandbits(32) & ((1 << (32 - pplen)) - 1))
         else:
             base, plen = rng.getrandbits(32), rng.choice([8, 12, 16, 16, 20, 24, 24, 28, 32])
-        pool.add((base & PREFIX_MASKS[plen], plen))
+        p = (base & PREFIX_MASKS[plen], plen)
+        if p not in pool:
+            pool.add(p)
+            order.append(p)
     return sorted(pool)
 
 
@@ -195,16 +199,18 @@ def generate(
     acls: int = 3,
     prefixes: int = 12,
     acl_lines: int = 6,
+    ecmp: float = 0.1,
 ) -> Generated:
-    """A random network: `routers` routers, `acls` ACLs, about `prefixes` rules a router."""
+    """A random network: `routers` routers, `acls` ACLs, about `prefixes` prefixes a
+    router, a fraction `ecmp` of them with two or three routes (next hops)."""
     for _ in range(200):
-        g = _attempt(rng, max(2, routers), acls, prefixes, acl_lines)
+        g = _attempt(rng, max(2, routers), acls, prefixes, acl_lines, ecmp)
         if g is not None:
             return g
     raise RuntimeError("no unambiguous naming found")
 
 
-def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
+def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines, ecmp) -> Generated | None:
     routers = _unique(rng, router_name, n_routers)
     ifaces = {r: _unique(rng, iface_name, rng.randint(2, 6)) for r in routers}
 
@@ -304,7 +310,10 @@ def _attempt(rng, n_routers, n_acls, n_prefixes, acl_lines) -> Generated | None:
         for base, plen in rng.sample(pool, min(len(pool), n_prefixes)):
             if plen < 32 and rng.random() < 0.1:
                 base |= rng.getrandbits(32 - plen)  # host bits set: the mask drops them
-            fwd.append(f"fwd {r} {base} {plen} {rng.choice(outs)} {plen}")
+            hops = [rng.choice(outs)]
+            if rng.random() < ecmp:  # equal-cost routes: more next hops, same prefix
+                hops += rng.sample(outs, rng.randint(1, 2))
+            fwd += [f"fwd {r} {base} {plen} {port} {plen}" for port in dict.fromkeys(hops)]
     acl_text: list[str] = []
     acl_files: dict[str, list[str]] = {}
     for key, (r, name) in acl_keys.items():
@@ -374,9 +383,14 @@ def main(argv=None) -> None:
     ap.add_argument("--acls", type=int, default=6)
     ap.add_argument("--prefixes", type=int, default=40, help="forwarding rules per router")
     ap.add_argument("--acl-lines", type=int, default=10, help="at most this many lines an ACL")
+    ap.add_argument(
+        "--ecmp", type=float, default=0.1, help="fraction of prefixes with 2-3 equal-cost routes"
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    g = generate(random.Random(args.seed), args.routers, args.acls, args.prefixes, args.acl_lines)
+    g = generate(
+        random.Random(args.seed), args.routers, args.acls, args.prefixes, args.acl_lines, args.ecmp
+    )
     g.write(args.outdir)
     n = len(g.updates) // 2
     print(f"{args.outdir}: {len(g.routers)} routers, {len(g.element_acl)} ACL elements, {n} rules")

@@ -13,6 +13,8 @@ import random
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from pazzdata.stanford import apply_change
+
 
 class Oracle:
     """The dataset's forwarding after its insert lines (`lines`: only those line numbers),
@@ -51,7 +53,7 @@ class Oracle:
             for line in (d / "vlan.txt").read_text().splitlines():
                 t = line.split()
                 self.vlan[(t[0], t[1])] = t[2:]
-        self.fwd = defaultdict(dict)  # router -> (plen, prefix) -> port
+        self.fwd = defaultdict(dict)  # router -> (plen, prefix) -> ports (ECMP: several)
         self.acl = defaultdict(list)  # acl -> [(prio, order, line)]
         order = {}
         for no, line in enumerate((d / "updates").read_text().splitlines(), 1):
@@ -64,10 +66,13 @@ class Oracle:
                 plen = int(t[4])
                 mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
                 key = (plen, int(t[3]) & mask)
+                ports = self.fwd[t[2]].setdefault(key, [])
                 if t[0] == "+":
-                    self.fwd[t[2]][key] = t[5]
+                    ports.append(t[5])
                 else:
-                    del self.fwd[t[2]][key]
+                    ports.remove(t[5])
+                    if not ports:
+                        del self.fwd[t[2]][key]
             else:
                 order.setdefault(line[1:], len(order))
                 entry = (-int(t[-1]), order[line[1:]], t[3:])
@@ -82,10 +87,10 @@ class Oracle:
         table = self.fwd.get(router, {})
         for plen in range(32, -1, -1):
             mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
-            port = table.get((plen, dst & mask))
-            if port is not None:
-                return port
-        return None
+            ports = table.get((plen, dst & mask))
+            if ports:
+                return ports
+        return []
 
     @staticmethod
     def _ip(addr, wc, value):
@@ -131,13 +136,13 @@ class Oracle:
                     continue
                 ifaces = ["permit"]
             else:
-                port = self.lpm(dev, h["ipv4_dst"])
-                if port is None:
-                    continue
-                if port == "self":
-                    out[("egress", path + ((dev, "self", None),))] += 1
-                    continue
-                ifaces = self.vlan.get((dev, port), [port])  # vlanN: its members
+                # ECMP: each next hop is one possible way (a SELECT bucket)
+                ifaces = []
+                for port in self.lpm(dev, h["ipv4_dst"]):
+                    if port == "self":
+                        out[("egress", path + ((dev, "self", None),))] += 1
+                    else:
+                        ifaces += self.vlan.get((dev, port), [port])  # vlanN: its members
             for iface in ifaces:
                 peers = self.adj.get((dev, iface))
                 if not peers:
@@ -211,8 +216,8 @@ def compare_with_oracle(net, model, oracle, headers):
 
 def replay(net, model, updates):
     for upd in updates:
-        for fm in net.flowmods(upd):
-            model.apply(fm)
+        for change in net.changes(upd):
+            apply_change(model, change)
 
 
 def answers(net, model, headers):

@@ -69,7 +69,7 @@ def acl_sub(acl_net):
 @pytest.fixture(scope="module")
 def acl_model(acl_sub):
     model = Model(acl_sub.topo)
-    model.add_entries(acl_sub.entries_of(acl_sub.inserted()), acl_sub.groups)
+    model.add_entries(*acl_sub.state(acl_sub.inserted()))
     return model
 
 
@@ -81,7 +81,7 @@ def noacl_net():
 @pytest.fixture(scope="module")
 def noacl_model(noacl_net):
     model = Model(noacl_net.topo)
-    model.add_entries(noacl_net.entries_of(noacl_net.inserted()), noacl_net.groups)
+    model.add_entries(*noacl_net.state(noacl_net.inserted()))
     return model
 
 
@@ -279,7 +279,7 @@ def _check_incremental_equals_rebuilt(net, points, headers):
         replay(net, model, net.updates[done:k])
         done = k
         fresh = Model(net.topo)
-        fresh.add_entries(net.entries_of(net.present(k)), net.groups)
+        fresh.add_entries(*net.state(net.present(k)))
         assert model.rule_count() == fresh.rule_count()
         assert answers(net, model, headers) == answers(net, fresh, headers), k
     replay(net, model, net.updates[done:])

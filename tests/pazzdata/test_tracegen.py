@@ -44,7 +44,7 @@ def check_along_the_trace(g, d: Path, rnd: random.Random, n_headers: int, n_poin
         for i, n in enumerate(compare_with_oracle(net, model, oracle, headers)):
             seen[i] += n
         fresh = Model(net.topo)
-        fresh.add_entries(net.entries_of(net.present(k)), net.groups)
+        fresh.add_entries(*net.state(net.present(k)))
         assert model.rule_count() == fresh.rule_count()
         assert answers(net, model, headers) == answers(net, fresh, headers), k
     replay(net, model, net.updates[done:])
@@ -95,6 +95,7 @@ def test_the_generated_networks_have_the_hard_cases(tmp_path):
             peers.setdefault((a, pa), set()).add(b)
             links.add((a, pa, b, pb))
         ins = [u for u in g.updates if u.startswith("+")]
+        net = load(d, inject_ports=True)
         checks = {
             "router ending in _in/_out": any(r.endswith(("_in", "_out")) for r in routers),
             "router without _rtr": any("_rtr" not in r for r in routers),
@@ -112,9 +113,15 @@ def test_the_generated_networks_have_the_hard_cases(tmp_path):
             "port range": any(re.search(r" (\d+) (?!\1 )(\d+|null|any) \d+$", u) for u in ins),
             "vlan output": any(re.search(r" vlan\d+ \d+$", u) for u in ins),
             "self output": any(" self " in u for u in ins),
+            "ECMP (several routes to a prefix)": any(len(u.members) > 1 for u in net.updates),
+            "ECMP group with 3 routes": any(len(u.members) > 2 for u in net.updates),
+            "ECMP down to one route": any(
+                u.op == "-" and len(u.members) == 1 and len(prev.members) == 2
+                for prev, u in zip(net.updates, net.updates[1:])
+                if prev.rule.match_key() == u.rule.match_key()
+            ),
         }
         found |= {k for k, v in checks.items() if v}
-        net = load(d, inject_ports=True)
         seen = check_along_the_trace(g, d, random.Random(seed), n_headers=20, n_points=1)
         totals = [a + b for a, b in zip(totals, seen, strict=True)]
         oracle = Oracle(d, upto=len(g.updates) // 2)
@@ -147,7 +154,10 @@ BAD = [  # (file, line to insert at: 0 = append, the text, part of the message)
     ("vlan.txt", 0, "{r} vlan33", "a VLAN line is"),
     ("vlan.txt", 0, "{r} vlan4095 te1/1\n{r} vlan04095 te1/2", "has the number of line"),
     ("vlan.txt", 0, "{r} vlan4095 self", "VLAN member 'self' is not an interface"),
-    ("updates", 2, "{first}", "installed the same match and priority"),
+    ("updates", 2, "{first}", "updates:1 installed the same"),
+    # ECMP: a second next hop is a route of its own; the same one twice is not
+    ("updates", 1, "+ fwd {r} 167772160 8 self 8\n+ fwd {r} 167772161 8 self 8", "same route"),
+    ("updates", 1, "+ fwd {r} 167772160 8 self 8\n- fwd {r} 167772160 8 te9/9 8", "not installed"),
     ("updates", 0, "- fwd {r} 0 0 self 0", "deletes a rule that is not installed"),
     ("updates", 1, "+ fwd {r} 167772160 8 self 9", "priority 9 is not the prefix length 8"),
     ("updates", 1, "+ fwd {r} 167772160 8 vlan 8", "unknown device"),
