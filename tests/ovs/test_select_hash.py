@@ -1,107 +1,173 @@
-"""How the patched Open vSwitch picks a SELECT bucket, against what pazzlab.flowhash assumes.
+"""cpc.selecthash against the patched Open vSwitch: the bucket each real packet took.
 
-Real packets (packet-out, through the bridge's table) into select groups of 2 and 3
-buckets on separate bridges; the bucket each packet took is read from the group's
-per-bucket counters. pazzlab.flowhash models: one bucket per flow; the same index in
-groups of the same size on every switch; UDP ports outside the hash, TCP ports inside;
-swapping source and destination changes nothing.
+One bridge per group (tests/ovs/select_oracle.py): 2, 3, 4 and 5 buckets of weight 1;
+weights 2, 5, 1, 3 (dp_hash, 16 values) and 3, 50, 60 (dp_hash, 64 values); weights 150,
+120, 1 (too unequal for 256 hash values: the default method). Random TCP, UDP, ICMP,
+SCTP, ARP, other-EtherType and VLAN-tagged frames go in three times: by packet-out
+(translated per packet), then twice from port 1's tap (the datapath's path, the second
+time through the flows the first installed). Every frame is seen leaving by exactly one
+bucket, the one cpc.selecthash computes. Then the same through a second switch: frames
+that cross a veth link from a verify-tagging bridge, so they carry the Verify shim.
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 import random
-import re
+import socket
 import time
-from ipaddress import IPv4Address
+from pathlib import Path
 
 import pytest
-from scapy.layers.inet import IP, TCP, UDP
-from scapy.layers.l2 import Ether
 
-from pazzlab.flowhash import flow_hash
+from cpc.rules import Group
+from cpc.selecthash import ovs_select_bucket
+from tests.ovs.ovsenv import VethPair, run, unique_name
+from tests.ovs.select_oracle import (
+    Listener,
+    SelectBridge,
+    add_tap,
+    collect_vectors,
+    frame,
+    packet_out,
+)
 
 pytestmark = pytest.mark.ovs
 
-BRIDGES = {"br0": 2, "br1": 2, "br2": 3}  # bridge -> buckets
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "select_hash.json"
+GROUPS = {
+    "shg2": (1, 1),
+    "shg3": (1, 1, 1),
+    "shg4": (1, 1, 1, 1),
+    "shg5": (1, 1, 1, 1, 1),
+    "shw16": (2, 5, 1, 3),
+    "shw64": (3, 50, 60),
+    "shdef": (150, 120, 1),
+}
+N = 160  # headers; each is sent three times to every bridge
 
 
-def _setup(ovs) -> None:
-    for i, (br, n) in enumerate(BRIDGES.items()):
-        ovs.add_bridge(br, dpid=i + 1)
-        for p in range(1, n + 2):
-            ovs.vsctl(
-                "add-port", br, f"{br}p{p}", "--", "set", "interface", f"{br}p{p}",
-                "type=internal", f"ofport_request={p}",
-            )  # fmt: skip
-        buckets = ",".join(f"bucket=output:{p}" for p in range(2, n + 2))
-        ovs.ofctl("add-group", br, f"group_id=1,type=select,{buckets}")
-        ovs.ofctl("add-flow", br, "priority=10,ip,actions=group:1")
+def random_headers(rng: random.Random, n: int) -> list[dict[str, int]]:
+    """Mostly TCP and UDP, some ICMP and SCTP, a few non-IPv4 frames; 1 in 6 tagged."""
+    out = []
+    for _ in range(n):
+        kind = rng.choices(("tcp", "udp", "icmp", "sctp", "arp", "other", "ipv6"),
+                           (40, 40, 6, 3, 5, 3, 3))[0]  # fmt: skip
+        h = {
+            "eth_src": rng.getrandbits(48) & ~(1 << 40),  # unicast
+            "eth_dst": rng.getrandbits(48),
+            "vlan_vid": 0x1000 | rng.randrange(1, 4095) if rng.random() < 1 / 6 else 0,
+            "eth_type": 0x0800,
+            "ipv4_src": 0,
+            "ipv4_dst": 0,
+            "ip_proto": 0,
+            "tp_src": 0,
+            "tp_dst": 0,
+        }
+        if kind in ("arp", "other", "ipv6"):
+            h["eth_type"] = {"arp": 0x0806, "other": 0x88B5, "ipv6": 0x86DD}[kind]
+        else:
+            h["ipv4_src"] = rng.choice((0x0A000000, 0xC0A80000)) | rng.getrandbits(16)
+            h["ipv4_dst"] = rng.getrandbits(32)
+            h["ip_proto"] = {"tcp": 6, "udp": 17, "icmp": 1, "sctp": 132}[kind]
+            if kind != "icmp":
+                h["tp_src"] = rng.randrange(1024, 65536)
+                h["tp_dst"] = rng.choice((22, 53, 80, 443, rng.randrange(1, 65536)))
+        out.append(h)
+    return out
 
 
-def _counts(ovs, br: str) -> list[int]:
-    out = ovs.ofctl("dump-group-stats", br)
-    return [int(x) for x in re.findall(r"bucket\d+:packet_count=(\d+)", out)]
+def _group(weights) -> Group:
+    return Group(1, 1, "select", tuple((("output", p),) for p in range(2, len(weights) + 2)))
 
 
-def _bucket(ovs, br: str, pkt) -> int:
-    before = _counts(ovs, br)
-    ovs.ofctl("packet-out", br, f"in_port=1,packet={bytes(pkt).hex()},actions=table")
-    for _ in range(100):
-        diff = [a - b for a, b in zip(_counts(ovs, br), before, strict=True)]
-        if sum(diff) == 1:
-            return diff.index(1)
-        time.sleep(0.02)
-    raise AssertionError(f"{br}: no bucket counted the packet")
+def _send_from_tap(ifname: str, frames: list[bytes]) -> None:
+    """Frames into OVS on the tap's port: the host transmits them on the tap device."""
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+        s.bind((ifname, 0))
+        for i, f in enumerate(frames):
+            s.send(f)
+            if i % 40 == 39:
+                time.sleep(0.005)
 
 
-def _pkt(h: dict):
-    l4 = TCP if h["ip_proto"] == 6 else UDP
-    return (
-        Ether(src=f"02:00:00:00:00:{h['eth_src']:02x}", dst=f"02:00:00:00:00:{h['eth_dst']:02x}")
-        / IP(src=str(IPv4Address(h["ipv4_src"])), dst=str(IPv4Address(h["ipv4_dst"])))
-        / l4(sport=h["tp_src"], dport=h["tp_dst"])
-    )
+def _compare(got, headers, weights, offset: int, where: str) -> tuple[int, list]:
+    """(packets compared, mismatches) of the picks `got` for frames offset + i."""
+    g, bad = _group(weights), []
+    for i, h in enumerate(headers):
+        took = got.get(offset + i)
+        assert took is not None and len(took) == 1, (where, i, h, took)
+        want = ovs_select_bucket(g, h, weights)
+        if took[0] != want:
+            bad.append((where, i, h, took[0], want))
+    return len(headers), bad
 
 
-def _header(rng: random.Random, proto: int) -> dict:
-    return {
-        "eth_type": 0x0800,
-        "eth_src": 2,
-        "eth_dst": 1,
-        "vlan_vid": 0,
-        "ipv4_src": 0x0A000100 | rng.randrange(1, 255),
-        "ipv4_dst": 0x0A000200 | rng.randrange(1, 255),
-        "ip_proto": proto,
-        "tp_src": rng.randrange(1024, 65536),
-        "tp_dst": rng.choice((22, 80, 443)),
-    }
+def test_every_packet_takes_the_bucket_selecthash_computes(ovs):
+    headers = random_headers(random.Random(1), N)
+    rounds = 3
+    frames = [frame(h, r * N + i) for r in range(rounds) for i, h in enumerate(headers)]
+    compared, bad = 0, []
+    for k, (br, weights) in enumerate(GROUPS.items()):
+        sb = SelectBridge(ovs, br, 0x40 + k, weights)
+        lis = Listener(sb.ports)
+        try:
+            packet_out(ovs, br, 1, frames[:N])
+            lis.wait(set(range(N)))
+            for r in range(1, rounds):
+                _send_from_tap(f"{br}p1", frames[r * N : (r + 1) * N])
+                lis.wait(set(range(r * N, (r + 1) * N)))
+        finally:
+            lis.close()
+        got = {i: [p - 2 for p in ports] for i, ports in lis.seen.items()}
+        for r in range(rounds):
+            n, b = _compare(got, headers, weights, r * N, br)
+            compared, bad = compared + n, bad + b
+        used = {got[i][0] for i in range(N)}
+        # Not a trivial check: every bucket with a tenth of the weight or more was used.
+        assert {i for i, w in enumerate(weights) if w * 10 >= sum(weights)} <= used, (br, used)
+    assert compared == rounds * N * len(GROUPS)
+    assert not bad, f"{len(bad)} of {compared} packets took another bucket: {bad[:5]}"
 
 
-def test_ovs_picks_a_bucket_per_flow_as_flowhash_assumes(ovs):
-    _setup(ovs)
-    rng = random.Random(1)
-    h = _header(rng, 6)
-    assert len({_bucket(ovs, "br0", _pkt(h)) for _ in range(8)}) == 1  # one flow, one bucket
+def test_packets_from_another_switch_with_the_verify_shim(ovs, cleanup):
+    """sha (dpid 0x81) tags frames from its edge port 1 and sends them over a veth to shb
+    (dpid 0x82), port 9, whose select group has 3 buckets: the frames on the link carry
+    the Verify shim, shb's pick is still cpc.selecthash's (the same as on any switch)."""
+    conf = {"verify-tagging": "true"}
+    ovs.add_bridge("sha", dpid=0x81, other_config=conf)
+    add_tap(ovs, "sha", 1, {"verify-edge": "true"})
+    la, lb = unique_name("la"), unique_name("lb")
+    pair = VethPair(la, lb)
+    cleanup.push(pair.delete)
+    for end in (la, lb):
+        run("sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1", check=False)
+    ovs.add_port("sha", la, ofport=2)
+    ovs.ofctl("add-flow", "sha", "priority=10,actions=output:2")
+    ovs.add_bridge("shb", dpid=0x82, other_config=conf)
+    ovs.add_port("shb", lb, ofport=9)
+    ports = {p: add_tap(ovs, "shb", p, {"verify-edge": "true"}) for p in (2, 3, 4)}
+    ovs.ofctl("add-group", "shb", "group_id=1,type=select," + ",".join(
+        f"bucket=output:{p}" for p in ports))  # fmt: skip
+    ovs.ofctl("add-flow", "shb", "priority=10,actions=group:1")
 
-    tcp = [_header(rng, 6) for _ in range(24)]
-    picks = {br: [_bucket(ovs, br, _pkt(x)) for x in tcp] for br in BRIDGES}
-    assert picks["br0"] == picks["br1"]  # equal-sized groups: the same index everywhere
-    for br, n in BRIDGES.items():
-        assert set(picks[br]) == set(range(n)), (br, picks[br])  # TCP flows spread
+    headers = random_headers(random.Random(2), N)
+    link, out = Listener({9: lb}), Listener(ports)
+    try:
+        packet_out(ovs, "sha", 1, [frame(h, i) for i, h in enumerate(headers)])
+        out.wait(set(range(N)))
+        link.wait(set(range(N)), timeout=1)
+    finally:
+        link.close()
+        out.close()
+    assert set(link.frames) == set(range(N))
+    assert {f[12:14] for f in link.frames.values()} == {b"\x08\x20"}  # the shim, first
+    got = {i: [p - 2 for p in took] for i, took in out.seen.items()}
+    compared, bad = _compare(got, headers, (1, 1, 1), 0, "shb")
+    assert compared == N and not bad, bad[:5]
 
-    u = _header(rng, 17)
-    ports = [dict(u, tp_src=rng.randrange(1024, 65536), tp_dst=rng.randrange(1, 65536))]
-    ports += [dict(u, tp_src=rng.randrange(1024, 65536)) for _ in range(5)]
-    assert {_bucket(ovs, "br0", _pkt(x)) for x in ports} == {_bucket(ovs, "br0", _pkt(u))}
-    assert len({flow_hash(x) for x in ports + [u]}) == 1  # UDP ports: outside both hashes
 
-    swapped = dict(h, eth_src=h["eth_dst"], eth_dst=h["eth_src"])
-    swapped.update(ipv4_src=h["ipv4_dst"], ipv4_dst=h["ipv4_src"])
-    swapped.update(tp_src=h["tp_dst"], tp_dst=h["tp_src"])
-    assert _bucket(ovs, "br2", _pkt(swapped)) == _bucket(ovs, "br2", _pkt(h))
-
-    # flowhash never puts in one flow two headers OVS sends down different buckets.
-    for (a, pa), (b, pb) in itertools.combinations(zip(tcp, picks["br2"], strict=True), 2):
-        if pa != pb:
-            assert flow_hash(a) != flow_hash(b)
+def test_real_ovs_gives_the_committed_vectors(ovs):
+    """tests/vectors/select_hash.json (the known answers of tests/cpc/test_selecthash.py)
+    is what this OVS computes: dp_hash values, dp_hash tables and default-method scores."""
+    assert collect_vectors(ovs) == json.loads(VECTORS.read_text())
