@@ -171,6 +171,11 @@ class Model:
         self._cause: object = None  # Update.cause of the updates made now
         self._trial = False  # Update.trial of the updates made now
         self._configured_macs: dict[Port, int] = {}  # set_host_macs
+        # How the switches pick a SELECT group's bucket for a packet: (group, header) ->
+        # bucket index, one per flow (cpc.selecthash.group_bucket for Open vSwitch). With
+        # it, expected/allows and the per-hop answers keep only the path the switch's hash
+        # takes; None: every bucket is a path the model allows.
+        self.select: Callable[[Group, dict], int] | None = None
         self._macs: tuple[int, dict[Port, int]] | None = None  # (version, host_macs())
 
     @contextmanager
@@ -756,6 +761,7 @@ class Model:
         """
         out: list[Expected] = []
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
+        behs: dict[int, object] = {}  # element -> the Behaviour matched there (_picked)
         again: dict[tuple[int, Port], set[str]] = {}
         for o, class_id, _ in self._templates(egress, header):
             if verify_port is not None and o.verify_port != verify_port:
@@ -763,6 +769,8 @@ class Model:
             if o.final_hdr is not None:
                 if self.space.contains(o.final_hdr, header):
                     again.setdefault((class_id, o.ingress), set()).update(o.rw)
+                continue
+            if self.select is not None and not self._picked(o.hops, header, behs):
                 continue
             hops, vrule = self._chain(o.hops, header, seen)
             out.append(Expected(o.ingress, hops, o.verify_port, vrule))
@@ -794,7 +802,7 @@ class Model:
                 if ur is None:
                     ur = seen[i] = elems[i].ident.identify(header).ur
                 vrule = crc_hqx(ur, vrule)
-            if vrule == verify_rule:
+            if vrule == verify_rule and (self.select is None or self._picked(o.hops, header, {})):
                 return True
         if rewritten:
             return any(
@@ -845,6 +853,7 @@ class Model:
         matches, the tags they build; distinct, only those with verify_port when given."""
         out: dict[tuple, Expected] = {}
         seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
+        behs: dict[int, object] = {}
         bits = self.port_bits
         for ingress, tmpl in prefixes:
             tmpl = tmpl[: len(tmpl) - cut]
@@ -855,9 +864,48 @@ class Model:
                 vport |= bits(h.dpid, h.in_port)
             if verify_port is not None and vport != verify_port:
                 continue
+            if self.select is not None and not self._picked(tmpl, header, behs):
+                continue
             hops, vrule = self._chain(tmpl, header, seen)
             out[(ingress, tmpl)] = Expected(ingress, hops, vport, vrule)
         return list(out.values())
+
+    def _picked(self, template, header, behs: dict) -> bool:
+        """Do switches that pick one SELECT bucket per flow (self.select) send header
+        along template? A hop's out_port must then be a direct output of an entry it
+        matched there, or in the picked bucket of a SELECT group, or in any bucket of
+        another group. An out_port none of these name (IN_PORT, FLOOD, a chained group)
+        is not judged. behs caches element -> the Behaviour header matches there."""
+        elems, groups, pick = self._elem_list, self._groups, self.select
+        for hop in template:
+            out_port = hop.out_port
+            if out_port is None:
+                continue
+            possible: set[int] = set()
+            allowed: set[int] = set()
+            for i in hop.rules:
+                b = behs.get(i, behs)
+                if b is behs:
+                    b = behs[i] = elems[i].ident.identify(header)
+                if b is None:
+                    continue
+                ins = b.instructions
+                direct = ins.outputs()
+                possible |= direct
+                allowed |= direct
+                for gid in ins.groups():
+                    g = groups.get((hop.dpid, gid))
+                    if g is None:
+                        continue
+                    outs = [{a[1] for a in bk if a[0] == "output"} for bk in g.buckets]
+                    possible.update(*outs)
+                    if g.type == "select" and len(outs) > 1:
+                        allowed |= outs[pick(g, header)]
+                    else:
+                        allowed.update(*outs)
+            if out_port in possible and out_port not in allowed:
+                return False
+        return True
 
     def _chain(self, template, header, seen: dict) -> tuple[tuple[Hop, ...], int]:
         """A path template's hops for header (the entry matched at each element) and its

@@ -277,19 +277,28 @@ def parse_group(text: str, dpid: int) -> Group:
         raise ModelError(
             f"group type {gtype!r} is not modelled (use one of {', '.join(GROUP_TYPES)})"
         )
-    parsed = []
+    parsed, weights = [], []
     for b in buckets:
         b = b.strip().rstrip(",")
         items = []
+        weight = 1
         for part in split_top(b):
-            if part.startswith(("bucket_id:", "weight:", "watch_port:", "watch_group:", "weight=")):
+            if part.startswith(("weight:", "weight=")):
+                weight = _int(part[len("weight:") :], "bucket weight")
+                if not 0 <= weight <= 0xFFFF:
+                    raise ModelError(f"bucket weight {weight} is not within 0..65535")
+                continue
+            if part.startswith(("bucket_id:", "watch_port:", "watch_group:")):
                 continue
             items.append(part[len("actions=") :] if part.startswith("actions=") else part)
         instr, _ = parse_actions(",".join(items))
         parsed.append(instr.apply)
+        weights.append(weight)
     if gtype == "indirect" and len(parsed) != 1:
         raise ModelError("an indirect group has exactly one bucket")
-    return Group(dpid, gid, gtype, tuple(parsed))
+    if gtype != "select" or all(w == 1 for w in weights):
+        weights = []  # only a SELECT group's weights pick buckets; () means 1 each
+    return Group(dpid, gid, gtype, tuple(parsed), weights=tuple(weights))
 
 
 def _int(text: str, what: str) -> int:
@@ -442,7 +451,11 @@ def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
 
 def format_group(g: Group) -> str:
     """The ovs-ofctl add-group text of a group; parse_group reads it back unchanged."""
-    buckets = ",".join("bucket=" + ",".join(map(format_action, b)) for b in g.buckets)
+    weights = g.weights or (None,) * len(g.buckets)
+    buckets = ",".join(
+        "bucket=" + (f"weight:{w}," if w is not None else "") + ",".join(map(format_action, b))
+        for b, w in zip(g.buckets, weights, strict=True)
+    )
     return f"group_id={g.group_id},type={g.type},{buckets}"
 
 

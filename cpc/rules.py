@@ -177,6 +177,7 @@ class Group:
     type: str
     buckets: tuple[tuple[OfpAction, ...], ...]
     source: str = ""
+    weights: tuple[int, ...] = ()  # the buckets' OpenFlow weights; () = 1 each
 
 
 @dataclass(slots=True)

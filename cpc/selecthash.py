@@ -41,6 +41,7 @@ addresses, protocol 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from .rules import Group
 from .tags import jhash_bytes
@@ -53,6 +54,7 @@ __all__ = [
     "hash_add",
     "hash_finish",
     "hash_int",
+    "group_bucket",
     "ovs_select_bucket",
 ]
 
@@ -198,8 +200,19 @@ def ovs_select_bucket(
         raise ValueError(f"{len(w)} weights for {len(group.buckets)} buckets")
     if not any(w):
         raise ValueError("no bucket with a positive weight: Open vSwitch drops the packet")
-    table = dp_hash_table(w)
+    table = _table(tuple(w))
     if table is not None:
         return table[dp_hash(header) & (len(table) - 1)]
     scores = default_scores(w, header)
     return len(scores) - 1 - scores[::-1].index(max(scores))  # the last best: '>='
+
+
+@lru_cache(maxsize=1024)
+def _table(weights: tuple[int, ...]) -> list[int] | None:
+    return dp_hash_table(weights)
+
+
+def group_bucket(group: Group, header: dict[str, int]) -> int:
+    """ovs_select_bucket with the group's own weights (cpc.rules.Group.weights): the
+    model's picker (cpc.model.Model.select) for switches that are Open vSwitch."""
+    return ovs_select_bucket(group, header, group.weights or None)

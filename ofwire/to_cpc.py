@@ -266,10 +266,13 @@ def group_to_cpc(dpid: int, gtype: int, gid: int, buckets: bytes) -> Group:
     name = GROUP_TYPE_NAMES.get(gtype)
     if name not in ("all", "select", "indirect"):
         raise ModelError(f"group type {name or gtype} is not modelled")
-    parsed = []
+    parsed, weights = [], []
     for _, off, ln in walk_buckets(buckets):
         acts, _ = cpc_actions(buckets[off + 16 : off + ln])
         parsed.append(acts)
+        weights.append(struct.unpack_from("!H", buckets, off + 2)[0])
     if name == "indirect" and len(parsed) != 1:
         raise ModelError("an indirect group has exactly one bucket")
-    return Group(dpid, gid, name, tuple(parsed))
+    if name != "select" or all(w == 1 for w in weights):
+        weights = []  # only a SELECT group's weights pick buckets; () means 1 each
+    return Group(dpid, gid, name, tuple(parsed), weights=tuple(weights))

@@ -89,6 +89,10 @@ class OvsConfig:
     # The patched build (docs/operations.md, "Install"); stock ovs-ofctl cannot decode
     # set_verify_rule.
     bin_dir: str = DEFAULT_OVS_BIN_DIR
+    # The switches pick a SELECT group's bucket per flow by Open vSwitch 3.1's hash
+    # (cpc.selecthash): a report is judged against the one path that hash takes, so a flow
+    # sent down another bucket is a fault. false: any bucket's path is allowed.
+    select_hash: bool = option(True, restart=True)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ import weakref
 from pathlib import Path
 
 from cpc.model import Model
+from cpc.selecthash import group_bucket
 from tester.collector import SflowCollector
 from tester.engine import Tester
 from tester.store import FaultStore
@@ -216,6 +217,8 @@ class Daemon:
     def _build_model(self, cfg: Config) -> None:
         t0 = time.monotonic()
         self.model = Model(cfg.topology)
+        if cfg.ovs.select_hash:  # the one bucket Open vSwitch sends each flow down
+            self.model.select = group_bucket
         # probes and witnesses from an edge port carry its host's MAC (else the rules')
         self.model.set_host_macs(cfg.fuzz.host_macs)
         if cfg.rules:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
+from cpc.selecthash import group_bucket
 from fuzzer.engine import CONFIRM_SHARE, CORROBORATE_MAX, Fuzzer
 from fuzzer.hspace import Sampler, range_bdd, valid_headers
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
@@ -95,6 +96,7 @@ class Net:
         t = time.perf_counter()
         self.model = Model(self.wl.topo)
         self.model.add_entries(self.wl.entries, self.wl.groups)
+        self.model.select = group_bucket  # as pazzd judges OVS (ovs.select_hash)
         self.build_s = time.perf_counter() - t
         self.space = self.model.space
         topo = self.wl.topo

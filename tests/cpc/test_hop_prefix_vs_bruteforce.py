@@ -4,14 +4,18 @@ by hop (cpc.refdp.RefDataPlane.arrivals), on random networks with random rules, 
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.results import Hop, RuleRef
+from cpc.selecthash import group_bucket
 from cpc.tags import VERIFY_RULE_INIT, set_verify_port, set_verify_rule
+from pazzdata.workloads import generate
 from tests.cpc.netgen import DSTS, scenarios
 from tests.cpc.test_model_vs_bruteforce import apply_flowmods
 from tests.tester.tester_helpers import tags_of
@@ -131,3 +135,43 @@ def test_the_oracles_tags_agree_with_the_hops_of_a_path():
     vp, vr = tags_of((h,))
     assert vp == set_verify_port(0, 3, 2)
     assert vr == set_verify_rule(VERIFY_RULE_INIT, 3, 0, 10, 5, 7)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([("grid", 3), ("fattree", 4)]), st.integers(0, 1 << 30))
+def test_prefixes_by_the_switch_hash_equal_bruteforce(net, seed):
+    """ECMP networks with the switches' SELECT pick (Open vSwitch's hash): the answers at a
+    link's far end and via a switch are the prefixes of the one path each flow takes."""
+    wl = generate(*net, 150, seed=seed, rule_ids=True)
+    rng = random.Random(seed)
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, wl.groups)
+    model.select = group_bucket
+    ref = RefDataPlane(wl.topo, wl.entries, wl.groups, select=lambda d, g, h: group_bucket(g, h))
+    every = RefDataPlane(wl.topo, wl.entries, wl.groups)  # every bucket: what the pick rules out
+    ruled_out = 0
+    for _ in range(4):
+        h = {
+            "eth_type": 0x0800,
+            "ipv4_dst": rng.choice(sorted(wl.prefixes)) | rng.randrange(1, 255),
+            "ipv4_src": rng.getrandbits(32),
+            "ip_proto": 6,
+            "tp_src": rng.randrange(65536),
+            "tp_dst": 80,
+        }
+        want, anyway = defaultdict(set), defaultdict(set)
+        for ing in wl.topo.edge_ports():
+            for dp, out in ((ref, want), (every, anyway)):
+                for port, _, vp, vr, hops in dp.arrivals(ing, h):
+                    out[port].add((ing, hops, vp, vr))
+        for port in link_ports(wl.topo):
+            got = {
+                (e.ingress, e.hops, e.verify_port, e.verify_rule)
+                for e in model.expected_at(port, h)
+            }
+            assert got == want.get(port, set()), (port, h)
+            for _, _, vp, vr in anyway.get(port, ()):
+                ok = any(x[2:] == (vp, vr) for x in got)
+                ruled_out += not ok
+                assert model.allows_at(port, h, vp, vr) is ok
+    assert ruled_out > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 from collections import Counter
 
 from hypothesis import HealthCheck, Phase, find, given, settings
@@ -13,8 +14,10 @@ from cpc.index import Dropped
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowMod, Group, Instructions, Match, ModelError
+from cpc.selecthash import group_bucket
 from cpc.topology import Topology
 from cpc.walk import WalkResult
+from pazzdata.workloads import generate
 from tests.cpc.netgen import DSTS, scenarios
 
 
@@ -506,3 +509,65 @@ def test_loops_equal_bruteforce(sc, data):
             key(d) for ing in topo.edge_ports() for d in ref.send(ing, h) if d.kind == "loop"
         )
         assert got == want, (h, got - want, want - got)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([("grid", 3), ("grid", 4), ("fattree", 4)]),
+    st.integers(0, 1 << 30),
+    st.data(),
+)
+def test_expected_by_the_switch_hash_equals_bruteforce(net, seed, data):
+    """ECMP networks (SELECT groups, some weighted) with the switches' pick (Open vSwitch's
+    hash): expected() gives the reports of the one path each flow takes from each ingress,
+    and allows() says yes to those and no to the other buckets' paths."""
+    wl = generate(*net, 150, seed=seed, rule_ids=True)
+    rng = random.Random(seed)
+    groups = [
+        Group(
+            g.dpid,
+            g.group_id,
+            g.type,
+            g.buckets,
+            weights=tuple(rng.randint(0, 4) for _ in g.buckets),
+        )
+        if g.type == "select" and rng.random() < 0.3
+        else g
+        for g in wl.groups
+    ]
+    groups = [
+        g if any(g.weights or (1,)) else Group(g.dpid, g.group_id, g.type, g.buckets)
+        for g in groups
+    ]
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, groups)
+    model.select = group_bucket
+    anyway = Model(wl.topo)  # every bucket a path: what the pick rules out
+    anyway.add_entries(wl.entries, groups)
+    ref = RefDataPlane(wl.topo, wl.entries, groups, select=lambda d, g, h: group_bucket(g, h))
+    ruled_out = 0
+    for _ in range(6):
+        h = {
+            "eth_type": 0x0800,
+            "ipv4_dst": data.draw(st.sampled_from(sorted(wl.prefixes))) | rng.randrange(1, 255),
+            "ipv4_src": rng.getrandbits(32),
+            "ip_proto": rng.choice((6, 17, 1)),
+            "tp_src": rng.randrange(65536),
+            "tp_dst": rng.choice((22, 80, 443)),
+        }
+        want: dict = {}
+        for ing in wl.topo.edge_ports():
+            for d in ref.send(ing, h):
+                if d.kind == "egress":
+                    want.setdefault(d.egress, set()).add(
+                        (d.ingress, d.hops, d.verify_port, d.verify_rule)
+                    )
+        for eg in wl.topo.edge_ports():
+            got = {(x.ingress, x.hops, x.verify_port, x.verify_rule) for x in model.expected(eg, h)}
+            assert got == want.get(eg, set()), (eg, h)
+            for x in anyway.expected(eg, h):
+                tags = (x.verify_port, x.verify_rule)
+                ok = any(w[2:] == tags for w in got)
+                ruled_out += not ok
+                assert model.allows(eg, h, *tags) == ok, (eg, h, x)
+    assert ruled_out > 0  # the network's ECMP gives the hash something to decide
