@@ -156,6 +156,9 @@ class Model:
         self._port_elems: dict[tuple[int, int], list[Element]] = defaultdict(list)
         self.port_dpids: set[int] = set()  # switches with in_port-specific entries
         self._groups: dict[tuple[int, int], Group] = {}
+        # (dpid, group id) -> the entries whose actions name it, by where they live: a
+        # group's delete removes them without scanning the switch's tables.
+        self._group_refs: dict[tuple[int, int], dict[tuple, FlowEntry]] = defaultdict(dict)
         # Walk results, per start class, and the indexes built from them.
         self.index = WalkIndex(self.walker, self._elem_list, topology.edge_ports())
         self._s_e: dict[Port, tuple[int, object]] = {}  # egress -> (version, S_e)
@@ -376,13 +379,7 @@ class Model:
         """GroupMod DELETE: the group and the entries that use it (OpenFlow 1.3.5 6.5)."""
         self._groups.pop((dpid, group_id), None)
         self.walker.forget_groups()
-        users = [
-            e
-            for el in self._elems_of.get(dpid, ())
-            for e in el.entries.values()
-            if group_id in e.instructions.groups()
-        ]
-        for e in users:
+        for e in list(self._group_refs.get((dpid, group_id), {}).values()):
             self._remove(e)
         self._touch_switch(dpid)
         return self._commit_classes(self.index.group_users.get((dpid, group_id), set()))
@@ -422,6 +419,7 @@ class Model:
         if check_overlap:
             flowmod.check_overlap(entry, targets)
         el.entries[key] = entry
+        self._refer(entry, key, True)
         self._changes.append((None, entry))
         beh = self._behaviour(entry)
         m = self.space.match_bdd(entry.match.fields)
@@ -472,6 +470,7 @@ class Model:
                 self._replace(old, e)
                 continue
             el.entries[key] = e
+            self._refer(e, key, True)
             beh = self._behaviour(e)
             m = self.space.match_bdd(match.fields)
             pfx = dst_prefix(e)
@@ -609,7 +608,10 @@ class Model:
             source=new.source,
         )
         old_b, new_b = self._behaviour(old), self._behaviour(entry)
-        el.entries[Element.key_of(entry)] = entry
+        key = Element.key_of(entry)
+        el.entries[key] = entry
+        self._refer(old, key, False)
+        self._refer(entry, key, True)
         self._changes.append((old, entry))
         if old_b is not new_b:
             self._touched.append(self.space.match_bdd(old.match.fields))
@@ -618,10 +620,24 @@ class Model:
             if old_b is not new_b:
                 self._transfer(t, region, old_b.action, new_b.action)
 
+    def _refer(self, entry: FlowEntry, key: tuple, add: bool) -> None:
+        """Keep _group_refs: entry (at key in its element) names its groups, or no more."""
+        ins = entry.instructions
+        for a in ins.apply + ins.write if ins.apply or ins.write else ():
+            if a[0] == "group":
+                refs = self._group_refs[(entry.dpid, a[1])]
+                where = (entry.table, entry.match.in_port, key)
+                if add:
+                    refs[where] = entry
+                else:
+                    refs.pop(where, None)
+
     def _remove(self, entry: FlowEntry) -> None:
         el = self._element(entry.dpid, entry.table, entry.match.in_port)
         act = self._behaviour(entry).action
-        del el.entries[Element.key_of(entry)]
+        key = Element.key_of(entry)
+        del el.entries[key]
+        self._refer(entry, key, False)
         self._changes.append((entry, None))
         self._touched.append(self.space.match_bdd(entry.match.fields))
         for t in self._targets(el):

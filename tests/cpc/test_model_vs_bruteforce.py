@@ -571,3 +571,30 @@ def test_expected_by_the_switch_hash_equals_bruteforce(net, seed, data):
                 ruled_out += not ok
                 assert model.allows(eg, h, *tags) == ok, (eg, h, x)
     assert ruled_out > 0  # the network's ECMP gives the hash something to decide
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.data())
+def test_group_delete_removes_its_users(sc, data):
+    """GroupMod DELETE removes the group and every entry whose actions name it (OpenFlow
+    1.3.5 6.5), after any history of adds, modifies and deletes; the walks then equal the
+    brute force over what is left."""
+    topo, groups, fms, hs = sc
+    model = run_flowmods(topo, groups, fms)
+    if not model.groups():
+        return
+    g = data.draw(st.sampled_from(model.groups()))
+    before = model.entries()
+    model.delete_group(g.dpid, g.group_id)
+    left = [e for e in before if e.dpid != g.dpid or g.group_id not in e.instructions.groups()]
+    assert sorted(map(ofctl.format_flow, model.entries())) == sorted(map(ofctl.format_flow, left))
+    assert (g.dpid, g.group_id) not in {(x.dpid, x.group_id) for x in model.groups()}
+    ref = RefDataPlane(
+        topo,
+        left,
+        [x for x in groups if x is not g and (x.dpid, x.group_id) != (g.dpid, g.group_id)],
+    )
+    for h in hs:
+        for ing in topo.edge_ports():
+            got = Counter(outcome_key(d) for d in model.trace(ing, h))
+            assert got == Counter(outcome_key(d) for d in ref.send(ing, h)), (ing, h)
