@@ -40,6 +40,7 @@ from .rules import (
     Instructions,
     Match,
     ModelError,
+    select_weights,
 )
 
 PROTOCOL_WORDS = {
@@ -296,9 +297,7 @@ def parse_group(text: str, dpid: int) -> Group:
         weights.append(weight)
     if gtype == "indirect" and len(parsed) != 1:
         raise ModelError("an indirect group has exactly one bucket")
-    if gtype != "select" or all(w == 1 for w in weights):
-        weights = []  # only a SELECT group's weights pick buckets; () means 1 each
-    return Group(dpid, gid, gtype, tuple(parsed), weights=tuple(weights))
+    return Group(dpid, gid, gtype, tuple(parsed), weights=select_weights(gtype, weights))
 
 
 def _int(text: str, what: str) -> int:

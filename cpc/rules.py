@@ -6,6 +6,7 @@ Everything here is plain data. Parsing of the ovs-ofctl text syntax lives in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .fields import FIELD_NAMES, IP_FIELDS, TP_FIELDS, WIDTH, format_value
@@ -178,6 +179,16 @@ class Group:
     buckets: tuple[tuple[OfpAction, ...], ...]
     source: str = ""
     weights: tuple[int, ...] = ()  # the buckets' OpenFlow weights; () = 1 each
+
+
+def select_weights(gtype: str, weights) -> tuple[int, ...]:
+    """A group's bucket weights as Group keeps them: only a SELECT group's, divided by
+    their greatest common divisor (scaling them all changes no pick), () when all equal."""
+    ws = tuple(weights)
+    g = math.gcd(*ws) if ws else 0
+    if gtype != "select" or g == 0 or all(w == g for w in ws):
+        return ()
+    return tuple(w // g for w in ws)
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from ofwire.consts import (
     OFP_NO_BUFFER,
     OFPG_ANY,
     OFPMP_FLOW,
+    OFPMP_GROUP_DESC,
     OFPMT_OXM,
     OFPP_ANY,
     OFPP_TABLE,
@@ -52,6 +53,8 @@ __all__ = [
     "FlowStat",
     "parse_flow_stats_body",
     "flow_stats_request",
+    "group_desc_request",
+    "parse_group_desc_body",
     "parse_packet_in",
     "packet_out_buffer",
     "packet_out",
@@ -240,6 +243,28 @@ def flow_stats_request(xid: int, table: int = OFPTT_ALL) -> bytes:
     body += struct.pack("!B3xII4xQQ", table, OFPP_ANY, OFPG_ANY, 0, 0)
     body += struct.pack("!HH4x", OFPMT_OXM, 4)
     return message(OFP13, OFPT_MULTIPART_REQUEST, xid, body)
+
+
+def group_desc_request(xid: int) -> bytes:
+    """OFPMP_GROUP_DESC: every group of the switch with its buckets."""
+    return message(OFP13, OFPT_MULTIPART_REQUEST, xid, struct.pack("!HH4x", OFPMP_GROUP_DESC, 0))
+
+
+def parse_group_desc_body(body: bytes) -> list[tuple[int, int, bytes]]:
+    """[(type, group id, buckets)] of a group-desc reply body (after the multipart header:
+    each entry is length, type, pad, group_id, then its buckets)."""
+    out, off = [], 0
+    while off < len(body):
+        if off + 8 > len(body):
+            raise ProtocolError("truncated group description")
+        ln, gtype, gid = struct.unpack_from("!HB1xI", body, off)
+        if ln < 8 or off + ln > len(body):
+            raise ProtocolError(f"group description with a bad length {ln}")
+        buckets = body[off + 8 : off + ln]
+        walk_buckets(buckets)  # checks the bucket lengths
+        out.append((gtype, gid, buckets))
+        off += ln
+    return out
 
 
 def parse_packet_in(msg: bytes) -> tuple[int, int | None, bytes]:

@@ -11,7 +11,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from cpc.fields import OFPVID_PRESENT, WIDTH
-from cpc.rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError
+from cpc.rules import FlowEntry, FlowMod, Group, Instructions, Match, ModelError, select_weights
 from ofwire.actions import walk_buckets, walk_tlvs
 from ofwire.consts import (
     GROUP_TYPE_NAMES,
@@ -273,6 +273,4 @@ def group_to_cpc(dpid: int, gtype: int, gid: int, buckets: bytes) -> Group:
         weights.append(struct.unpack_from("!H", buckets, off + 2)[0])
     if name == "indirect" and len(parsed) != 1:
         raise ModelError("an indirect group has exactly one bucket")
-    if name != "select" or all(w == 1 for w in weights):
-        weights = []  # only a SELECT group's weights pick buckets; () means 1 each
-    return Group(dpid, gid, name, tuple(parsed), weights=tuple(weights))
+    return Group(dpid, gid, name, tuple(parsed), weights=select_weights(name, weights))

@@ -152,6 +152,7 @@ class Daemon:
             proxy=self.proxy,
             names={d: s.name for d, s in cfg.topology.switches.items()},
             changes=self.changes,
+            intended_group=self.model.group,
         )
         self.faults.localizer = self.localizer
         if (

@@ -17,6 +17,11 @@ the entries that win. Where they first differ, the finding names the cause:
 - ``missing``: the intended winner is absent from the switch, and the packet falls
   through to the table-miss or to another intended entry that also matches (a covering
   route such as a /8 under a deleted /24): names the missing intended entry (a blackhole).
+- ``changed_group``: the winners are the intended entries, but a group they send the
+  packet to differs on the switch: other buckets, bucket order (a SELECT group's pick
+  follows it), weights or type, or the group is gone (``missing_group``). Names the group
+  as the switch has it, beside the intended one. The groups are read (group-desc through
+  the proxy, else `ovs-ofctl dump-groups`) only when a switch's winners name one.
 
 The fault's headers are tried one by one (the latest first, then the others the store
 kept). A finding whose entry was changed through the controller after the fault opened
@@ -37,8 +42,8 @@ from pathlib import Path
 
 import ofwire as of
 from cpc.fields import format_header
-from cpc.ofctl import format_flow, parse_flow
-from cpc.rules import FlowEntry, Match, ModelError
+from cpc.ofctl import format_flow, format_group, parse_flow, parse_group
+from cpc.rules import FlowEntry, Group, Match, ModelError
 
 __all__ = ["ChangeLog", "Localizer", "winning_entries"]
 
@@ -153,7 +158,8 @@ def fault_headers(row) -> list[dict]:
 
 class Localizer:
     """intended(dpid) -> FlowEntry list; targets: dpid -> ovs-ofctl target; proxy optional;
-    changes: the ChangeLog of committed controller changes (None: ignore nothing)."""
+    changes: the ChangeLog of committed controller changes (None: ignore nothing);
+    intended_group(dpid, group_id) -> the intended Group or None (None: groups not compared)."""
 
     def __init__(
         self,
@@ -165,8 +171,10 @@ class Localizer:
         names: dict[int, str] | None = None,
         timeout: float = 5.0,
         changes: ChangeLog | None = None,
+        intended_group: Callable[[int, int], Group | None] | None = None,
     ) -> None:
         self.intended = intended
+        self.intended_group = intended_group
         self.changes = changes
         self.targets = dict(targets)
         self.ofctl = ofctl
@@ -187,6 +195,36 @@ class Localizer:
                     continue
                 out.append((e, format_flow(e)))
             return out
+        out = []
+        for line in (await self._ofctl("dump-flows", dpid)).splitlines():
+            if "actions=" not in line:
+                continue
+            try:
+                out.append((parse_flow(line, dpid).entry(), _clean(line)))
+            except ModelError as ex:
+                out.append((None, _clean(line)))
+                log.debug("dpid %d: unparsed entry %s: %s", dpid, line.strip(), ex)
+        return out
+
+    async def dump_groups(self, dpid: int) -> dict[int, Group]:
+        """The switch's groups by id (a group the model cannot hold is left out)."""
+        px = self.proxy
+        if px is not None and dpid in getattr(px, "switches", {}):
+            return {g.group_id: g for g in await px.dump_groups(dpid)}
+        out = {}
+        for line in (await self._ofctl("dump-groups", dpid)).splitlines():
+            if "group_id=" not in line:
+                continue
+            try:
+                g = parse_group(line.strip(), dpid)
+            except ModelError as ex:
+                log.debug("dpid %d: unparsed group %s: %s", dpid, line.strip(), ex)
+                continue
+            out[g.group_id] = g
+        return out
+
+    async def _ofctl(self, command: str, dpid: int) -> str:
+        """The output of `ovs-ofctl COMMAND TARGET` for the switch, within the timeout."""
         target = self.targets.get(dpid)
         if target is None:
             raise LookupError(f"no ovs-ofctl target or proxy connection for dpid {dpid}")
@@ -195,7 +233,7 @@ class Localizer:
             "-O",
             "OpenFlow13",
             "--no-names",
-            "dump-flows",
+            command,
             target,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -206,20 +244,11 @@ class Localizer:
             proc.kill()
             await proc.wait()  # reap it: no zombie, no transport left to the loop's end
             raise TimeoutError(
-                f"ovs-ofctl dump-flows {target} did not answer within {self.timeout:g} s"
+                f"ovs-ofctl {command} {target} did not answer within {self.timeout:g} s"
             ) from None
         if proc.returncode != 0:
-            raise RuntimeError(f"ovs-ofctl dump-flows {target}: {se.decode().strip()}")
-        out = []
-        for line in so.decode().splitlines():
-            if "actions=" not in line:
-                continue
-            try:
-                out.append((parse_flow(line, dpid).entry(), _clean(line)))
-            except ModelError as ex:
-                out.append((None, _clean(line)))
-                log.debug("dpid %d: unparsed entry %s: %s", dpid, line.strip(), ex)
-        return out
+            raise RuntimeError(f"ovs-ofctl {command} {target}: {se.decode().strip()}")
+        return so.decode()
 
     def candidates(self, row) -> tuple[list[int], dict[int, int | None]]:
         """Switches to poll, most likely first, and the in_port each sees on the path."""
@@ -254,14 +283,19 @@ class Localizer:
                 polled.append((dpid, dump, self.intended(dpid)))
         findings, ignored, tried = [], [], 0
         opened = getattr(row, "first_seen", None)
+        group_dumps: dict[int, dict | BaseException] = {}
         for header in headers:  # the first header with a real finding is the answer
             tried += 1
             for dpid, dump, intended in polled:
                 found = self._diff(dpid, dump, intended, header, in_ports.get(dpid))
                 if found is None:
+                    found = await self._group_diff(
+                        dpid, dump, header, in_ports.get(dpid), group_dumps, errors
+                    )
+                if found is None:
                     continue
                 finding, cause = found
-                if self._benign(dpid, cause, opened):
+                if cause is not None and self._benign(dpid, cause, opened):
                     ignored.append(finding)
                 else:
                     findings.append(finding)
@@ -317,6 +351,46 @@ class Localizer:
                 "intended": format_flow(w) if w is not None else None,
             }, cause
         return None
+
+    async def _group_diff(self, dpid, dump, header, in_port, cache: dict, errors: dict):
+        """The first group the switch's winning entries send header to that differs from
+        the intended one: (finding, None); groups read once per switch (cache)."""
+        if self.intended_group is None:
+            return None
+        actual = [e for e, _ in dump if e is not None]
+        gids = sorted(
+            {g for e in winning_entries(actual, header, in_port) for g in e.instructions.groups()}
+        )
+        if not gids:
+            return None
+        if dpid not in cache:
+            try:
+                cache[dpid] = await self.dump_groups(dpid)
+            except Exception as ex:  # noqa: BLE001 - the answer names the failed poll
+                cache[dpid] = ex
+                errors[str(dpid)] = str(ex) or f"the group poll failed ({type(ex).__name__})"
+        have = cache[dpid]
+        if isinstance(have, BaseException):
+            return None
+        for gid in gids:
+            want, got = self.intended_group(dpid, gid), have.get(gid)
+            if want is None or _same_group(want, got):
+                continue  # a group the controller never made: the flow diff's business
+            return {
+                "dpid": dpid,
+                "switch": self.names.get(dpid, str(dpid)),
+                "finding": "changed_group" if got is not None else "missing_group",
+                "in_port": in_port,
+                "header": format_header(header),
+                "cause": format_group(got if got is not None else want),
+                "entry": format_group(got) if got is not None else None,
+                "intended": format_group(want),
+            }, None
+        return None
+
+
+def _same_group(a: Group, b: Group | None) -> bool:
+    return b is not None and a.type == b.type and a.buckets == b.buckets and a.weights == b.weights
 
 
 def _classify(w: FlowEntry | None, g: FlowEntry | None, intended, actual):

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import ofwire as of
-from cpc.rules import ModelError
+from cpc.rules import Group, ModelError
 from ofwire import message_types
 from pazzd.options import RESTART, option
 from pazzd.proxy import roles
@@ -494,6 +494,27 @@ class Proxy:
         FlowStat.entry(dpid) gives the model's FlowEntry."""
         stats, _ = await self._dump(dpid, table)
         return stats
+
+    async def dump_groups(self, dpid: int) -> list[Group]:
+        """The switch's groups (group-desc) as the model's Groups; one the model cannot
+        hold (a type it does not model) is left out with a warning."""
+        s = self._session(dpid)
+        if s.version != of.OFP13:
+            raise RuntimeError("group dumps need OpenFlow 1.3")
+        fut = asyncio.get_running_loop().create_future()
+        xid = self._next_xid()
+        s.send_own(of.group_desc_request(xid), OwnRequest("groups", fut))
+        try:
+            descs = await asyncio.wait_for(fut, self.config.request_timeout)
+        finally:
+            s.forget(xid)
+        out = []
+        for gtype, gid, buckets in descs:
+            try:
+                out.append(of.group_to_cpc(dpid, gtype, gid, buckets))
+            except ModelError as e:
+                log.warning("dpid %d: group %d not modelled: %s", dpid, gid, e)
+        return out
 
     async def _dump(self, dpid: int, table: int = of.OFPTT_ALL):
         s = self._session(dpid)

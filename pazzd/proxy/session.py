@@ -311,6 +311,12 @@ class Session(IntendedWrites):
             self._commit_upto = req.seq  # after the relayed replies are written
             if self.xmap is not None:
                 self.xmap.done_upto(req.xseq)
+        elif req.kind == "groups" and t == of.OFPT_MULTIPART_REPLY:
+            req.parts.extend(of.parse_group_desc_body(msg[16:]))
+            if not struct.unpack_from("!H", msg, 10)[0] & of.OFPMPF_REPLY_MORE:
+                del self.own[xid]
+                if req.future is not None and not req.future.done():
+                    req.future.set_result(req.parts)
         elif req.kind == "flows" and t == of.OFPT_MULTIPART_REPLY:
             stats, _ = of.parse_flow_stats_body(msg[16:], strip=self.ids_on)
             req.parts.extend(stats)

@@ -221,3 +221,39 @@ def test_pazzd_on_patched_ovs_through_the_proxy(env):
     assert m["pazz_fuzz_probes_sent_total"] > 0
     # The faults were behind the controller's back: the model still holds its rules.
     assert _status(sock)["model"]["rules"] == n
+
+
+def test_a_flow_sent_down_another_ecmp_bucket_is_a_fault_at_that_switch(env):
+    """ovs.select_hash (the default): pazzd judges each flow against the one path Open
+    vSwitch's hash picks. Behind the controller's back, s1's SELECT group gets its buckets
+    in the other order: the same paths exist, but every flow through it now leaves by the
+    other bucket. A fault opens, and localization names s1's group beside the intended one
+    (the clean run before is the check that the model's pick is the switch's)."""
+    lab, run = env["lab"], env["run"]
+    sock = run.sock
+    (line,) = [ln for ln in lab.ofctl(1, "dump-groups").splitlines() if "type=select" in ln]
+    head, *buckets = line.strip().split(",bucket=")
+    assert len(buckets) == 2, line
+    plain = [b.split(",", 1)[1] if b.startswith("bucket_id:") else b for b in buckets]
+    known = {r["id"] for r in _faults(sock)}
+    t_inj = time.time()
+    lab.ofctl(1, "mod-group", ",".join([head, *(f"bucket={b}" for b in reversed(plain))]))
+    lab.ovs.appctl("revalidator/purge")
+    try:
+        row, deadline = None, time.monotonic() + 30
+        while row is None and time.monotonic() < deadline:
+            rows = [
+                r
+                for r in _faults(sock)
+                if r["state"] == "open" and (r["id"] not in known or r["last_seen"] >= t_inj)
+            ]
+            row = rows[0] if rows else None
+            time.sleep(0.3)
+        assert row is not None, (_faults(sock), _log(env))
+        ans = json.loads(pazzctl(sock, "localize", str(row["id"]), "--json").stdout)
+        assert ans["dpid"] == 1 and ans["finding"] == "changed_group", ans
+        # The group as the switch has it (buckets swapped) beside the intended one.
+        assert ans["entry"].split(",bucket=")[1:] == ans["intended"].split(",bucket=")[:0:-1]
+    finally:
+        lab.ofctl(1, "mod-group", ",".join([head, *(f"bucket={b}" for b in plain)]))
+        lab.ovs.appctl("revalidator/purge")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpc.fields import format_header, parse_header
-from cpc.ofctl import format_flow, parse_flow
+from cpc.ofctl import format_flow, format_group, parse_flow, parse_group
 from pazzd import cli
 from pazzd.answers import fault_json
 from pazzd.localize import ChangeLog, Localizer
@@ -377,3 +377,76 @@ def test_poll_errors_are_sentences(tmp_path) -> None:
         "1": "ovs-ofctl dump-flows unix:/nonexistent.mgmt did not answer within 0.3 s",
         "2": "no ovs-ofctl target or proxy connection for dpid 2",
     }
+
+
+# --------------------------------------------------------------------------- groups
+ECMP = "table=0,priority=24,ip,nw_dst=10.0.1.0/24,actions=group:7"
+G7 = "group_id=7,type=select,bucket=output:2,bucket=output:3"
+
+
+class FakeGroupProxy(FakeProxy):
+    def __init__(self, tables, groups) -> None:
+        super().__init__(tables)
+        self.groups = groups
+
+    async def dump_groups(self, dpid: int):
+        return self.groups[dpid]
+
+
+def group_localizer(actual_groups, intended=G7) -> Localizer:
+    want = {7: parse_group(intended, 1)}
+    return Localizer(
+        lambda d: [flow(ECMP)],
+        {},
+        proxy=FakeGroupProxy({1: [flow(ECMP)]}, {1: [parse_group(g, 1) for g in actual_groups]}),
+        names={1: "s1"},
+        intended_group=lambda d, gid: want.get(gid),
+    )
+
+
+def test_a_group_changed_behind_the_controller_is_named_beside_the_intended_one() -> None:
+    """The flow tables agree; the SELECT group the route uses has its buckets in the other
+    order on the switch (every flow's pick moves), another weight, or another bucket."""
+    row = fault([hdr("ipv4_dst=10.0.1.2")], kind="type_p_action")
+    for actual in (
+        "group_id=7,type=select,bucket=output:3,bucket=output:2",
+        "group_id=7,type=select,bucket=weight:2,output:2,bucket=weight:1,output:3",
+        "group_id=7,type=select,bucket=output:2,bucket=output:4",
+        "group_id=7,type=all,bucket=output:2,bucket=output:3",
+    ):
+        ans = localize(group_localizer([actual]), row)
+        assert ans["finding"] == "changed_group" and ans["misrouting_hop"] == "s1", ans
+        assert ans["entry"] == format_group(parse_group(actual, 1))
+        assert ans["intended"] == format_group(parse_group(G7, 1))
+    ans = localize(group_localizer([]), row)
+    assert ans["finding"] == "missing_group" and ans["entry"] is None
+    # The same group (weights scaled alike pick the same buckets): no finding.
+    same = "group_id=7,type=select,bucket=weight:5,output:2,bucket=weight:5,output:3"
+    assert localize(group_localizer([G7, same][1:]), row)["findings"] == []
+    assert localize(group_localizer([G7]), row)["findings"] == []
+
+
+def test_groups_are_read_with_ovs_ofctl_without_the_proxy(tmp_path) -> None:
+    """No proxy connection: the flows and groups come from `ovs-ofctl dump-flows` and
+    `dump-groups` on the switch's target, as the patched build prints them."""
+    fake = tmp_path / "ovs-ofctl"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$4" in\n'
+        '  dump-flows) echo " cookie=0x0, duration=1.2s, table=0, n_packets=3, n_bytes=180, '
+        'priority=24,ip,nw_dst=10.0.1.0/24 actions=group:7" ;;\n'
+        '  dump-groups) echo "OFPST_GROUP_DESC reply (OF1.3) (xid=0x2):"; '
+        'echo " group_id=7,type=select,bucket=actions=output:3,bucket=actions=output:2" ;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    want = parse_group(G7, 1)
+    loc = Localizer(
+        lambda d: [flow(ECMP)],
+        {1: "unix:/x.mgmt"},
+        ofctl=str(fake),
+        intended_group=lambda d, gid: want if gid == 7 else None,
+    )
+    ans = localize(loc, fault([hdr("ipv4_dst=10.0.1.2")], kind="type_p_action"))
+    assert ans["errors"] == {} and ans["finding"] == "changed_group", ans
+    assert "bucket=output:3,bucket=output:2" in ans["entry"]
