@@ -8,6 +8,7 @@ ACL each element applies, and the model must agree at points along the trace.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import tempfile
@@ -117,7 +118,7 @@ def test_the_generated_networks_have_the_hard_cases(tmp_path):
             "ECMP group with 3 routes": any(len(u.members) > 2 for u in net.updates),
             "ECMP down to one route": any(
                 u.op == "-" and len(u.members) == 1 and len(prev.members) == 2
-                for prev, u in zip(net.updates, net.updates[1:])
+                for prev, u in itertools.pairwise(net.updates)
                 if prev.rule.match_key() == u.rule.match_key()
             ),
         }
