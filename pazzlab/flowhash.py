@@ -15,12 +15,13 @@ destination changes nothing; in_port, dpid and the Verify shim do not enter.
 from __future__ import annotations
 
 from cpc.rules import Group
-from cpc.selecthash import ovs_select_bucket
+from cpc.selecthash import group_bucket
 
 __all__ = ["select_bucket"]
 
 
 def select_bucket(dpid: int, group: Group, header: dict[str, int]) -> int:
     """The index of the bucket `group` picks for `header` (cpc.refdp's `select`), as
-    Open vSwitch 3.1 picks it. `dpid` is not used: nothing per switch enters the pick."""
-    return ovs_select_bucket(group, header)
+    Open vSwitch 3.1 picks it (the group's bucket weights too). `dpid` is not used:
+    nothing per switch enters the pick."""
+    return group_bucket(group, header)

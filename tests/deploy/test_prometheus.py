@@ -26,6 +26,7 @@ import yaml
 from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
 from pazzdata import workloads
+from pazzlab.flowhash import select_bucket
 from tester.emit import ReferenceEmitter, agent_of
 from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 from tests.tools import require_tool
@@ -148,7 +149,7 @@ def _traffic(wl):
 def _scenario(wl, sflow: tuple[str, int]) -> None:
     """Consistent reports, one match fault, a report from an unmapped interface, a malformed
     datagram, and one agent's datagrams with a gap and a late one."""
-    ref = RefDataPlane(wl.topo, wl.entries, wl.groups)
+    ref = RefDataPlane(wl.topo, wl.entries, wl.groups, select=select_bucket)
     em = ReferenceEmitter(base=BASE)
     traffic = _traffic(wl)
     for ingress, h in traffic:

@@ -14,6 +14,7 @@ from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry
 from cpc.topology import load_topology
 from pazzlab.demo import metrics_of as scrape
+from pazzlab.flowhash import select_bucket
 
 from .helpers import Pazzd, base_config, pazzctl, wait_for, write_config
 
@@ -67,7 +68,7 @@ class Network:
         ]
 
     def send(self, port: str, header_text: str):
-        ref = RefDataPlane(self.topo, self.entries, self.groups)
+        ref = RefDataPlane(self.topo, self.entries, self.groups, select=select_bucket)
         return ref.send(self.topo.resolve_port(port), parse_header(header_text))
 
 

@@ -13,6 +13,7 @@ from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
 from pazzapi import call
 from pazzdata import workloads
+from pazzlab.flowhash import select_bucket
 from tester.emit import ReferenceEmitter, agent_of
 from tester.sflow import encode_datagram
 from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
@@ -80,7 +81,7 @@ def test_pazzd_under_hostile_peers(tmp_path):
                     u.sendto(bytes(rng.randrange(256) for _ in range(64)), addr)
                     time.sleep(0.001)
             # One corrupted report from a real agent, plus correct ones around it.
-            ref = RefDataPlane(wl.topo, wl.entries, wl.groups)
+            ref = RefDataPlane(wl.topo, wl.entries, wl.groups, select=select_bucket)
             ingress = wl.hosts[sorted(wl.hosts)[0]]
             h = parse_header("tcp_dst=80,tcp_src=2000,nw_src=10.0.0.9,nw_dst=10.0.1.9")
             dl = next(x for x in ref.send(ingress, h) if x.kind == "egress")
