@@ -54,6 +54,7 @@ from fuzzer.hspace import Sampler, range_bdd, valid_headers
 from pazzdata.workloads import ACL_PRIORITY, Workload, generate
 from pazzlab.flowhash import select_bucket
 from pazzlab.paperfaults import PaperFault, paper_faults
+from tester.detect import in_filter
 from tester.emit import ReferenceEmitter, synthetic_ifmap
 from tester.engine import MAX_REPLAY_INGRESSES, Tester
 from tester.store import FaultStore
@@ -355,7 +356,17 @@ def simulate(
         # model expects; the copies take CONFIRM_SHARE of the probe rate. In U only the
         # sampled copies are events; in P every copy is (each is reported).
         ings = [current[0]] if current[0] is not None else [e.ingress for e in expected]
-        ings = list(dict.fromkeys(ings))[:MAX_REPLAY_INGRESSES]
+        resend(list(dict.fromkeys(ings))[:MAX_REPLAY_INGRESSES], hdr)
+
+    def on_unexplained(egress, hdr, verify_port) -> None:
+        # pazzd (FaultEvents.unexplained): a production sample no ingress explains is
+        # replayed from the edge ports whose Bloom bits its Verify_Port holds.
+        if current[0] is not None:
+            return  # a probe: on_suspect sent it again from its own ingress
+        came = [p for p in sc.net.edges if p != tuple(egress) and in_filter(verify_port, p)]
+        resend(came[:MAX_REPLAY_INGRESSES], hdr)
+
+    def resend(ings, hdr) -> None:
         pps = FUZZ_PPS * CONFIRM_SHARE / max(len(ings), 1)
         for ing in ings:
             if marked:
@@ -366,6 +377,7 @@ def simulate(
                 heapq.heappush(reprobes, (t, next(tick), ing, dict(hdr)))
 
     tester.on_suspect = on_suspect
+    tester.on_unexplained = on_unexplained
     # In P a production packet is seen when one of its points (each link it arrives over,
     # each exit) is sampled: the packets with at least one are drawn from a Poisson stream
     # bounded by the most points a packet can have, and thinned to their own count.
