@@ -37,6 +37,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
 | pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
 | pazz_proxy_dropped_connections_total | counter | reason: stalled, handshake, idle, refused, barrier, takeover |
+| pazz_proxy_ignored_total | counter | what: flow_removed (a timeout or cookie the intended entry does not have), closed_before_handshake (connections that never said their dpid) |
 | pazz_fault_store_errors_total | counter | (failed writes of the fault store) |
 | pazz_faults_unrecorded | gauge | (faults waiting in memory for the store) |
 | pazz_faults_dropped_total | counter | (faults lost: store failing, memory queue full) |
@@ -276,6 +277,16 @@ class _StateCollector:
         px = s.get("proxy") or {}
         for reason in ("stalled", "handshake", "idle", "refused", "barrier", "takeover"):
             c.add_metric([reason], px.get(reason, 0))
+        yield c
+        c = CounterMetricFamily(
+            "pazz_proxy_ignored",
+            "what peers sent that moved nothing: FLOW_REMOVEDs that do not fit the intended "
+            "entry, connections closed before the OpenFlow handshake",
+            labels=["what"],
+        )
+        ig = s.get("proxy_ignored") or {}
+        for what in ("flow_removed", "closed_before_handshake"):
+            c.add_metric([what], ig.get(what, 0))
         yield c
         yield CounterMetricFamily(
             "pazz_fault_store_errors",

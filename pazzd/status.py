@@ -63,6 +63,7 @@ def state(d) -> dict:
         "switches": switches,
         "controller_connected": d.proxy is not None and d.proxy.controller_connected,
         "proxy": d.proxy.drops() if d.proxy is not None else {},
+        "proxy_ignored": d.proxy.ignored() if d.proxy is not None else {},
         **checks,
     }
     if d.svc is not None:

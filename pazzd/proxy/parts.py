@@ -89,6 +89,8 @@ class Counters:
     refused_mods: int = 0  # controller messages answered with an error, not forwarded
     takeovers_refused: int = 0  # connections that claimed a live switch's dpid
     unexplained_removals: int = 0  # FLOW_REMOVED (delete) the controller did not cause
+    ignored_removals: int = 0  # FLOW_REMOVED for a timeout (or cookie) the entry did not have
+    closed_before_handshake: int = 0  # connections closed before the switch said its dpid
 
 
 @dataclass

@@ -250,6 +250,8 @@ class Proxy:
     refused_mods = _part("counters", "refused_mods")
     takeovers_refused = _part("counters", "takeovers_refused")
     unexplained_removals = _part("counters", "unexplained_removals")
+    ignored_removals = _part("counters", "ignored_removals")
+    closed_before_handshake = _part("counters", "closed_before_handshake")
 
     # --- lifecycle -------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -611,6 +613,14 @@ class Proxy:
             "refused": self.refused,
             "barrier": self.barrier_drops,
             "takeover": self.takeovers_refused,
+        }
+
+    def ignored(self) -> dict[str, int]:
+        """What a peer sent that moved nothing: FLOW_REMOVEDs that do not fit the intended
+        entry, connections closed before the OpenFlow handshake."""
+        return {
+            "flow_removed": self.ignored_removals,
+            "closed_before_handshake": self.closed_before_handshake,
         }
 
     def stats(self) -> dict:

@@ -475,7 +475,16 @@ class Session(IntendedWrites):
         if self.closed:
             return
         self.closed = True
-        log.info("%r disconnected%s", self, f": {exc}" if exc else "")
+        if self.dpid is None:  # never said who it is: a scan, a health check, a loop
+            self.svc.counters.closed_before_handshake += 1
+            self.svc.log_limited(
+                "early",
+                logging.INFO,
+                "connections closed before the OpenFlow handshake (the last from %s)",
+                self.peer,
+            )
+        else:
+            log.info("%r disconnected%s", self, f": {exc}" if exc else "")
         self.svc.detach(self)
         for h in (self._timer, self._barrier_handle):
             if h is not None:

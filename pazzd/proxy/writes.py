@@ -21,10 +21,12 @@ class IntendedWrites:
     pending, reid, seq, ids_on, own_xid, send_own, _refuse, _check_pending)."""
 
     def _flow_removed(self, fr: of.RawFlowRemoved) -> None:
-        """Only a timeout ends intent here. A delete the controller sent (FlowMod or group
-        delete) ends it when that change commits; any other delete is an entry removed
-        behind the controller's back: it stays intended and the next audit reports it
-        missing at once."""
+        """Only a timeout the entry was installed with ends intent here (and only with the
+        entry's cookie): a timeout claimed for an entry without it is a switch's error or
+        a peer's forgery, counted and ignored. A delete the controller sent (FlowMod or
+        group delete) ends it when that change commits; any other delete is an entry
+        removed behind the controller's back: it stays intended and the next audit
+        reports it missing at once."""
         key = (fr.table, fr.priority, fr.mkey)
         table = self.svc.tables.setdefault(self.dpid, IntendedTable())
         if fr.reason not in (of.OFPRR_IDLE_TIMEOUT, of.OFPRR_HARD_TIMEOUT):
@@ -39,6 +41,27 @@ class IntendedWrites:
                     fr.priority,
                     fr.reason,
                 )
+            return
+        had = table.entries.get(key)
+        if had is None:
+            return
+        timeout = had.idle if fr.reason == of.OFPRR_IDLE_TIMEOUT else had.hard
+        if not timeout or fr.cookie != had.cookie:
+            self.svc.counters.ignored_removals += 1
+            self.svc.log_limited(
+                "flow_removed",
+                logging.WARNING,
+                "%r: FLOW_REMOVED table=%d priority=%d claims %s (cookie %#x), which the "
+                "intended entry does not have (cookie %#x, idle %d s, hard %d s): ignored",
+                self,
+                fr.table,
+                fr.priority,
+                "an idle timeout" if fr.reason == of.OFPRR_IDLE_TIMEOUT else "a hard timeout",
+                fr.cookie,
+                had.cookie,
+                had.idle,
+                had.hard,
+            )
             return
         old = table.remove(key)
         if old is not None:

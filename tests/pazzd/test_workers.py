@@ -17,6 +17,7 @@ import pytest
 from cpc.fields import format_header, parse_header
 from cpc.refdp import RefDataPlane
 from pazzdata import workloads
+from pazzlab.flowhash import select_bucket
 from tester.emit import ReferenceEmitter, agent_of
 
 from .helpers import Pazzd, base_config, pazzctl, write_config
@@ -50,7 +51,11 @@ def net(tmp_path):
     cfg = base_config(tmp_path)
     cfg["sflow"]["interfaces"] = ifs
     ingress, h = _traffic(wl)[0]
-    egress = RefDataPlane(wl.topo, wl.entries, wl.groups).send(ingress, h)[0].egress
+    egress = (
+        RefDataPlane(wl.topo, wl.entries, wl.groups, select=select_bucket)
+        .send(ingress, h)[0]
+        .egress
+    )
     cfg["critical_flows"] = [
         {
             "name": "crit",
@@ -130,7 +135,7 @@ def test_workers_judge_reports_and_record_faults(net):
     wl, d, st = net
     host, port = st["sflow"].rsplit(":", 1)
     addr = (host, int(port))
-    ref = RefDataPlane(wl.topo, wl.entries, wl.groups)
+    ref = RefDataPlane(wl.topo, wl.entries, wl.groups, select=select_bucket)
     em, socks = ReferenceEmitter(base=BASE), {}
     n = dgs = 0
     # The kernel hashes each agent's source port to a worker; with 4 agents both workers get

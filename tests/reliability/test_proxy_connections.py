@@ -126,3 +126,38 @@ def test_silent_switch_is_dropped_and_a_live_one_stays():
             await ctl.stop()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_connect_close_loop_cannot_flood_the_log(caplog):
+    """1,000 TCP connections that close before the OpenFlow handshake (a port scan, a
+    health check in a loop): at most 20 log lines, the closes counted; a real switch's
+    connection and disconnection are still logged."""
+
+    async def main():
+        ctl = RawControllerServer()
+        proxy = await start_proxy(await ctl.start())
+        try:
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger="pazzd"):
+                for _ in range(1000):
+                    _, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+                    w.close()
+                    with contextlib.suppress(ConnectionError):
+                        await w.wait_closed()
+                assert await wait_for(lambda: proxy.closed_before_handshake == 1000, 10)
+                lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+                assert len(lines) <= 20, [r.getMessage() for r in lines[:30]]
+                assert any("before the OpenFlow handshake" in r.getMessage() for r in lines)
+                sw = RawSwitch(proxy.port, dpid=9)
+                await sw.connect()
+                assert await wait_for(lambda: 9 in proxy.switches, 5)
+                await sw.close()
+                assert await wait_for(lambda: 9 not in proxy.switches, 5)
+            said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+            assert any("0x9" in m and "connected" in m for m in said)
+            assert any("0x9" in m and "disconnected" in m for m in said)
+        finally:
+            await proxy.stop()
+            await ctl.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
