@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import itertools
 import logging
 import resource
@@ -151,6 +152,16 @@ class _SwitchProtocol(asyncio.Protocol):
             self.session.peer_paused("switch", False)
 
 
+def _loopback(host: str) -> bool:
+    """Is the listen address reachable from this host only?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def tls_contexts(
     switch_tls: dict | None, controller_tls: dict | None
 ) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
@@ -279,6 +290,14 @@ class Proxy:
             )
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
+        if self.config.switch_ssl is None and not _loopback(self.config.listen_host):
+            log.warning(
+                "switches connect over plain TCP on %s:%d: any host that reaches it can claim "
+                "a switch's dpid once the switch is gone; controller.tls with a ca (switch "
+                "certificates) stops that (docs/proxy.md)",
+                self.config.listen_host,
+                self.port,
+            )
         log.info(
             "OpenFlow proxy listening on %s:%d, %s %s",
             self.config.listen_host,

@@ -125,8 +125,8 @@ class RawControllerServer:
 
 
 async def start_proxy(ctl_port: int, **kw) -> Proxy:
+    kw = {"listen_host": "127.0.0.1", **kw}
     cfg = ProxyConfig(
-        listen_host="127.0.0.1",
         listen_port=0,
         controller_host="127.0.0.1",
         controller_port=ctl_port,

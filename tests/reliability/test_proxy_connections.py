@@ -161,3 +161,22 @@ def test_a_connect_close_loop_cannot_flood_the_log(caplog):
             await ctl.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_plain_tcp_beyond_loopback_is_warned_about(caplog):
+    """Without switch TLS, a listener other than loopback lets any peer claim a gone
+    switch's dpid: the start says so; on loopback it does not."""
+
+    async def main():
+        ctl = RawControllerServer()
+        port = await ctl.start()
+        for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="pazzd"):
+                proxy = await start_proxy(port, listen_host=host)
+                await proxy.stop()
+            said = [r.getMessage() for r in caplog.records if "plain TCP" in r.getMessage()]
+            assert bool(said) == warned, (host, said)
+        await ctl.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
