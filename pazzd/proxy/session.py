@@ -627,6 +627,10 @@ class Session(IntendedWrites):
             u.ready = True
             log.info("%r: controller%s session up", self, self._ctl(u))
             return
+        if ver == self.version and t > message_types.MAX_TYPE[ver]:
+            # As a switch does: an error for a type it does not know, the session kept.
+            self._refuse(msg, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_TYPE, "an unknown type", u)
+            return
         message_types.check(self.version, ver, t, ln)
         if t == of.OFPT_HELLO:
             raise of.ProtocolError("second HELLO")

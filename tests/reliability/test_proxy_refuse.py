@@ -97,3 +97,16 @@ def test_flowmod_without_room_for_the_rule_id_gets_an_error(proxy):
     assert [len(f) for f in fms] == [top, top - 16 + 24]
     assert top - 16 + 24 <= 0xFFFF
     assert not _errors(up) and not up.closed
+
+
+def test_an_unknown_message_type_gets_an_error_and_the_session_stays(proxy):
+    """As Open vSwitch answers it: OFPET_BAD_REQUEST / OFPBRC_BAD_TYPE with the message's
+    xid, nothing forwarded, and the controller's next FlowMod still goes through."""
+    s, sw, up = connected(proxy)
+    sw.data.clear()
+    s.from_controller(of.message(4, 200, 77, b"\x01\x02\x03\x04"))
+    assert _errors(up) == [(77, of.OFPET_BAD_REQUEST, of.OFPBRC_BAD_TYPE)]
+    assert s.up_ready and not up.closed and not sw.closed
+    assert bytes(sw.data) == b""
+    s.from_controller(flow_mod(78, match=ofpp.OFPMatch(eth_type=0x800, ipv4_dst="10.0.0.9")))
+    assert [f[1] for f in frames(bytes(sw.data))][:1] == [of.OFPT_FLOW_MOD]
