@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import grp
 import logging
 import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -54,6 +56,7 @@ class ApiServer:
         self.max_clients = max_clients
         self.idle_timeout = idle_timeout
         self._server: asyncio.AbstractServer | None = None
+        self._inode: int | None = None  # the socket this server made
         self._clients: dict[asyncio.StreamWriter, list] = {}  # writer -> [last activity, busy]
         self.evicted = 0
         self.timed_out = 0
@@ -61,8 +64,7 @@ class ApiServer:
     async def start(self) -> None:
         p = Path(self.path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_socket():
-            p.unlink()  # a stale socket of an earlier run
+        _clear_stale(p)
         old = os.umask(0o117)  # the socket is created 0660, never wider for a moment
         try:
             self._server = await asyncio.start_unix_server(
@@ -70,6 +72,7 @@ class ApiServer:
             )
         finally:
             os.umask(old)
+        self._inode = os.stat(self.path).st_ino  # close() removes this socket, nothing else
         os.chmod(self.path, self.mode)
         if self.group is not None:
             numeric = self.group.isascii() and self.group.isdigit()
@@ -83,7 +86,9 @@ class ApiServer:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
+                os.unlink(self.path)
+        self._inode = None
 
     def _make_room(self) -> bool:
         if len(self._clients) < self.max_clients:
@@ -158,3 +163,23 @@ class ApiServer:
     async def _reply(self, writer, msg: dict) -> None:
         writer.write(reply_line(msg))
         await asyncio.wait_for(writer.drain(), self.idle_timeout)
+
+
+def _clear_stale(p: Path) -> None:
+    """Remove a stale socket at p (nothing answers on it: an earlier run's); refuse, with
+    an OSError naming why, a live socket (another program's) or anything that is not a
+    socket, and leave it alone."""
+    if not p.exists() and not p.is_symlink():
+        return
+    if not p.is_socket():
+        raise OSError(errno.EEXIST, "something other than a socket is there; left alone")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(str(p))
+        except (ConnectionRefusedError, FileNotFoundError):
+            p.unlink(missing_ok=True)  # nobody listens: an earlier run's
+            return
+        except OSError:
+            pass  # it answers oddly: treat as live
+    raise OSError(errno.EADDRINUSE, "a live socket of another program is there; left alone")
