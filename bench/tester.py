@@ -15,7 +15,10 @@ datagrams, as patched OVS would send them. Measured:
   built it), judged against the model's path prefixes (Model.allows_at).
 
 Usage: python bench/tester.py [--topology grid|fattree] [--size N] [--rules R] [--json]
-(default: the k=4 fat-tree with 100k rules)
+(default: the k=4 fat-tree with 100k rules). --select-hash: the switches pick one SELECT
+bucket per flow by Open vSwitch's hash and the model judges by that pick (pazzd's default,
+ovs.select_hash); without it every bucket is a path (the reference sends each flow down
+all of them, the model allows all).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from cpc.model import Model  # noqa: E402
 from cpc.refdp import RefDataPlane  # noqa: E402
+from cpc.selecthash import group_bucket  # noqa: E402
 from pazzdata import workloads  # noqa: E402
 from tester.collector import open_socket  # noqa: E402
 from tester.emit import ReferenceEmitter, synthetic_ifmap  # noqa: E402
@@ -42,13 +46,21 @@ from tester.store import FaultStore  # noqa: E402
 PAPER_MS_PER_SAMPLE = 4.27
 
 
-def build(kind: str, size: int, rules: int):
+def build(kind: str, size: int, rules: int, select_hash: bool = False):
     t0 = time.perf_counter()
     wl = workloads.generate(kind, size, rules, rule_ids=True)
     m = Model(wl.topo)
     m.add_entries(wl.entries, wl.groups)
     m.build()
+    if select_hash:
+        m.select = group_bucket
     return wl, m, time.perf_counter() - t0
+
+
+def _ref(wl, m) -> RefDataPlane:
+    """The data plane as the model is told the switches pick SELECT buckets."""
+    pick = (lambda _d, g, h: m.select(g, h)) if m.select is not None else None
+    return RefDataPlane(wl.topo, m.entries(), m.groups(), select=pick)
 
 
 def _flow(rng, hosts: list, nets: list) -> tuple:
@@ -72,7 +84,7 @@ def reports(wl, m, flows: int, seed: int = 7):
     import random
 
     rng = random.Random(seed)
-    ref = RefDataPlane(wl.topo, m.entries(), m.groups())
+    ref = _ref(wl, m)
     hosts = sorted(wl.hosts)
     nets = sorted(wl.prefixes)
     out = []
@@ -90,7 +102,7 @@ def hop_datagrams(wl, m, flows: int, per: int, seed: int = 7) -> tuple[list[byte
     import random
 
     rng = random.Random(seed)
-    ref = RefDataPlane(wl.topo, m.entries(), m.groups())
+    ref = _ref(wl, m)
     hosts, nets = sorted(wl.hosts), sorted(wl.prefixes)
     em = ReferenceEmitter(sampling_rate=100, ovs_marking=True)
     n = done = 0
@@ -213,9 +225,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-udp", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--select-hash", action="store_true", help="judge ECMP by OVS's pick")
     a = ap.parse_args()
 
-    wl, m, build_s = build(a.topology, a.size, a.rules)
+    wl, m, build_s = build(a.topology, a.size, a.rules, a.select_hash)
     reps = reports(wl, m, a.flows)
     dgs = datagrams(reps, a.per_datagram)
     t = tester_for(wl, m)
