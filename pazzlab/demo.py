@@ -117,7 +117,7 @@ class View:
                     f["kind"],
                     f["location"],
                     p.get("switch", "...") if p else "...",
-                    (p.get("cause") or "")[:70],
+                    _tail(p.get("cause") or "", 70),
                 )
             )
         out += _rows(rows) if len(rows) > 1 else ["  none"]
@@ -129,6 +129,11 @@ class View:
         out += ["  " + e for e in self.events[-10:]]
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
+
+
+def _tail(text: str, width: int) -> str:
+    """text cut to width from the left: an entry's actions, at its end, are what differs."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 def _rows(rows) -> list[str]:
@@ -902,8 +907,10 @@ def bring_up(
 
 
 def ui_port(wanted: int) -> int:
-    """wanted, if free on 127.0.0.1; else a free port."""
+    """wanted, if free on 127.0.0.1; else a free port. Tested as the view binds it
+    (SO_REUSEADDR): a demo run a minute ago leaves its port in TIME_WAIT, not taken."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", wanted))
         except OSError:
