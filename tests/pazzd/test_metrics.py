@@ -77,7 +77,9 @@ def test_switch_connected_has_a_series_for_a_switch_that_never_connected(tmp_pat
     m = samples(d.metrics.registry)
     assert not any(k.startswith(("pazz_switch_connected", "pazz_controller_connected")) for k in m)
     # With it: one connected switch, one that went down, two that never connected.
-    d.proxy = SimpleNamespace(switches={dpids[0]: object()}, controller_connected=True, drops=dict)
+    d.proxy = SimpleNamespace(
+        switches={dpids[0]: object()}, controller_connected=True, drops=dict, ignored=dict
+    )
     d.switch_up[dpids[1]] = False
     m = samples(d.metrics.registry)
     got = {k: v for k, v in m.items() if k.startswith("pazz_switch_connected")}
