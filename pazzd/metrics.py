@@ -20,6 +20,7 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_datagrams_received_total | counter | result: decoded, malformed (they add up to all received) |
 | pazz_sflow_datagrams_lost_total | counter | (sequence gaps: sent by an agent, never received) |
 | pazz_sflow_datagrams_reordered_total | counter | (decoded datagrams that arrived out of order) |
+| pazz_sflow_datagrams_duplicate_total | counter | (a sequence number seen already: dropped, not judged) |
 | pazz_model_rules, pazz_model_classes | gauge | |
 | pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
@@ -173,6 +174,12 @@ class _StateCollector:
             "pazz_sflow_datagrams_reordered",
             "decoded sFlow datagrams that arrived after a later one of the same agent",
             value=st.reordered_datagrams,
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_datagrams_duplicate",
+            "sFlow datagrams whose sequence number was seen already (repeated or replayed): "
+            "dropped, their samples not judged",
+            value=st.duplicate_datagrams,
         )
         g = GaugeMetricFamily(
             "pazz_intent_violations",

@@ -125,6 +125,7 @@ class TesterStats:
     malformed: int = 0
     lost_datagrams: int = 0
     reordered_datagrams: int = 0
+    duplicate_datagrams: int = 0  # a sequence number seen already: dropped, not judged
     agent_restarts: int = 0
     sequence_resets: int = 0  # a forward jump too large to be loss: counted as a reset
     unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
@@ -233,9 +234,13 @@ class Tester:
     __test__ = False  # not a pytest test class
     CACHE_MAX = 1 << 18
     # A datagram sequence number this far ahead of the last one is not loss (a forged or
-    # restarted agent): it counts as a reset, so one datagram adds at most MAX_SEQ_GAP to
-    # lost_datagrams.
+    # restarted agent): it counts as a reset. Gaps count as lost only up to the datagrams
+    # received from that agent (sFlowAgent, sub-agent), so forged sequence numbers add at
+    # most one lost datagram per datagram received.
     MAX_SEQ_GAP = 1024
+    # The sequence numbers seen, this far back from an agent's latest: a datagram seen
+    # already (a duplicate, a replay) is dropped, so its samples cannot corroborate a fault.
+    SEQ_WINDOW = 1024
     # Per-agent state (sequence numbers, interface state) is kept for this many keys,
     # least recently seen dropped first: forged agent addresses cannot grow it.
     MAX_AGENT_STATE = 4096
@@ -282,7 +287,8 @@ class Tester:
         self._hop_cache: dict[tuple, tuple] = {}  # (port, header) -> (version, here, via)
         self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
-        self._seq: OrderedDict[tuple[str, int], int] = OrderedDict()
+        # (agent, sub-agent) -> [latest seq, seen bitmask back from it, received, lost]
+        self._seq: OrderedDict[tuple[str, int], list[int]] = OrderedDict()
         self._ifstate: OrderedDict[tuple[str, int], tuple[bool, int]] = OrderedDict()
         self._unrecorded: OrderedDict[tuple, tuple] = OrderedDict()
         # Corroboration: samples needed before a fault opens (1: the first one opens it),
@@ -416,26 +422,44 @@ class Tester:
         if len(d) > cls.MAX_AGENT_STATE:
             d.popitem(last=False)
 
-    def _sequence(self, dg: Datagram) -> None:
-        key = (dg.agent, dg.sub_agent)
-        last = self._seq.get(key)
-        self._remember(self._seq, key, dg.seq)
-        if last is None:
-            return
-        gap = (dg.seq - last) & 0xFFFFFFFF
-        if gap == 0 or gap > 0x7FFFFFFF:
-            if dg.seq <= 1 or (last - dg.seq) & 0xFFFFFFFF > 1000:
-                self.stats.agent_restarts += 1
-            else:
-                self.stats.reordered_datagrams += 1
-                self._seq[key] = last
-        elif gap > self.MAX_SEQ_GAP:
-            self.stats.sequence_resets += 1
+    def _sequence(self, dg: Datagram) -> bool:
+        """Account for dg's sequence number; False for a datagram seen already."""
+        key, seq, st = (dg.agent, dg.sub_agent), dg.seq, self.stats
+        state = self._seq.get(key)
+        if state is None:
+            self._remember(self._seq, key, [seq, 1, 1, 0])
+            return True
+        self._seq.move_to_end(key)
+        last, seen, received, lost = state
+        gap = (seq - last) & 0xFFFFFFFF
+        if gap == 0 or gap > 0x7FFFFFFF:  # not ahead of the latest
+            back = (last - seq) & 0xFFFFFFFF
+            if seq <= 1 or back >= min(self.SEQ_WINDOW, 1000):
+                st.agent_restarts += 1  # numbering started again
+                self._seq[key] = [seq, 1, received + 1, lost]
+                return True
+            if seen >> back & 1:
+                st.duplicate_datagrams += 1
+                return False
+            st.reordered_datagrams += 1
+            state[1] = seen | 1 << back
+            state[2] = received + 1
+            return True
+        if gap > self.MAX_SEQ_GAP:
+            st.sequence_resets += 1
+            seen = 0
         elif gap > 1:
-            self.stats.lost_datagrams += gap - 1
+            add = min(gap - 1, received - lost)
+            st.lost_datagrams += add
+            state[3] = lost + add
+        state[0] = seq
+        state[1] = (seen << gap | 1) & ((1 << self.SEQ_WINDOW) - 1) if seen else 1
+        state[2] = received + 1
+        return True
 
     def handle_datagram(self, dg: Datagram, now: float) -> None:
-        self._sequence(dg)
+        if not self._sequence(dg):
+            return
         st = self.stats
         agent, sub = dg.agent, dg.sub_agent
         lookup = self.ifmap.lookup

@@ -130,3 +130,62 @@ def test_new_counters_are_exported():
     assert "pazz_sflow_sequence_resets_total 3.0" in text
     assert 'pazz_proxy_dropped_connections_total{reason="stalled"} 2.0' in text
     assert 'pazz_proxy_dropped_connections_total{reason="refused"} 5.0' in text
+
+
+def test_a_thousand_forged_datagrams_add_at_most_a_thousand_to_lost(tester):
+    """Random sequence numbers under a real agent's address, and under forged ones: each
+    datagram received can account for at most one lost datagram."""
+    import random
+
+    t, rng = tester, random.Random(5)
+    for seq in range(1, 6):
+        t.process_datagram(encode_datagram("10.0.0.1", 0, seq, seq, []), now=1.0)
+    for i in range(1000):
+        agent = "10.0.0.1" if i % 2 else f"10.9.{i % 7}.{i % 5}"
+        seq = rng.randrange(2, 1 << 32) if i % 3 else rng.randrange(2, 2000)
+        t.process_datagram(encode_datagram(agent, 0, seq, 0, []), now=1.0)
+    assert t.stats.lost_datagrams <= 1000 + 5, t.stats
+
+
+def _fault_datagram(seq: int) -> bytes:
+    from tester.emit import ReferenceEmitter, agent_of
+    from tests.tester.tester_helpers import BAD, EGRESS, HDR, tags_of
+
+    em = ReferenceEmitter()
+    em._dg_seq[agent_of(EGRESS[0])] = seq - 1  # the datagram's sequence number is seq
+    em.add(EGRESS, HDR, *tags_of(BAD))
+    (dg,) = em.flush()
+    return dg
+
+
+def test_a_repeated_or_replayed_datagram_corroborates_nothing(tmp_path):
+    """The two-sample rule counts distinct datagrams: the same datagram twice, 0.2 s apart,
+    and a replay of an older one, open nothing and are counted; a late datagram not seen
+    before is judged (reordered); a new datagram with the fault's sample opens it."""
+    from tester.emit import synthetic_ifmap
+    from tests.tester.tester_helpers import ALL_PORTS, EGRESS, GOOD, HDR, expected
+
+    store = FaultStore(str(tmp_path / "f.db"))
+    t = Tester(
+        FakeModel({(EGRESS, HDR["ipv4_dst"]): [expected(GOOD)]}),
+        store,
+        synthetic_ifmap(ALL_PORTS),
+        resolve_after=1e9,
+    )
+    t.corroborate, t.corroborate_window = 2, 60.0
+    try:
+        d5 = _fault_datagram(5)
+        t.process_datagram(d5, now=1.0)
+        t.process_datagram(d5, now=1.2)  # the same datagram again
+        assert t.stats.duplicate_datagrams == 1 and store.faults("open") == []
+        t.process_datagram(_fault_datagram(9), now=1.4)
+        t.process_datagram(_fault_datagram(5), now=1.6)  # a replay behind the latest
+        assert t.stats.duplicate_datagrams == 2 and t.stats.fault_samples == 2
+        assert len(store.faults("open")) == 1  # 5 and 9: two datagrams, one fault
+        t.process_datagram(_fault_datagram(7), now=1.8)  # late, never seen: judged
+        assert t.stats.reordered_datagrams == 1 and t.stats.fault_samples == 3
+        # 6, 7, 8 were missing when 9 came, but only one datagram (5) had been received
+        # from the agent: a gap counts at most the datagrams received.
+        assert t.stats.lost_datagrams == 1
+    finally:
+        store.close()

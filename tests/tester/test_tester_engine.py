@@ -297,6 +297,9 @@ def test_sequence_loss_unknown_interface_and_malformed(tmp_path) -> None:
     em.add(EGRESS, HDR, *tags_of(GOOD))
     (d1,) = em.flush()
     t.process_datagram(d1, 0.0)
+    for _ in range(3):  # received: a gap counts at most the datagrams received
+        em.add(EGRESS, HDR, *tags_of(GOOD))
+        t.process_datagram(em.flush()[0], 0.0)
     for _ in range(4):
         em.add(EGRESS, HDR, *tags_of(GOOD))
         lost = em.flush()
