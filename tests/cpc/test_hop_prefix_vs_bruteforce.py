@@ -115,7 +115,14 @@ def test_prefixes_equal_bruteforce(sc):
     check(sc)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the non-vacuity test below counts what these examples saw, and a random
+# draw of 150 can miss every rewrite that leaves a class unsure.
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
 @given(scenarios(rewrite=True))
 def test_prefixes_with_rewrites_never_refuse_an_arrival(sc):
     check(sc)
