@@ -1044,7 +1044,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
                 EXPECT[f.key],
                 f.detected["kind"] if f.detected else "MISSED",
                 p.get("switch", "-"),
-                (p.get("cause") or "-")[:90],
+                _tail(p.get("cause") or "-", 90),
                 f"{f.latency:.1f}s" if f.latency is not None else "-",
                 f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
             )
