@@ -776,8 +776,7 @@ class Model:
         this one.
         """
         out: list[Expected] = []
-        seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
-        behs: dict[int, object] = {}  # element -> the Behaviour matched there (_picked)
+        seen: dict[int, object] = {}  # element -> the Behaviour header matches there
         again: dict[tuple[int, Port], set[str]] = {}
         for o, class_id, _ in self._templates(egress, header):
             if verify_port is not None and o.verify_port != verify_port:
@@ -786,7 +785,7 @@ class Model:
                 if self.space.contains(o.final_hdr, header):
                     again.setdefault((class_id, o.ingress), set()).update(o.rw)
                 continue
-            if self.select is not None and not self._picked(o.hops, header, behs):
+            if self.select is not None and not self._picked(o.hops, header, seen):
                 continue
             hops, vrule = self._chain(o.hops, header, seen)
             out.append(Expected(o.ingress, hops, o.verify_port, vrule))
@@ -868,8 +867,7 @@ class Model:
         """The prefixes' hops (less the last `cut`) filled in for header: the entries it
         matches, the tags they build; distinct, only those with verify_port when given."""
         out: dict[tuple, Expected] = {}
-        seen: dict[int, tuple] = {}  # element -> (u_r, RuleRef) of the entry matched there
-        behs: dict[int, object] = {}
+        seen: dict[int, object] = {}  # element -> the Behaviour header matches there
         bits = self.port_bits
         for ingress, tmpl in prefixes:
             tmpl = tmpl[: len(tmpl) - cut]
@@ -880,18 +878,18 @@ class Model:
                 vport |= bits(h.dpid, h.in_port)
             if verify_port is not None and vport != verify_port:
                 continue
-            if self.select is not None and not self._picked(tmpl, header, behs):
+            if self.select is not None and not self._picked(tmpl, header, seen):
                 continue
             hops, vrule = self._chain(tmpl, header, seen)
             out[(ingress, tmpl)] = Expected(ingress, hops, vport, vrule)
         return list(out.values())
 
-    def _picked(self, template, header, behs: dict) -> bool:
+    def _picked(self, template, header, seen: dict) -> bool:
         """Do switches that pick one SELECT bucket per flow (self.select) send header
         along template? A hop's out_port must then be a direct output of an entry it
         matched there, or in the picked bucket of a SELECT group, or in any bucket of
         another group. An out_port none of these name (IN_PORT, FLOOD, a chained group)
-        is not judged. behs caches element -> the Behaviour header matches there."""
+        is not judged. seen caches element -> the Behaviour header matches there."""
         elems, groups, pick = self._elem_list, self._groups, self.select
         for hop in template:
             out_port = hop.out_port
@@ -900,9 +898,9 @@ class Model:
             possible: set[int] = set()
             allowed: set[int] = set()
             for i in hop.rules:
-                b = behs.get(i, behs)
-                if b is behs:
-                    b = behs[i] = elems[i].ident.identify(header)
+                b = seen.get(i)
+                if b is None:
+                    b = seen[i] = elems[i].ident.identify(header)
                 if b is None:
                     continue
                 ins = b.instructions
@@ -925,19 +923,19 @@ class Model:
 
     def _chain(self, template, header, seen: dict) -> tuple[tuple[Hop, ...], int]:
         """A path template's hops for header (the entry matched at each element) and its
-        Verify_Rule chain; seen caches element -> (u_r, RuleRef) across templates."""
+        Verify_Rule chain; seen caches element -> the Behaviour header matches there,
+        across templates (and with _picked)."""
         elems = self._elem_list
         vrule = VERIFY_RULE_INIT
         hops = []
         for hop in template:
             refs = []
             for i in hop.rules:
-                ur_ref = seen.get(i)
-                if ur_ref is None:
-                    b = elems[i].ident.identify(header)
-                    ur_ref = seen[i] = (b.ur, b.ref)
-                vrule = crc_hqx(ur_ref[0], vrule)
-                refs.append(ur_ref[1])
+                b = seen.get(i)
+                if b is None:
+                    b = seen[i] = elems[i].ident.identify(header)
+                vrule = crc_hqx(b.ur, vrule)
+                refs.append(b.ref)
             hops.append(Hop(hop.dpid, hop.in_port, tuple(refs), hop.out_port))
         return tuple(hops), vrule
 

@@ -258,10 +258,6 @@ class Stanford:
         """The flow entries of a set of rules (one per prefix with several routes)."""
         return self.state(rules)[0]
 
-    def groups_of(self, rules) -> list[Group]:
-        """The groups the entries of `rules` use: the VLAN groups and the ECMP groups."""
-        return self.state(rules)[1]
-
     def state(self, rules) -> tuple[list[FlowEntry], list[Group]]:
         routes: dict[tuple, list[FwdRule]] = defaultdict(list)
         entries = []

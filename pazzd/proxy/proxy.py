@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import ipaddress
 import itertools
 import logging
 import resource
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 import ofwire as of
 from cpc.rules import Group, ModelError
 from ofwire import message_types
+from pazzd.addresses import is_loopback
 from pazzd.options import RESTART, option
 from pazzd.proxy import roles
 from pazzd.proxy.audit import AuditFinding, Auditor
@@ -150,16 +150,6 @@ class _SwitchProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.session is not None:
             self.session.peer_paused("switch", False)
-
-
-def _loopback(host: str) -> bool:
-    """Is the listen address reachable from this host only?"""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def tls_contexts(
@@ -290,7 +280,7 @@ class Proxy:
             )
         if self.config.audit_interval > 0:
             self._audit_task = self._spawn(self._audit_loop())
-        if self.config.switch_ssl is None and not _loopback(self.config.listen_host):
+        if self.config.switch_ssl is None and not is_loopback(self.config.listen_host):
             log.warning(
                 "switches connect over plain TCP on %s:%d: any host that reaches it can claim "
                 "a switch's dpid once the switch is gone; controller.tls with a ca (switch "

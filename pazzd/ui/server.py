@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ipaddress
 import json
 import logging
 import socket
@@ -28,6 +27,7 @@ from importlib import resources
 from urllib.parse import parse_qsl, urlsplit
 
 from cpc.topology import Topology
+from pazzd.addresses import is_loopback
 
 from .svg import render
 
@@ -49,15 +49,6 @@ CSP = (
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 Answer = Callable[[dict], tuple[int, dict]]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _host_name(header: str) -> str:
