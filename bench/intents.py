@@ -14,6 +14,11 @@ check_us_p50/p99       the checker's own time per update
 check_all_s            checking the model from scratch before the updates (start-up)
 check_all_full_s       the same once every insert is in (Stanford: the full network)
 guard_us_p50           (fattree) IntentGuard.judge of one FlowMod: apply, check, undo
+guard_burst_per_s      (fattree) FlowMods judged per second in a burst of 1,000 without a
+                       barrier (each judged after all before it, in flight), in the
+                       proxy's slices of 50 ms (IntentGuard.batch)
+guard_burst_per_s_unbatched  the same burst's first 200, each judged on its own (every
+                       FlowMod in flight applied and undone again per judgement)
 violations_open        open violations at the end
 loops_after_inserts    (stanford) no_loops violations once every route is in, next to
                        Model.loop_cycles then (they must agree)
@@ -25,6 +30,7 @@ waypoint and reply between random edge ports, over a /16 or a protocol.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -189,9 +195,34 @@ def main(argv=None) -> dict:
             times.append((time.perf_counter() - t) * 1e6)
         out["guard_us_p50"] = round(pct(times, 50), 1)
         out["guard_us_p99"] = round(pct(times, 99), 1)
+        burst = []
+        for e in [rng.choice(model.entries()) for _ in range(1000)]:
+            add = readd_flowmods(e)[1]
+            add.priority += 1
+            burst.append(add)
+        out["guard_burst_per_s"] = round(_burst(guard, burst, slice_s=0.05), 1)
+        out["guard_burst_per_s_unbatched"] = round(_burst(guard, burst[:200], slice_s=0), 1)
     out["rss_mb"] = rss_mb()
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
     return out
+
+
+def _burst(guard, fms: list, slice_s: float) -> float:
+    """FlowMods judged per second when each is judged with every one before it in flight;
+    slice_s: the batch is closed and opened again after that many seconds (0: no batch)."""
+    pending: list = []
+    t0 = time.perf_counter()
+    i = 0
+    while i < len(fms):
+        end = time.perf_counter() + slice_s
+        with guard.batch() if slice_s else contextlib.nullcontext():
+            while i < len(fms):
+                if not guard.judge(fms[i], pending):
+                    pending.append(fms[i])
+                i += 1
+                if time.perf_counter() > end:
+                    break
+    return len(fms) / (time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ __all__ = [
     "message",
     "set_xid",
     "split_messages",
+    "complete_message",
     "hello",
     "hello_versions",
     "error_msg",
@@ -40,13 +41,14 @@ def set_xid(data: bytes, xid: int) -> bytes:
     return data[:4] + struct.pack("!I", xid) + data[8:]
 
 
-def split_messages(buf: bytearray, handle) -> int:
-    """Call handle(msg) for each complete OpenFlow message at the start of buf.
+def split_messages(buf: bytearray, handle, stop=None) -> int:
+    """Call handle(msg) for each complete OpenFlow message at the start of buf, until
+    stop() (asked before each message after the first) says to stop there.
 
     Returns the number of bytes consumed; raises ProtocolError on a length below 8.
     """
     off, n = 0, len(buf)
-    while n - off >= 8:
+    while n - off >= 8 and not (off and stop is not None and stop()):
         ln = buf[off + 2] << 8 | buf[off + 3]
         if ln < 8:
             raise ProtocolError(f"message length {ln} < 8")
@@ -56,6 +58,11 @@ def split_messages(buf: bytearray, handle) -> int:
         off += ln
         handle(msg)
     return off
+
+
+def complete_message(buf) -> bool:
+    """Does buf start with a whole OpenFlow message (or a length split_messages refuses)?"""
+    return len(buf) >= 8 and len(buf) >= (buf[2] << 8 | buf[3])
 
 
 def hello(versions=SUPPORTED_VERSIONS, xid: int = 0) -> bytes:

@@ -10,6 +10,13 @@ so the model and the switch stay the same.
 The guard judges each FlowMod on the committed state plus the FlowMods still in flight
 (sent to a switch, not yet confirmed by its barrier), applied first in the order sent, up to
 MAX_PENDING of them. GroupMods are neither judged nor applied as in flight.
+
+The work per FlowMod is bounded: within a `batch()` (the proxy opens one per slice of a
+controller's messages, see pazzd.proxy.session) the in-flight FlowMods and every FlowMod
+let through stay applied from one judgement to the next, so each FlowMod costs one apply
+(and one undo when the batch closes) instead of re-applying everything in flight. A batch
+starts from at most MAX_PENDING in-flight FlowMods. Outside a batch every judgement
+applies and undoes on its own.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import ofwire as of
 from cpc.intents import Violation
@@ -49,6 +57,15 @@ def _add(e: FlowEntry) -> FlowMod:
     )
 
 
+@dataclass
+class _Step:
+    """FlowMods applied together within a trial (keys: the raw FlowMods the proxy holds,
+    or the FlowMods themselves) and the FlowMods that take them back."""
+
+    keys: list
+    undo: list[FlowMod]
+
+
 class IntentGuard:
     """The trial's model updates carry Update.trial; the intents check hands the checker's
     evaluation of each to collect(), which keeps it for the judgement.
@@ -63,9 +80,12 @@ class IntentGuard:
         self.model = model
         self.enforced = enforced  # the names of the policies in force with enforce: true
         self.pending = pending
-        self._trial: list | None = None
+        self._trial: list | None = None  # the checks' changes of the trial's updates
+        self._stack: list[_Step] = []  # what is applied now, in order
+        self._batch = 0
         self.judged = 0
         self.refused = 0
+        self.updates = 0  # model updates made by trials, undoing included (bench)
         self.seconds: list[float] = []  # the latest judgement times (bench, status)
 
     def collect(self, changes) -> bool:
@@ -75,6 +95,19 @@ class IntentGuard:
         self._trial.append(changes)
         return True
 
+    @contextlib.contextmanager
+    def batch(self):
+        """Judgements inside keep the in-flight FlowMods and those let through applied from
+        one to the next; the model is put back when the outermost batch ends. Nothing may
+        read the model for another purpose inside."""
+        self._batch += 1
+        try:
+            yield
+        finally:
+            self._batch -= 1
+            if not self._batch:
+                self._close()
+
     def for_proxy(self, dpid: int, raw) -> str | None:
         """The proxy's question about a raw FlowMod: why it is refused, or None."""
         if not self.enforced():
@@ -83,14 +116,11 @@ class IntentGuard:
             fm = of.flowmod_to_cpc(dpid, raw)
         except (ModelError, of.ProtocolError):
             return None  # not modelled: nothing the checks can say about it
-        before = []
-        for d, r in self.pending():
-            with contextlib.suppress(ModelError, of.ProtocolError):
-                before.append(of.flowmod_to_cpc(d, r))
         try:
-            broken = self.judge(fm, before)
+            broken = self._judge(fm, raw, [(r, _converter(d, r)) for d, r in self.pending()])
         except Exception:
             log.exception("guard failed; the FlowMod passes")
+            self._close()
             return None
         if not broken:
             return None
@@ -109,59 +139,115 @@ class IntentGuard:
 
         pending: FlowMods sent to the switches before fm and not committed yet; they are
         applied first, so that fm is judged on the state it will meet (the two halves of
-        a loop, pushed without a barrier in between). The model is put back after."""
+        a loop, pushed without a barrier in between). The model is put back after (at the
+        end of the batch, within one)."""
+        return self._judge(fm, fm, [(p, lambda p=p: p) for p in pending])
+
+    def _judge(self, fm: FlowMod, key, pending: list) -> list[Violation]:
+        """pending: [(key, () -> FlowMod)] in the order sent."""
         names = self.enforced()
         if not names:
             return []
         t0 = time.perf_counter()
-        m = self.model
-        steps: list[tuple[FlowMod, list]] = []
-        own = None  # the index of fm's update among the trial's
-        self._trial = []
-        try:
-            with m.trial():  # the checks' subscribers know not to store these
-                for p in [*pending[-MAX_PENDING:], fm]:
-                    before = m.affected(p)
-                    try:
-                        m.apply(p)
-                    except ModelError:
-                        continue  # refused by the model as it will be by the switch
-                    if p is fm:
-                        own = len(steps)
-                        for v in self._trial[own].opened if own < len(self._trial) else ():
-                            if v.policy.name in names:
-                                v.witness  # noqa: B018  picked now: the undo takes its state away
-                    steps.append((p, before))
-                for p, before in reversed(steps):
-                    _, errors = m.apply_many(_undo(p, before))
-                    if errors:  # cannot happen: these entries were in the model a moment ago
-                        log.error("guard: the model did not take its entries back: %s", errors)
-        finally:
-            changes, self._trial = self._trial, None
+        if self._trial is None:
+            self._trial = []
+        self._catch_up(pending)
+        n = len(self._trial)
+        applied = self._push([key], [fm])
         opened = {}
-        if own is not None:
-            for v in changes[own].opened:
+        for ch in self._trial[n : n + 1] if applied else ():
+            for v in ch.opened:
                 if v.policy.name in names:
+                    v.witness  # noqa: B018  picked now: the undo takes its state away
                     opened[v.key] = v
+        if opened:
+            self._pop()
+        if not self._batch:
+            self._close()
         self.judged += 1
         self.refused += bool(opened)
         self.seconds.append(time.perf_counter() - t0)
         del self.seconds[:-1024]
         return list(opened.values())
 
+    def _catch_up(self, pending: list) -> None:
+        """Make the trial hold exactly the FlowMods in flight (those not yet applied in one
+        update): a FlowMod judged before and not sent after all is taken off; anything else
+        gone (committed, refused by the switch, its session lost) starts the trial over."""
+        keys = {id(k) for k, _ in pending}
+        while self._stack and not all(id(k) in keys for k in self._stack[-1].keys):
+            if len(self._stack[-1].keys) > 1:
+                break
+            self._pop()
+        applied = {id(k) for st in self._stack for k in st.keys}
+        if not applied <= keys:
+            self._close()
+            applied = set()
+            self._trial = []
+        todo = [(k, conv) for k, conv in pending if id(k) not in applied]
+        if not applied:
+            todo = todo[-MAX_PENDING:]
+        fms = []
+        for _, conv in todo:
+            with contextlib.suppress(ModelError, of.ProtocolError):
+                fms.append(conv())
+        if todo:
+            self._push([k for k, _ in todo], fms)
 
-def _undo(fm: FlowMod, before: list[FlowEntry]) -> list[FlowMod]:
-    """What puts back the state before fm: the entries it replaced, modified or deleted,
-    and the removal of the entry an ADD created where there was none."""
-    undo = [_add(e) for e in before]
-    if fm.command == "add" and not before:
-        undo.append(
-            FlowMod(
-                command="delete_strict",
-                dpid=fm.dpid,
-                table=fm.table,
-                priority=fm.priority,
-                match=fm.match,
+    def _push(self, keys: list, fms: list[FlowMod]) -> bool:
+        """Apply fms in one update; False when the model refused them all (as the switch
+        will)."""
+        with self.model.trial():  # the checks' subscribers know not to store these
+            upd, errors = self.model.apply_many(fms)
+        self.updates += 1
+        self._stack.append(_Step(keys, _undo(upd.changes)))
+        return len(errors) < len(fms)
+
+    def _pop(self) -> None:
+        self._take_back([self._stack.pop()])
+
+    def _close(self) -> None:
+        """Put the model back: undo the trial, the last first, in one update."""
+        steps, self._stack = self._stack, []
+        try:
+            self._take_back(steps)
+        finally:
+            self._trial = None
+
+    def _take_back(self, steps: list[_Step]) -> None:
+        undo = [u for st in reversed(steps) for u in st.undo]
+        if not undo:
+            return
+        with self.model.trial():
+            _, errors = self.model.apply_many(undo)
+        self.updates += 1
+        if errors:  # cannot happen: these entries were in the model a moment ago
+            log.error("guard: the model did not take its entries back: %s", errors)
+
+
+def _converter(dpid: int, raw) -> Callable[[], FlowMod]:
+    return lambda: of.flowmod_to_cpc(dpid, raw)
+
+
+def _undo(changes) -> list[FlowMod]:
+    """What takes an update's entry changes back, the last first: an entry added is
+    deleted, an entry removed or replaced is added again as it was."""
+    undo = []
+    for old, new in reversed(changes):
+        if new is not None and (old is None or _key(old) != _key(new)):
+            undo.append(
+                FlowMod(
+                    command="delete_strict",
+                    dpid=new.dpid,
+                    table=new.table,
+                    priority=new.priority,
+                    match=new.match,
+                )
             )
-        )
+        if old is not None:
+            undo.append(_add(old))
     return undo
+
+
+def _key(e: FlowEntry) -> tuple:
+    return e.dpid, e.table, e.priority, e.match

@@ -88,6 +88,7 @@ class IntentsCheck(Check):
         self.guard = IntentGuard(svc.model, lambda: enforced(svc.cfg), pending)
         if svc.proxy is not None:
             svc.proxy.hooks.guards.append(self.guard.for_proxy)
+            svc.proxy.hooks.batches.append(self.guard.batch)
         self.tick(svc.clock())
 
     def on_update(self, upd) -> None:

@@ -6,6 +6,7 @@ controller connection."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,12 +54,22 @@ class Hooks:
     packet_in(dpid, message) for every PACKET_IN; release(dpid, buffer_id) for every
     PACKET_OUT and FLOW_MOD of the controller; commit(dpid, changes): the committed changes
     of a switch's intended table (proxy.table's EntryChange), after the model has them.
+    batches() -> a context manager around each slice of a controller's messages (the
+    guard keeps its trial across the slice's FlowMods, see pazzd.guard).
     """
 
     guards: list[Callable[[int, of.RawFlowMod], str | None]] = field(default_factory=list)
     packet_in: list[Callable[[int, bytes], None]] = field(default_factory=list)
     release: list[Callable[[int, int], None]] = field(default_factory=list)
     commit: list[Callable[[int, list], None]] = field(default_factory=list)
+    batches: list[Callable[[], contextlib.AbstractContextManager]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def batch(self):
+        with contextlib.ExitStack() as stack:
+            for b in self.batches:
+                stack.enter_context(b())
+            yield
 
     def call(self, name: str, *args) -> None:
         """Call every subscriber of `name`; one that fails is logged, the others still run
@@ -155,6 +166,7 @@ class Upstream:
         self.role = roles.EQUAL
         self.async_cfg = roles.DEFAULT_ASYNC
         self.gone: asyncio.Event | None = None
+        self.sliced = False  # the rest of buf waits for the next turn (Session._next_slice)
 
 
 class UpstreamProtocol(asyncio.Protocol):

@@ -27,6 +27,9 @@ from pazzd.proxy.parts import (
 from pazzd.proxy.writes import IntendedWrites
 
 log = logging.getLogger("pazzd.proxy")
+# Seconds of a controller's messages handled in one turn of the event loop (a burst
+# judged by the intent guard takes about a millisecond per FlowMod).
+SLICE = 0.05
 
 
 class Session(IntendedWrites):
@@ -583,12 +586,21 @@ class Session(IntendedWrites):
 
     # --- from the controller ---------------------------------------------------------------------
     def from_controller(self, data: bytes, u: Upstream | None = None) -> None:
+        """Handle the controller's complete messages, for at most SLICE seconds: the rest
+        waits for the next turn of the event loop (reading paused meanwhile), so that a
+        burst cannot hold the API, the sFlow socket or the signals."""
         u = u or self.ups[0]
         buf = u.buf
         buf += data
         out: list[bytes] = []
+        end = time.perf_counter() + SLICE
         try:
-            off = of.split_messages(buf, lambda msg: self._controller_msg(msg, out, u))
+            with self.svc.hooks.batch():
+                off = of.split_messages(
+                    buf,
+                    lambda msg: self._controller_msg(msg, out, u),
+                    stop=lambda: time.perf_counter() > end,
+                )
         except of.ProtocolError as e:
             self._flush_down(out)
             self.fail_controller(str(e), u)
@@ -601,6 +613,18 @@ class Session(IntendedWrites):
         del buf[:off]
         self._flush_down(out)
         self._check_pending()
+        if of.complete_message(buf) and not u.sliced and not self.closed:
+            u.sliced = True
+            u.transport.pause_reading()
+            asyncio.get_running_loop().call_soon(self._next_slice, u, u.transport)
+
+    def _next_slice(self, u: Upstream, transport) -> None:
+        u.sliced = False
+        if self.closed or u.transport is not transport:
+            return
+        self.from_controller(b"", u)
+        if not u.sliced and not self._full and "switch" not in self.paused:
+            transport.resume_reading()
 
     def _flush_down(self, out: list[bytes]) -> None:
         if self.unbarriered:
