@@ -11,7 +11,7 @@ with a summary table and removes everything (namespaces, veths, OVS processes, c
 pazzd, temp dirs), also on Ctrl-C. With --no-controller the rules go on with ovs-ofctl and
 pazzd loads its model from the same rule file.
 
-    python -m pazzlab.demo [--duration 75] [--topology grid4|grid16|fattree] [--no-fuzz]
+    python -m pazzlab.demo [--duration 75] [--topology grid4|grid16|fattree] [--no-fuzz] [--hold]
                          [--no-controller]
 """
 
@@ -84,6 +84,7 @@ class View:
         self.events: list[str] = []
         self.t0 = time.monotonic()
         self.phase = "starting"
+        self.pinned: list[str] = []  # drawn under the title on every redraw (the view's URL)
         self._last_plain = 0.0
 
     def event(self, msg: str) -> None:
@@ -103,6 +104,7 @@ class View:
             "\x1b[H\x1b[2J",
             f"\x1b[1mPAZZ demo\x1b[0m  {self.phase}   t={time.monotonic() - self.t0:5.1f}s",
         ]
+        out += self.pinned
         if status:
             out.append(_status_line(status))
         out.append("")
@@ -602,6 +604,11 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument(
+        "--hold",
+        action="store_true",
+        help="after the faults, keep the network, pazzd and the web view up until Ctrl-C",
+    )
+    ap.add_argument(
         "--ui-port",
         type=int,
         default=9474,
@@ -952,6 +959,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
     )
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
     say(f"web view (read-only, this machine only): {status['ui']}")
+    view.pinned = [f"web view: {status['ui']}", f"pazzctl:  PAZZ_SOCKET={sock} pazzctl status"]
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
@@ -1092,7 +1100,26 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
             else "SOME FAULTS WERE NOT DETECTED OR LOCALIZED"
         )
     )
+    if args.hold:
+        _hold(view, lab, sock, status["ui"])
     return 0 if ok_all else 1
+
+
+def _hold(view: View, lab: Lab, sock: str, ui: str) -> None:
+    """Keep the network, pazzd and the web view up until Ctrl-C or SIGTERM."""
+    print(
+        f"\ndemo: holding the network until Ctrl-C or SIGTERM\n  web view: {ui}\n"
+        f"  pazzctl:  PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli faults\n"
+        f"  hosts:    "
+        + ", ".join(f"{n} (ip netns exec {h['ns'].name} ...)" for n, h in lab.hosts.items()),
+        flush=True,
+    )
+    view.phase = "holding (Ctrl-C ends the demo)"
+    try:
+        while True:
+            signal.pause()
+    except Interrupted as e:
+        print(f"\ndemo: {e}: ending the hold", flush=True)
 
 
 if __name__ == "__main__":

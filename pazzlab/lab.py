@@ -24,7 +24,7 @@ host ports; the tag is unique on the machine, so names never clash
 with another lab's. Links get MTU 1508 (host MTU + the 8-byte Verify shim). Host k
 (h1, h2, ...) has eth0 with address 10.0.(k-1).1/8 and MAC 02:00:00:00:HH:LL; the workload
 routes /24 prefixes 10.0.i.0/24 to host i mod hosts (pazzdata.workloads). Each host's namespace
-is named pz<tag>h<k> (`ip netns attach`), so that `ip netns exec` (tcpreplay) and pazzd's
+is named pz<tag>-<host name> (`ip netns attach`), so that `ip netns exec` (tcpreplay) and pazzd's
 fuzzer (`netns:NAME:eth0`) reach it. stop() removes exactly what start() made, also after
 a failed start: Mininet's own `mn -c` would remove every Mininet network on the machine.
 The single-bridge OVS tests use the lower-level OvsInstance, Netns and VethPair
@@ -67,7 +67,6 @@ from .ovs import (
     OvsInstance,
     free_udp_port,
     run,
-    wait_for_datapath_free,
 )
 
 __all__ = ["HostAddr", "Lab", "LabError", "load_network"]
@@ -236,7 +235,7 @@ class Lab:
             self.wl, self.addrs = network
             self.kind = "file"
         self.topo = self.wl.topo
-        # Host k's namespace and Mininet node is pz<tag>h<k>, k in the order of edge ports.
+        # Host k in the order of edge ports (its default address; see host_node).
         order = sorted(self.wl.hosts, key=lambda h: self.wl.hosts[h])
         self._host_no = (
             {h: int(h[1:]) for h in order}
@@ -284,8 +283,11 @@ class Lab:
         )
 
     def host_node(self, name: str) -> str:
-        """The Mininet host, and the name of its network namespace: pz<tag>h<k>."""
-        return f"pz{self.tag}h{self._host_no[name]}"
+        """The Mininet host, and the name of its network namespace: pz<tag>-<host name>
+        (pz<tag>-h<k> for a name that is not a plain word: k in the order of edge ports)."""
+        if not re.fullmatch(r"[A-Za-z0-9_.]{1,32}", name):
+            name = f"h{self._host_no[name]}"
+        return f"pz{self.tag}-{name}"
 
     def host_index(self, name: str) -> int:
         return self._host_no[name]
@@ -314,7 +316,6 @@ class Lab:
 
         c = self.cleanup
         self.workdir.mkdir(parents=True, exist_ok=True)
-        wait_for_datapath_free(say=say)
         if self.sources is None:
             self.wl.write(self.topology_file, self.rules_file)
         else:  # the operator's own files, as they are (comments, `host:` keys)
@@ -323,7 +324,7 @@ class Lab:
         c.push(self._remove_leftovers)  # runs last
         self.ovs = OvsInstance(self.prefix, self.workdir / "ovs")
         c.push(self.ovs.stop)
-        self.ovs.start()
+        self.ovs.start(say=say)  # waits its turn for the userspace datapath
         topo, mn = self.topo, Topo()
         # fail_mode=secure: the flow tables hold what the controller (or install_rules)
         # put there and nothing else. In standalone mode OVS would turn a bridge into a
@@ -706,9 +707,12 @@ def lab_info(lab: Lab, config: Path | None = None) -> dict:
     """What an operator (or a test) needs to reach the lab: bridges, hosts, sockets."""
     return {
         "tag": lab.tag,
+        "pid": os.getpid(),
         "run_dir": str(lab.workdir),
         "ovs_rundir": str(lab.ovs.rundir),
         "ovs_bin": str(Path(lab.ovs.bin["ovs-ofctl"]).parent),
+        "ovsdb": f"unix:{lab.ovs.db_sock}",
+        "appctl": str(lab.ovs.rundir / "ovs-vswitchd.ctl"),
         "sflow": f"{AGENT}:{lab.sflow_port}",
         "config": str(config) if config else None,
         "rules": len(lab.wl.entries),
@@ -760,9 +764,32 @@ def main(argv=None) -> int:
         help="where the run directory is made (default: "
         "the system's temporary directory); removed on exit",
     )
+    ap.add_argument(
+        "--upstream",
+        metavar="HOST:PORT",
+        default="127.0.0.1:6633",
+        help="with --controller: where the pazzd.yaml written for the lab has its proxy "
+        "relay to, your controller (default 127.0.0.1:6633); the proxy listens at "
+        "--controller's address",
+    )
     ap.add_argument("--sampling", type=int, default=1, help="sFlow sampling rate (1/N)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory on exit")
+    ap.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="once the lab is up, write lab.json there (atomically; removed on exit)",
+    )
     args = ap.parse_args(argv)
+    proxy_listen = None
+    if args.controller:
+        m = re.fullmatch(r"tcp:([^:]+):(\d+)", args.controller)
+        if m is None:
+            ap.error(f"--controller {args.controller!r}: give tcp:HOST:PORT")
+        proxy_listen = f"{m[1]}:{m[2]}"
+        if not re.fullmatch(r"[^:]+:\d+", args.upstream):
+            ap.error(f"--upstream {args.upstream!r}: give HOST:PORT")
+        if args.upstream == proxy_listen:
+            ap.error("--upstream is where the controller listens, not the proxy (--controller)")
 
     def say(msg: str) -> None:
         print(f"lab: {msg}", flush=True)
@@ -813,6 +840,8 @@ def main(argv=None) -> int:
             run_dir / "pazzd.yaml",
             api_socket=str(run_dir / "pazzd.sock"),
             database=str(run_dir / "faults.db"),
+            proxy_listen=proxy_listen,
+            controller=args.upstream if proxy_listen else None,
         )
         info = lab_info(lab, config)
         (run_dir / "lab.json").write_text(json.dumps(info, indent=2))
@@ -834,7 +863,18 @@ def main(argv=None) -> int:
         say(
             f"sFlow to {info['sflow']}; pazzd for this lab: {sys.executable} -m pazzd "
             f"--config {config}"
+            + (
+                f" (its proxy listens on {proxy_listen}, where the bridges connect, and "
+                f"relays to your controller at {args.upstream})"
+                if proxy_listen
+                else ""
+            )
         )
+        if args.ready_file:
+            ready = Path(args.ready_file)
+            tmp = ready.with_name(f".{ready.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(info, indent=2))
+            tmp.replace(ready)
         say("ready; Ctrl-C or SIGTERM removes the lab")
         while True:
             signal.pause()
@@ -848,6 +888,9 @@ def main(argv=None) -> int:
     finally:
         for sig in sigs:
             signal.signal(sig, signal.SIG_IGN)  # no second interruption mid-cleanup
+        if args.ready_file:
+            with contextlib.suppress(OSError):
+                Path(args.ready_file).unlink()
         if lab is not None:
             lab.stop()
         if not args.keep:

@@ -7,6 +7,7 @@ pazzlab.lab builds whole networks on them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -106,6 +107,68 @@ def start_controller(
             tail = "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-20:])
             raise RuntimeError(f"controller app did not listen on {AGENT}:{port}:\n{tail}")
         time.sleep(0.2)
+
+
+# The userspace datapath is one per machine (see wait_for_datapath_free): every
+# OvsInstance holds this lock from start() to stop(), so two labs or tests started at once
+# take turns instead of colliding on ovs-netdev. The file says who holds it.
+DATAPATH_LOCK = Path(os.environ.get("PAZZ_DATAPATH_LOCK", "/run/lock/pazz-ovs-netdev.lock"))
+
+
+class DatapathLock:
+    """A machine-wide flock on DATAPATH_LOCK, re-entrant within a process (a process that
+    holds it and starts a second instance must not wait for itself)."""
+
+    _fd: int | None = None
+    _depth = 0
+
+    @classmethod
+    def acquire(
+        cls, who: str, timeout: float = 600.0, say: Callable[[str], None] | None = None
+    ) -> bool:
+        """Wait for the lock; True when this call took it (False: this process has it)."""
+        if cls._depth:
+            cls._depth += 1
+            return False
+        DATAPATH_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(DATAPATH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        told = False
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+                    if not told:
+                        msg = f"waiting for the userspace datapath, held by {holder or 'another process'}"
+                        (say or (lambda m: print(m, file=sys.stderr, flush=True)))(msg)
+                        told = True
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"the userspace datapath is still held after {timeout:.0f} s by "
+                            f"{holder or 'another process'} ({DATAPATH_LOCK})"
+                        ) from None
+                    time.sleep(0.2)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} ({who})\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        cls._fd, cls._depth = fd, 1
+        return True
+
+    @classmethod
+    def release(cls) -> None:
+        if not cls._depth:
+            return
+        cls._depth -= 1
+        if not cls._depth:
+            fd, cls._fd = cls._fd, None
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing the descriptor releases the flock
 
 
 def wait_for_datapath_free(timeout: float = 120.0, say: Callable[[str], None] | None = None):
@@ -261,6 +324,7 @@ class OvsInstance:
         self.name = name
         self.rundir.mkdir(parents=True, exist_ok=True)
         self._procs: list[subprocess.Popen] = []
+        self._locked = False  # holds DatapathLock (start() to stop())
         self.bin = {}
         for tool in ("ovsdb-server", "ovs-vswitchd", "ovsdb-tool"):
             self.bin[tool] = self._find(tool, ("sbin", "bin"))
@@ -295,8 +359,12 @@ class OvsInstance:
         raise FileNotFoundError("vswitch.ovsschema not found")
 
     # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> OvsInstance:
+    def start(self, say: Callable[[str], None] | None = None) -> OvsInstance:
+        first = DatapathLock.acquire(f"{self.name} in {self.rundir}", say=say)
+        self._locked = True
         try:
+            if first:  # an ovs-vswitchd that takes no lock (the system's, say)
+                wait_for_datapath_free(say=say)
             run(self.bin["ovsdb-tool"], "create", self.db, self.schema, env=self.env)
             self._spawn(
                 self.bin["ovsdb-server"],
@@ -359,6 +427,9 @@ class OvsInstance:
                     self.vsctl("--timeout=10", *dels, timeout=15)
         stop_processes(self._procs)
         self._procs.clear()
+        if self._locked:
+            self._locked = False
+            DatapathLock.release()
 
     def __enter__(self) -> OvsInstance:
         return self.start()

@@ -217,6 +217,9 @@ def test_the_lab_runs_the_example_network_until_sigterm(prefix, tmp_path):
                 check=check,
             )
 
+        assert {h: hosts[h]["netns"] for h in hosts} == {
+            h: f"pz{info['tag']}-{h}" for h in ("a", "b", "c")
+        }
         for h in hosts:
             addr = ns(h, "ip", "-o", "-4", "addr", "show", "dev", "eth0").stdout
             assert f"inet {hosts[h]['cidr']}" in addr

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import threading
+import time
 
-from pazzlab.demo import _tail, ui_port
+from pazzlab.demo import Interrupted, View, _hold, _tail, ui_port
 
 
 def test_a_long_entry_keeps_its_actions():
@@ -37,3 +41,39 @@ def test_a_port_left_in_time_wait_is_taken_again():
         assert ui_port(busy.getsockname()[1]) != busy.getsockname()[1]  # in use: another
     finally:
         busy.close()
+
+
+def test_the_view_url_stays_on_screen(capsys):
+    """However many events scroll by, every redraw starts with the web view's URL."""
+    view = View(tty=True)
+    view.pinned = ["web view: http://127.0.0.1:9474/ui/"]
+    for i in range(200):
+        view.event(f"event {i}")
+    view.draw(None, [], [("h",)])
+    screen = capsys.readouterr().out.split("\x1b[2J")[-1].splitlines()
+    assert "web view: http://127.0.0.1:9474/ui/" in screen[:3]
+
+
+def test_hold_keeps_going_until_a_signal(capsys):
+    """--hold: the demo waits after its summary until Ctrl-C or SIGTERM, saying where the
+    view is; the signal ends the hold, not the process."""
+
+    class Lab:
+        hosts = {"h1": {"ns": type("NS", (), {"name": "pzab12-h1"})()}}
+
+    def on_signal(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    before = signal.signal(signal.SIGTERM, on_signal)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    try:
+        t0 = time.monotonic()
+        timer.start()
+        _hold(View(tty=False), Lab(), "/run/pazz.sock", "http://127.0.0.1:9474/ui/")
+        waited = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, before)
+    out = capsys.readouterr().out
+    assert waited >= 0.4  # it held until the signal
+    assert "http://127.0.0.1:9474/ui/" in out and "pzab12-h1" in out and "SIGTERM" in out
