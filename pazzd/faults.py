@@ -12,6 +12,7 @@ import time
 from pazzapi import ApiError
 from tester.detect import in_filter
 from tester.engine import MAX_REPLAY_INGRESSES, FaultEvent, LocalizationRequest
+from tester.store import OPEN
 
 from .audit import AUDIT, audit_answer
 
@@ -51,9 +52,16 @@ class FaultEvents:
             return
         if not ev.new:
             return
+        row = self.store.get(ev.fault_id)
+        into = (
+            (row.polled or {}).get("merged_into") if row and isinstance(row.polled, dict) else None
+        )
+        if into is not None and (host := self.store.get(into)) is not None and host.state == OPEN:
+            # Reopened by another sample of a fault merged into one still open: fold again.
+            self.store.resolve(ev.fault_id, time.time())
+            return
         self.metrics.faults_detected.labels(ev.kind).inc()
         latency = 0.0
-        row = self.store.get(ev.fault_id)
         if row is not None:
             since = (row.localization or {}).get("silent_since") if ev.kind == "blackhole" else None
             # From the fault's first evidence: with corroboration that is its first sample,
@@ -131,6 +139,30 @@ class FaultEvents:
         t0 = time.monotonic()
         ans = await self.localizer.localize(row)
         self.metrics.localize.observe(time.monotonic() - t0)
+        into = self._same_cause(fid, ans)
+        if into is not None:
+            ans = {**ans, "merged_into": into}
         if self.tester is not None:
             self.tester.answer_localization(fid, ans)
+        if into is not None and row.state == OPEN and self.store.resolve(fid, time.time()):
+            log.info("fault #%d resolved: localized to the entry of fault #%d, merged", fid, into)
         return ans
+
+    def _same_cause(self, fid: int, ans: dict) -> int | None:
+        """An older open fault localized to the same switch and entry as this answer: the
+        same fault seen through other samples (a detour of a misroute, say), which this one
+        is folded into."""
+        key = _cause_key(ans)
+        if key is None:
+            return None
+        for r in self.store.faults(OPEN):
+            if r.id < fid and r.kind != AUDIT and _cause_key(r.polled) == key:
+                return r.id
+        return None
+
+
+def _cause_key(ans) -> tuple | None:
+    """(switch, finding, entry) of a localization answer that names an entry, else None."""
+    if not isinstance(ans, dict) or ans.get("dpid") is None or not ans.get("cause"):
+        return None
+    return ans["dpid"], ans.get("finding"), ans["cause"]

@@ -206,6 +206,10 @@ def compare(
         # Every expected hop is present but there are extra bits: a detour that came back.
         extra_ports = [p for p in ports if hop_bits(*p) & ~exp.verify_port & verify_port]
         cands = switches_in_filter(verify_port & ~exp.verify_port, extra_ports)
+        if not cands:
+            # The extra bits name no whole hop (Bloom collisions): the packet still left
+            # the expected path at one of its switches.
+            cands = tuple(dict.fromkeys(h.dpid for h in exp.hops))
         return Verdict(
             TYPE_P_ACTION,
             "detour:" + ",".join(map(str, cands)),

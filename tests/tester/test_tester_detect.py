@@ -84,3 +84,21 @@ def test_first_missing_hop() -> None:
     vp, _ = tags_of(GOOD)
     assert first_missing_hop(GOOD, vp) == 3
     assert first_missing_hop(GOOD, 0) == 0
+
+
+def test_a_detour_whose_extra_bits_name_no_hop_keeps_the_expected_switches() -> None:
+    """Every expected hop present, plus Bloom bits that make up no whole (switch, port):
+    the switches the packet could have left the expected path at are the expected path's,
+    never an empty location."""
+    from tester.detect import in_filter
+
+    vp, vr = tags_of(GOOD)
+    spare = next(
+        b
+        for b in range(64)
+        if not (vp >> b) & 1
+        and not any(in_filter(vp | 1 << b, p) and not in_filter(vp, p) for p in ALL_PORTS)
+    )
+    v = compare(Alternatives([expected(GOOD)]), vp | 1 << spare, vr, ALL_PORTS)
+    assert v.kind == TYPE_P_ACTION and v.location.startswith("detour:")
+    assert set(v.candidates) == {h.dpid for h in GOOD} and v.location != "detour:"

@@ -1,0 +1,86 @@
+"""Two faults of one cause: a fault whose localization names the same switch and entry as
+an older open fault (a misroute seen once as a missing hop and once as a detour) is folded
+into it: resolved, marked merged_into, and folded again if another sample reopens it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+from pazzd.faults import FaultEvents
+from tester.engine import FaultEvent
+from tester.store import OPEN, RESOLVED, FaultStore
+
+CAUSE = "table=0,priority=24,ip,nw_dst=10.0.1.0/24,actions=set_verify_rule:7,output:3"
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def labels(self, *_):
+        return self
+
+    def inc(self) -> None:
+        self.n += 1
+
+    def observe(self, _) -> None:
+        pass
+
+
+class Localizer:
+    """Answers as pazzd.localize does for a changed entry on s2 (or nothing)."""
+
+    def __init__(self, answers: dict) -> None:
+        self.answers = answers
+
+    async def localize(self, row):
+        return self.answers[row.location]
+
+
+def _record(store: FaultStore, location: str) -> tuple[int, bool]:
+    return store.record(
+        "type_p_action", location, "cls:3", time.time(), b"", {}, (3, 5), [], None, {}
+    )
+
+
+def test_a_second_fault_with_the_same_cause_is_folded_into_the_first(tmp_path):
+    store = FaultStore(str(tmp_path / "faults.db"))
+    metrics = SimpleNamespace(
+        localize=Counter(), faults_detected=Counter(), detection_latency=Counter()
+    )
+    changed = {"dpid": 2, "switch": "s2", "finding": "changed", "cause": CAUSE}
+    loc = Localizer(
+        {
+            "dpid:2": changed,
+            "detour:1,2,3": changed,
+            "dpid:4": {
+                "dpid": 4,
+                "switch": "s4",
+                "finding": "changed",
+                "cause": CAUSE.replace("3", "4"),
+            },
+        }
+    )
+    ev = FaultEvents(store, metrics, loc, None)
+    ev.tester = SimpleNamespace(answer_localization=store.set_polled)  # as the tester stores it
+    a, _ = _record(store, "dpid:2")
+    b, _ = _record(store, "detour:1,2,3")
+    c, _ = _record(store, "dpid:4")
+    asyncio.run(ev.localize(a))
+    ans_b = asyncio.run(ev.localize(b))
+    asyncio.run(ev.localize(c))
+    assert ans_b["merged_into"] == a
+    assert store.get(a).state == OPEN and store.get(c).state == OPEN  # another entry: kept
+    assert store.get(b).state == RESOLVED and store.get(b).polled["merged_into"] == a
+    # Another sample of b reopens it in the store; the daemon folds it again, uncounted.
+    fid, new = _record(store, "detour:1,2,3")
+    assert (fid, new) == (b, True) and store.get(b).state == OPEN
+    ev.fault(FaultEvent(b, "type_p_action", "detour:1,2,3", "cls:3", (3, 5), {}, (1,), True))
+    assert store.get(b).state == RESOLVED and metrics.faults_detected.n == 0
+    # Once the first fault is gone, the second stands on its own again.
+    store.resolve(a, time.time())
+    _record(store, "detour:1,2,3")
+    ev.fault(FaultEvent(b, "type_p_action", "detour:1,2,3", "cls:3", (3, 5), {}, (1,), True))
+    assert store.get(b).state == OPEN and metrics.faults_detected.n == 1
