@@ -111,6 +111,7 @@ def fault_json(row) -> dict:
         "polled": row.polled,
         "audit": row.audit,
         "resolved_at": row.resolved_at,
+        "saved": True,  # pazzd.faultlist: False for faults waiting in memory for the store
     }
 
 
@@ -194,8 +195,8 @@ def fault_rows(faults: list[dict]) -> list[tuple]:
     for f in faults:
         rows.append(
             (
-                str(f["id"]),
-                f["state"],
+                "-" if f["id"] is None else str(f["id"]),
+                f["state"] if f.get("saved", True) else f"{f['state']}, unsaved",
                 f["kind"],
                 location_text(f),
                 when(f["first_seen"]),
