@@ -103,7 +103,7 @@ def fault_json(row) -> dict:
         "last_seen": row.last_seen,
         "count": row.count,
         "reopened": row.reopened,
-        "header": _header_text(row.header),
+        "header": header_text(row.header),
         "egress": list(row.egress) if row.egress else None,
         "expected": row.expected,
         "actual": row.actual,
@@ -115,7 +115,7 @@ def fault_json(row) -> dict:
     }
 
 
-def _header_text(header):
+def header_text(header):
     """The fault's header as text; a blackhole's row has the critical flow's header (or
     its match fields) without a "text" field. None when there is none."""
     if not isinstance(header, dict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tester.store import OPEN
 from tester.unsaved import key
 
-from .answers import fault_json
+from .answers import fault_json, header_text
 from .metrics import FAULT_CLASSES
 
 __all__ = ["fault_list", "faults_open"]
@@ -40,7 +40,6 @@ def _unsaved_json(f: dict, stored: dict | None) -> dict:
             "audit": None,
             "state": OPEN,
         }
-    header = f["header"]
     return {
         **stored,
         "kind": f["kind"],
@@ -50,7 +49,7 @@ def _unsaved_json(f: dict, stored: dict | None) -> dict:
         "last_seen": f["seen"],
         "count": stored["count"] + 1,
         "reopened": stored["reopened"] + (stored["state"] != OPEN),
-        "header": header.get("text") if isinstance(header, dict) else header,
+        "header": header_text(f["header"]),
         "egress": f["egress"],
         "expected": f["expected"],
         "actual": f["actual"],
