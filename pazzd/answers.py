@@ -103,7 +103,7 @@ def fault_json(row) -> dict:
         "last_seen": row.last_seen,
         "count": row.count,
         "reopened": row.reopened,
-        "header": _header_text(row.header),
+        "header": header_text(row.header),
         "egress": list(row.egress) if row.egress else None,
         "expected": row.expected,
         "actual": row.actual,
@@ -111,10 +111,11 @@ def fault_json(row) -> dict:
         "polled": row.polled,
         "audit": row.audit,
         "resolved_at": row.resolved_at,
+        "saved": True,  # pazzd.faultlist: False for faults waiting in memory for the store
     }
 
 
-def _header_text(header):
+def header_text(header):
     """The fault's header as text; a blackhole's row has the critical flow's header (or
     its match fields) without a "text" field. None when there is none."""
     if not isinstance(header, dict):
@@ -194,8 +195,8 @@ def fault_rows(faults: list[dict]) -> list[tuple]:
     for f in faults:
         rows.append(
             (
-                str(f["id"]),
-                f["state"],
+                "-" if f["id"] is None else str(f["id"]),
+                f["state"] if f.get("saved", True) else f"{f['state']}, unsaved",
                 f["kind"],
                 location_text(f),
                 when(f["first_seen"]),

@@ -225,6 +225,12 @@ def cmd_faults(args) -> int:
         return 0
     rows = answers.fault_rows(faults)
     _table(rows, empty="no faults")
+    unsaved = sum(1 for f in faults if not f.get("saved", True))
+    if unsaved:
+        print(
+            f"{unsaved} fault(s) unsaved: the fault store fails (disk full?), they wait in "
+            "pazzd's memory and are stored when it has room again"
+        )
     return 0
 
 

@@ -14,6 +14,7 @@ from pazzapi import ApiError
 
 from . import answers
 from .answers import fault_json
+from .faultlist import fault_list
 from .ui.data import coverage_json, topology_json
 
 __all__ = ["Commands"]
@@ -112,7 +113,7 @@ class Commands:
         }
 
     def api_faults(self, req) -> list:
-        return [fault_json(r) for r in self.svc.store.faults(req.get("state"))]
+        return fault_list(self.svc.store, self.host.unsaved_faults(), req.get("state"))
 
     def api_fault(self, req) -> dict:
         row = self.svc.store.get(_int_arg(req, "id"))

@@ -113,7 +113,10 @@ class Daemon:
         return status.state(self)
 
     def faults_open(self) -> dict[str, int]:
-        return status.faults_open(self.store)
+        return status.faults_open(self.store, self.unsaved_faults())
+
+    def unsaved_faults(self) -> list[dict]:
+        return status.unsaved_faults(self)
 
     # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:

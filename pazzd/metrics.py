@@ -6,7 +6,7 @@ histograms and event counters are updated by the daemon as things happen.
 
 | metric | type | labels |
 |---|---|---|
-| pazz_faults_open | gauge | class (the tester's four, and audit) |
+| pazz_faults_open | gauge | class (the tester's four, and audit; with the faults waiting in memory for the store) |
 | pazz_intent_violations | gauge | policy (every configured policy; no_loops by default) |
 | pazz_interference_findings | gauge | apps (two owners, sorted: every pair of configured apps and unknown), relation |
 | pazz_agent_entries_confirmed_total, pazz_agent_entries_diverged_total | counter | (accepted entries checked in the data plane: pazzd.entries) |
@@ -207,7 +207,11 @@ class _StateCollector:
         for kind in FINDING_KINDS:
             c.add_metric([kind], opened_by_kind.get(kind, 0))
         yield c
-        g = GaugeMetricFamily("pazz_faults_open", "open faults, by class", labels=["class"])
+        g = GaugeMetricFamily(
+            "pazz_faults_open",
+            "open faults, by class (stored, or waiting in memory for the fault store)",
+            labels=["class"],
+        )
         opened = s.get("faults_open", {})
         for k in FAULT_CLASSES:
             g.add_metric([k], opened.get(k, 0))

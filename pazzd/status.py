@@ -4,17 +4,17 @@ check's part."""
 
 from __future__ import annotations
 
-from .metrics import FAULT_CLASSES
+from .faultlist import faults_open
 
-__all__ = ["faults_open", "state", "tester_stats"]
+__all__ = ["faults_open", "state", "tester_stats", "unsaved_faults"]
 
 
-def faults_open(store) -> dict[str, int]:
-    """Open faults per class, every class present."""
-    out = dict.fromkeys(FAULT_CLASSES, 0)
-    if store is not None:
-        for r in store.faults("open"):
-            out[r.kind] = out.get(r.kind, 0) + 1
+def unsaved_faults(d) -> list[dict]:
+    """The faults waiting in memory for the fault store (tester.unsaved.as_dict): the
+    in-process tester's and every worker's latest report of its own."""
+    out = d.tester.unrecorded() if d.tester is not None else []
+    if d.workers is not None:
+        out += d.workers.unsaved_faults()
     return out
 
 
@@ -54,7 +54,7 @@ def state(d) -> dict:
         checks.update(c.state())
     out = {
         "tester": tester_stats(d, checks),
-        "faults_open": faults_open(d.store),
+        "faults_open": faults_open(d.store, unsaved_faults(d)),
         "rules": m.rule_count() if m else 0,
         "classes": m.class_count() if m else 0,
         "version": m.version if m else 0,

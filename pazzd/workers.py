@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import mmap
 import os
@@ -102,6 +103,7 @@ class _Handler:
 
     async def report(self, r) -> None:
         self.d.workers.stats[r.worker] = dict(r.stats)
+        self.d.workers.unsaved[r.worker] = [json.loads(u) for u in r.unsaved or ()]
         self.d.workers.hello(r.worker)
         t = self.d.tester
         for f in r.flows:
@@ -205,6 +207,7 @@ class WorkerPool:
         ]
         self.procs: dict[int, subprocess.Popen] = {}
         self.stats: dict[int, dict] = {}
+        self.unsaved: dict[int, list[dict]] = {}  # worker -> its faults waiting for the store
         self.restarts = 0
         self._ready: set[int] = set()
         self._fails: dict[int, int] = {}
@@ -247,6 +250,7 @@ class WorkerPool:
                     delay,
                 )
                 self._ready.discard(i)
+                self.unsaved.pop(i, None)  # lost with the process
                 self.procs[i] = _Exited(time.monotonic() + delay)
             for i, p in list(self.procs.items()):
                 if isinstance(p, _Exited) and time.monotonic() >= p.due and not stop.is_set():
@@ -265,6 +269,9 @@ class WorkerPool:
         return sum(
             1 for p in self.procs.values() if not isinstance(p, _Exited) and p.poll() is None
         )
+
+    def unsaved_faults(self) -> list[dict]:
+        return [f for fs in list(self.unsaved.values()) for f in fs]
 
     def totals(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -337,7 +344,10 @@ def run_worker(
 
     def report() -> None:
         faults, seen, suspects = outbox.take()
-        client.report(THRIFT.WorkerReport(index, _stats_map(t), faults, seen, received, suspects))
+        unsaved = [json.dumps(f) for f in t.unrecorded()]
+        client.report(
+            THRIFT.WorkerReport(index, _stats_map(t), faults, seen, received, suspects, unsaved)
+        )
 
     report()  # hello: the socket is bound
     log.info("tester worker %d: sFlow %s:%d, model %s", index, sflow_host, sflow_port, model_socket)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from cpc.fields import format_header
 from cpc.results import Expected, Port, RuleRef
 
+from . import unsaved
 from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop, in_filter
 from .ifmap import IfMap
 from .packet import is_report, parse_frame
@@ -792,6 +793,11 @@ class Tester:
             st.faults_unrecorded = len(q)
             return
         then(fid, new)
+
+    def unrecorded(self) -> list[dict]:
+        """The faults waiting in memory for the store, oldest first, as plain data
+        (tester.unsaved.as_dict): what pazzd shows and counts until they are stored."""
+        return [unsaved.as_dict(args) for args, _ in tuple(self._unrecorded.values())]
 
     def _retry_unrecorded(self) -> None:
         q = self._unrecorded

@@ -114,6 +114,7 @@ struct WorkerReport {
   4: list<FlowSeen> flows,
   5: double last_datagram = 0.0,  // wall time the worker last received a datagram
   6: list<Suspect> suspects = [],
+  7: list<string> unsaved = [],  // faults waiting in memory for the store (JSON: tester.unsaved)
 }
 
 service ModelService {

@@ -65,6 +65,52 @@ def test_the_rule_tests_can_fail(tmp_path):
     assert failed == {"PazzFaultOpen", "PazzNoReports"}, r.stdout + r.stderr
 
 
+# Defects the unit tests must catch: (alert, the rule's text, a defective version).
+DEFECTS = [
+    (  # pages twice for one failure: no switch connected, so no controller connection
+        "PazzControllerDisconnected",
+        "unless on (job, instance) (max without (dpid) (pazz_switch_connected) == 0)",
+        "unless on (job, instance) (pazz_controller_connected == 2)",
+    ),
+    (  # a switch down once and back is not flapping
+        "PazzSwitchFlapping",
+        "changes(pazz_switch_connected[15m]) >= 4",
+        "changes(pazz_switch_connected[15m]) >= 2",
+    ),
+    (  # the flapping switch as PazzSwitchDisconnected sees it: never down a minute
+        "PazzSwitchFlapping",
+        "changes(pazz_switch_connected[15m]) >= 4",
+        "pazz_switch_connected == 0",
+    ),
+    (  # idle connections are not takeovers
+        "PazzSwitchTakeoverRefused",
+        'pazz_proxy_dropped_connections_total{reason="takeover"}[10m]',
+        "pazz_proxy_dropped_connections_total[10m]",
+    ),
+    (  # one burst of store errors is not a failing store
+        "PazzFaultStoreFailing",
+        "increase(pazz_fault_store_errors_total[1m]) > 0\n        for: 5m",
+        "increase(pazz_fault_store_errors_total[1m]) > 0",
+    ),
+    (  # a target that is down is PazzDown's
+        "PazzTargetMissing",
+        'absent(up{job="pazzd"})',
+        'up{job="pazzd"} == 0',
+    ),
+]
+
+
+@pytest.mark.parametrize("alert,good,bad", DEFECTS, ids=[d[0] for d in DEFECTS])
+def test_the_rule_tests_catch_a_defect(tmp_path, alert, good, bad):
+    shutil.copy(RULE_TESTS, tmp_path)
+    rules = RULES.read_text()
+    assert rules.count(good) == 1, good
+    (tmp_path / RULES.name).write_text(rules.replace(good, bad))
+    r = _promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
+    assert r.returncode != 0
+    assert set(re.findall(r"alertname: (\w+),", r.stdout + r.stderr)) == {alert}, r.stdout
+
+
 def test_every_alert_fires_in_a_test_and_stays_silent_in_another():
     cases: dict[str, set[str]] = {}
     for t in yaml.safe_load(RULE_TESTS.read_text())["tests"]:

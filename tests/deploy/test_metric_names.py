@@ -10,6 +10,8 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cpc.interference import RELATIONS
+from pazzd.interference import OVERWRITE
 from pazzd.metrics import Metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -17,8 +19,12 @@ NAME = re.compile(r"\b((?:pazz|process|python)_[a-z0-9_]+)\b")
 
 
 def exported() -> set[str]:
-    """Sample names of a scrape of a daemon state with every part present (the proxy, the
-    fuzzer, a tester)."""
+    return set(exported_labels())
+
+
+def exported_labels() -> dict[str, dict[str, set[str]]]:
+    """Sample name -> label -> the values it takes, in a scrape of a daemon state with every
+    part present (the proxy, the fuzzer, a tester)."""
     state = {
         "tester": {"datagrams": 1, "consistent": 1},
         "faults_open": {},
@@ -39,11 +45,25 @@ def exported() -> set[str]:
         "switches": {1: True},
         "controller_connected": True,
         "intents": {"no_loops": 0},
-        "interference": {("acl,router", "shadowing"): 0},
+        "interference": {("acl,router", r): 0 for r in (*RELATIONS, OVERWRITE)},  # as open_counts
         "agents": {"confirmed": 1, "diverged": 0, "pending": 0, "confirm_seconds_median": 1.5},
     }
     text = generate_latest(Metrics(lambda: state).registry).decode()
-    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
+    out: dict[str, dict[str, set[str]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            labels = out.setdefault(sample.name, {})
+            for k, v in sample.labels.items():
+                labels.setdefault(k, set()).add(v)
+    return out
+
+
+def alert_exprs() -> dict[str, str]:
+    return {
+        r["alert"]: r["expr"]
+        for g in yaml.safe_load((DEPLOY / "pazz-alerts.yml").read_text())["groups"]
+        for r in g["rules"]
+    }
 
 
 def queried() -> dict[str, set[str]]:
@@ -71,3 +91,35 @@ def test_the_removed_metrics_are_gone_everywhere():
         text = path.read_text()
         for old in ("pazz_fuzz_coverage_ratio", "pazz_sflow_datagrams_total"):
             assert old not in text, f"{path}: {old}"
+
+
+SELECTOR = re.compile(r"\b((?:pazz|process|python)_[a-z0-9_]+|up)\{([^}]*)\}")
+MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def test_every_queried_label_value_is_exported():
+    """A matcher on a label value that pazzd never exports (reason="takover", say) is an
+    alert that can never fire: every value an alert names, each alternative of a regex
+    matcher too, is one the exporter gives that metric; `job` is a job of prometheus.yml."""
+    have = exported_labels()
+    jobs = {
+        j["job_name"]
+        for j in yaml.safe_load((DEPLOY / "prometheus.yml").read_text())["scrape_configs"]
+    }
+    bad = []
+    for alert, expr in alert_exprs().items():
+        for name, body in SELECTOR.findall(expr):
+            for label, op, value in MATCHER.findall(body):
+                values = value.split("|") if op in ("=~", "!~") else [value]
+                known = jobs if label == "job" else have.get(name, {}).get(label, set())
+                bad += [f"{alert}: {name}{{{label}{op}{v!r}}}" for v in values if v not in known]
+    assert not bad, bad
+
+
+def test_the_label_check_sees_a_wrong_value():
+    have = exported_labels()
+    assert "takeover" in have["pazz_proxy_dropped_connections_total"]["reason"]
+    assert "takover" not in have["pazz_proxy_dropped_connections_total"]["reason"]
+    assert MATCHER.findall(SELECTOR.findall('x(pazz_a_total{reason=~"a|b"}[5m])')[0][1]) == [
+        ("reason", "=~", "a|b")
+    ]

@@ -193,11 +193,26 @@ function finding(f) {
   return null;
 }
 
+// A fault waiting in memory for the fault store (saved: false) may have no id yet: its
+// key is what makes it one row of the store.
+function faultKey(f) {
+  return f.id === null ? `unsaved:${f.kind}:${f.location}:${f.header_class}` : f.id;
+}
+
+function faultName(f) {
+  if (f.id === null) return "unsaved";
+  return f.saved === false ? `#${f.id} (unsaved)` : `#${f.id}`;
+}
+
+function byId(a, b) {
+  return (a.id === null) - (b.id === null) || a.id - b.id;
+}
+
 async function refreshFaults() {
   const open = await api("faults", { state: "open" });
-  const now = new Map(open.map((f) => [f.id, f]));
-  const gone = [...S.faults.keys()].filter((id) => !now.has(id));
-  const fresh = open.filter((f) => !S.faults.has(f.id)).map((f) => f.id);
+  const now = new Map(open.map((f) => [faultKey(f), f]));
+  const gone = [...S.faults.keys()].filter((id) => !now.has(id) && typeof id === "number");
+  const fresh = open.filter((f) => !S.faults.has(faultKey(f))).map(faultKey);
   S.faults = now;
   for (const id of gone) {
     try {
@@ -218,29 +233,30 @@ function drawFaults(fresh) {
   const list = document.getElementById("fault-list");
   list.replaceChildren();
   const per = new Map();
-  for (const f of [...S.faults.values()].sort((a, b) => a.id - b.id)) {
+  for (const f of [...S.faults.values()].sort(byId)) {
+    const k = faultKey(f);
     const dpid = faultDpid(f);
     const n = per.get(dpid) || 0;
     per.set(dpid, n + 1);
     const g = dpid === null ? null : document.getElementById(`sw-${dpid}`);
     if (g) {
       g.classList.add("faulty");
-      const badge = s("g", { class: `badge kind-${f.kind}`, "data-fault": f.id,
+      const badge = s("g", { class: `badge kind-${f.kind}`, "data-fault": k,
         transform: `translate(${-n * 14},0)` }, g.querySelector(".badges"));
       s("circle", { r: "7" }, badge);
       const t = s("text", { y: "3" }, badge);
       t.textContent = f.kind === "audit" ? "A" : f.kind === "blackhole" ? "B" : f.kind === "type_a" ? "a" : "p";
-      s("title", {}, badge).textContent = `fault #${f.id} ${f.kind}`;
-      badge.addEventListener("click", (ev) => { ev.stopPropagation(); select(f.id); });
-      if (fresh.has(f.id)) badge.classList.add("new");
+      s("title", {}, badge).textContent = `fault ${faultName(f)} ${f.kind}`;
+      badge.addEventListener("click", (ev) => { ev.stopPropagation(); select(k); });
+      if (fresh.has(k)) badge.classList.add("new");
     }
     const loc = finding(f);
-    const li = h("li", { class: `kind-${f.kind}` + (fresh.has(f.id) ? " new" : "") + (S.selected === f.id ? " sel" : ""),
-      "data-fault": f.id, "data-dpid": dpid === null ? "" : dpid, "data-kind": f.kind },
-      h("span", { class: "dot" }), `#${f.id} ${f.kind} at `,
+    const li = h("li", { class: `kind-${f.kind}` + (fresh.has(k) ? " new" : "") + (S.selected === k ? " sel" : ""),
+      "data-fault": k, "data-dpid": dpid === null ? "" : dpid, "data-kind": f.kind },
+      h("span", { class: "dot" }), `${faultName(f)} ${f.kind} at `,
       h("b", {}, dpid === null ? f.location : S.names.get(dpid) || String(dpid)),
       loc ? ` (${loc.finding})` : "", ` since ${fmtTime(f.first_seen)}, ${f.count}×`);
-    li.addEventListener("click", () => select(f.id));
+    li.addEventListener("click", () => select(k));
     list.append(li);
   }
   if (!S.faults.size) list.append(h("li", { class: "none" }, "none"));
@@ -259,10 +275,13 @@ async function select(id) {
   S.selected = id;
   showTab("faults");
   for (const li of document.querySelectorAll("#fault-list li, #resolved-list li")) {
-    li.classList.toggle("sel", Number(li.dataset.fault) === id);
+    li.classList.toggle("sel", li.dataset.fault === String(id));
   }
   let f = S.faults.get(id) || S.resolved.find((r) => r.id === id);
-  try { f = await api("fault", { id }); } catch (e) { /* keep what the list had */ }
+  // A fault waiting for the store is only in the list; a stored one may have news.
+  if (typeof id === "number" && !(f && f.saved === false)) {
+    try { f = await api("fault", { id }); } catch (e) { /* keep what the list had */ }
+  }
   if (f) showFault(f, true);
 }
 
@@ -279,6 +298,7 @@ function showFault(f, redraw) {
   const box = document.getElementById("fault-detail");
   const t = h("table", { class: "kv", "data-fault": f.id });
   for (const k of ["id", "kind", "state", "location", "header", "count", "reopened"]) t.append(row(k, f[k], k));
+  if (f.saved === false) t.append(row("saved", "no: waiting in memory for the fault store", "saved"));
   t.append(row("egress", f.egress ? portText(f.egress.join(":")) : null, "egress"));
   t.append(row("first seen", fmtTime(f.first_seen)), row("last seen", fmtTime(f.last_seen)));
   if (f.resolved_at) t.append(row("resolved", fmtTime(f.resolved_at), "resolved"));
@@ -299,7 +319,7 @@ function showFault(f, redraw) {
     t.append(row("localized", "not yet", "localized"));
   }
   if (f.audit && f.kind !== "audit") t.append(row("audit", `${f.audit.finding} entry on ${f.audit.switch}`, "audit"));
-  box.replaceChildren(h("h2", {}, `Fault #${f.id}`), t);
+  box.replaceChildren(h("h2", {}, `Fault ${faultName(f)}`), t);
   const sig = JSON.stringify([f.id, f.state, f.polled, f.audit, f.actual, f.expected]);
   if (!redraw && sig === S.drawn) return; // a poll without news: keep the drawing
   S.drawn = sig;
