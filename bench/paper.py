@@ -11,8 +11,11 @@ production 1/N, per-hop samples judged) and for each prober (pazzlab.papersim): 
 fuzzer), random (the paper's baseline), acl_uncovered (uniform over the model's ACL deny
 sets and its uncovered space), and PAZZ with other random shares of the fuzzer
 (--random-shares; pazz_r50 for 0.5), at sFlow sampling 1/100 and 1/1000. The fuzzer's
-stream of one network and setting is shared by its faults and by both modes (they are
-hidden from the model it plans on); --jobs simulates networks in parallel processes.
+stream of one network and setting is shared by its faults (they are hidden from the model
+it plans on). pazz takes the shares pazzd takes: in mode U those for the sFlow rate
+(sparse), in mode P those for sampling 1 (every probe is reported;
+pazzd.wiring.probe_sampling), so it has a stream per mode; --jobs simulates networks in
+parallel processes.
 Prints one JSON object (--out FILE writes it too); --figures DIR draws the figures
 (bench/paperplot.py, the `pazz[eval]` extra).
 
@@ -92,6 +95,11 @@ def delivered_pairs(net: Net) -> int:
     return sum(net.model.reach(i, e) != sp.false for i in net.edges for e in net.edges if i != e)
 
 
+def _stream(streams: dict, system: str, mode: str) -> str:
+    """The fuzz stream a prober uses in a mode: pazz's own for mode P, if there is one."""
+    return f"{system}/{mode}" if f"{system}/{mode}" in streams else system
+
+
 def variant(share: float) -> str:
     """The system name of PAZZ with another random share: pazz_r50 for 0.5."""
     return f"pazz_r{round(share * 100)}"
@@ -142,6 +150,12 @@ def run_network(
             streams[name] = fuzz_stream(net, faults, seconds, seed=1, pairs=fuzzer_pairs, **extra)
             say(f"{key} {setting}: {name} stream done at {time.perf_counter() - t:.0f} s")
         probers = [s for s in systems if not s.startswith("pazz")] + list(streams)
+        if "pazz" in streams and "P" in modes:
+            # In mode P every probe is reported, and pazzd then takes the fuzzer's shares
+            # for sampling 1 (pazzd.wiring.probe_sampling): its own stream.
+            streams["pazz/P"] = streams.get("pazz_dense") or fuzz_stream(
+                net, faults, seconds, seed=1, pairs=fuzzer_pairs, shares=DEFAULT_SHARES
+            )
         st = {
             "pair": list(pair) if pair else None,
             "fuzzer_sent_by_group": {k: _groups(v["sent_by_area"]) for k, v in streams.items()},
@@ -181,7 +195,7 @@ def run_network(
                                 t0,
                                 horizon,
                                 seed=zlib.crc32(tag.encode()),
-                                fuzz_hits=streams[system]["hits"][f.name]
+                                fuzz_hits=streams[_stream(streams, system, mode)]["hits"][f.name]
                                 if system in streams
                                 else None,
                                 mode=mode,

@@ -59,11 +59,6 @@ _TICK = 0.5  # seconds between ticks of the tester and the checks
 _STALL = 1.0  # a tick this much late means the loop was blocked
 
 
-def probe_sampling(cfg: Config) -> int:
-    """The rate at which the exits report a probe: 1 with marked reports, else sFlow's."""
-    return 1 if cfg.sflow.marked_reports else cfg.sflow.sampling_rate
-
-
 class Daemon:
     def __init__(
         self, config_path: str, notifier: Notifier | None = None, tester_workers: int | None = None
@@ -256,7 +251,7 @@ class Daemon:
         t.on_suspect = self.faults.suspect
         t.on_unexplained = self.faults.unexplained
         self.faults.tester = t
-        self.faults.sampling_rate = probe_sampling(cfg)
+        self.faults.sampling_rate = wiring.probe_sampling(cfg)
 
     def _start_checks(self, cfg: Config, n_workers: int) -> None:
         """The services every check gets, then each check the config turns on."""
@@ -268,7 +263,7 @@ class Daemon:
                 self.fuzzer,
                 self.model,
                 cfg.topology,
-                sampling_rate=probe_sampling(cfg),
+                sampling_rate=wiring.probe_sampling(cfg),
                 probe_rate=cfg.fuzz.rate,
                 share=cfg.agents.share,
             )

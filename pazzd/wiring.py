@@ -34,6 +34,7 @@ __all__ = [
     "ifmap",
     "lock_instance",
     "netns_packet_socket",
+    "probe_sampling",
     "proxy_config",
     "resource",
     "rules_at",
@@ -50,6 +51,11 @@ DEFAULT_API_GROUP = "pazz"
 
 class StartError(Exception):
     """A resource the start needs is unavailable; the message names it."""
+
+
+def probe_sampling(cfg) -> int:
+    """The rate at which the exits report a probe: 1 with marked reports, else sFlow's."""
+    return 1 if cfg.sflow.marked_reports else cfg.sflow.sampling_rate
 
 
 @contextlib.contextmanager
@@ -267,7 +273,9 @@ def start_fuzzer(cfg: Config, model, proxy, spawn, stop_event):
             rate=cfg.fuzz.rate,
             window_s=cfg.fuzz.window,
             seed=1,
-            shares=shares_with_delivered(cfg.fuzz.delivered_share, cfg.sflow.sampling_rate),
+            # The shares for the rate the probes are seen at: with marked reports every
+            # probe is, whatever the sFlow rate (fuzzer.plan.default_shares).
+            shares=shares_with_delivered(cfg.fuzz.delivered_share, probe_sampling(cfg)),
         )
     except Exception as e:
         log.warning("fuzzer failed to start (%s); running without fuzz probes", e)
