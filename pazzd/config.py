@@ -34,6 +34,7 @@ from .configsections import (
 )
 from .options import RESTART, option
 from .proxy.proxy import Controller, ProxyConfig
+from .startchecks import check_start
 
 __all__ = [
     "RESTART_ONLY",
@@ -299,8 +300,10 @@ def set_setting(cfg: Config, key: str, value: Any) -> None:
 def load_config(path: str | Path, deep: bool = False) -> Config:
     """Read and validate the whole file; raises ConfigError naming file, line and key.
 
-    deep: also read the files the start reads (the rules, the database), as
-    `pazzctl check-config` does; pazzd's start reads them itself.
+    Every read checks what the start needs of the machine (pazzd.startchecks: the API
+    socket's path and directory, the database's place, the TLS files). deep: also read
+    the files the start reads (the rules, the database), as `pazzctl check-config` does;
+    pazzd's start reads them itself.
     """
     path = str(path)
     try:
@@ -561,6 +564,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             f"{path}:{getattr(doc, 'line', 1)}: rules: required when controller.enabled is "
             "false (the intended rules come from a file)"
         )
+    check_start(r, doc, cfg)  # what the start needs of the machine: check-config's too
     if deep:
         check_rules(r, doc, cfg)
         check_database(r, doc, cfg)

@@ -45,6 +45,7 @@ from .notify import Notifier
 from .probes import ProbeService
 from .proxy import Proxy
 from .services import FindingSink, Services, Startup
+from .startchecks import model_socket, unix_path_problem
 from .ui.server import UiServer, loop_answer
 from .wiring import resource
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
@@ -139,6 +140,10 @@ class Daemon:
             raise ConfigError(
                 f"{self.config_path}: --tester-workers needs a database file "
                 "(the workers share it), not ':memory:'"
+            )
+        if n_workers > 1 and (long := unix_path_problem(model_socket(cfg.api.socket))):
+            raise ConfigError(
+                f"{self.config_path}: api.socket: the tester workers' model socket {long}"
             )
         if cfg.controller.enabled:
             with resource(
@@ -312,7 +317,7 @@ class Daemon:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
         if cfg.sflow.port == 0:
             cfg.sflow.port = pick_udp_port(cfg.sflow.host)
-        self.model_server = ModelServer(self, str(Path(cfg.api.socket).with_suffix(".model")))
+        self.model_server = ModelServer(self, model_socket(cfg.api.socket))
         await self.model_server.start()
         vf = self.version_file = VersionFile(
             str(Path(cfg.api.socket).with_suffix(".version")), writer=True
