@@ -134,7 +134,9 @@ class Daemon:
         self.faults = FaultEvents(
             self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
         )
-        self._build_tester(cfg)
+        # In a thread: the OVSDB lookups wait for their switches, the loop keeps serving.
+        ifm = await asyncio.get_running_loop().run_in_executor(None, wiring.ifmap, cfg)
+        self._build_tester(cfg, ifm)
         n_workers = self.tester_workers or cfg.tester.workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(
@@ -242,11 +244,11 @@ class Daemon:
         self.guard = TransientGuard(settle=cfg.tester.settle, clock=time.time)
         self.model.subscribe(self.guard.on_model_update)
 
-    def _build_tester(self, cfg: Config) -> None:
+    def _build_tester(self, cfg: Config, ifmap) -> None:
         self.tester = t = Tester(
             self.model,
             self.store,
-            wiring.ifmap(cfg),
+            ifmap,
             ports=None,
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
