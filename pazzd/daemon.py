@@ -50,7 +50,7 @@ from .ui.server import UiServer, loop_answer
 from .wiring import resource
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
-__all__ = ["Daemon", "STOP_BOUND"]
+__all__ = ["Daemon", "STOP_BOUND", "StartCancelled"]
 
 STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 
@@ -63,6 +63,10 @@ _STALL = 1.0  # a tick this much late means the loop was blocked
 def probe_sampling(cfg: Config) -> int:
     """The rate at which the exits report a probe: 1 with marked reports, else sFlow's."""
     return 1 if cfg.sflow.marked_reports else cfg.sflow.sampling_rate
+
+
+class StartCancelled(Exception):
+    """SIGTERM or SIGINT came during the start: it ends at its next step (Daemon.start)."""
 
 
 class Daemon:
@@ -117,8 +121,32 @@ class Daemon:
         return status.faults_open(self.store)
 
     # --- start ---------------------------------------------------------------------------------
+    async def _step(self) -> None:
+        """Between two steps of the start: a stop asked for meanwhile ends it (the loop
+        runs the signal's handler at the first chance it gets, here)."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if self.stop_event.is_set():
+            raise StartCancelled
+
+    async def _until_stopped(self, fut):
+        """fut's result, or StartCancelled as soon as a stop is asked for (fut, a lookup in
+        a thread, is left to end by itself)."""
+        fut = asyncio.ensure_future(fut)
+        stop = asyncio.ensure_future(self.stop_event.wait())
+        try:
+            await asyncio.wait({fut, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not fut.done():
+            fut.cancel()
+            raise StartCancelled
+        return fut.result()
+
     async def start(self) -> None:
+        await self._step()
         cfg = load_config(self.config_path)  # ConfigError stops the start
+        await self._step()
         self._lock_fd = wiring.lock_instance(cfg.api.socket)  # before anything binds or unlinks
         self.cfg = cfg
         self.metrics.set_config_hash(config_hash(self.config_path))
@@ -126,6 +154,7 @@ class Daemon:
         asyncio.get_running_loop().set_exception_handler(self.loop_errors)
         logging.getLogger().setLevel(cfg.log_level.upper())
         self._build_model(cfg)
+        await self._step()
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
         with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
@@ -135,7 +164,9 @@ class Daemon:
             self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
         )
         # In a thread: the OVSDB lookups wait for their switches, the loop keeps serving.
-        ifm = await asyncio.get_running_loop().run_in_executor(None, wiring.ifmap, cfg)
+        ifm = asyncio.get_running_loop().run_in_executor(None, wiring.ifmap, cfg)
+        ifm = await self._until_stopped(ifm)
+        await self._step()
         self._build_tester(cfg, ifm)
         n_workers = self.tester_workers or cfg.tester.workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
@@ -181,9 +212,11 @@ class Daemon:
                 self.faults.fuzzer = self.fuzzer
                 self._fuzz_critical(cfg)
                 self._spawn(self._fuzz_loop())
+        await self._step()
         self._start_checks(cfg, n_workers)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
+            await self._step()
         else:
             self.collector = SflowCollector(
                 self._datagram, hosts=(cfg.sflow.host,), port=cfg.sflow.port, pass_source=True
@@ -328,7 +361,7 @@ class Daemon:
         self.model.subscribe(lambda upd: vf.publish(upd.version))
         self.workers = WorkerPool(n, self.config_path, self.model_server.path, vf.path, cfg)
         self.workers.start()
-        await self.workers.wait_ready()
+        await self._until_stopped(self.workers.wait_ready())
         self._spawn(self.workers.supervise(self.stop_event))
         log.info(
             "tester: %d worker processes on sFlow port %d, model over Thrift at %s",
@@ -442,7 +475,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         if not self._started:
-            log.info("stop requested during start-up: stopping once started")
+            log.info("stop requested during start-up: stopping at the start's next step")
         self.stop_event.set()
 
     async def reload(self) -> bool:
