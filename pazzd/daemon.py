@@ -31,7 +31,7 @@ from tester.store import FaultStore
 from tester.timers import TransientGuard
 
 from . import status, wiring
-from .api import ApiServer
+from .api import ApiServer, group_id
 from .checks import REGISTRY
 from .commands import Commands, url_host
 from .config import RESTART_ONLY, Config, ConfigError, load_config, set_setting, setting
@@ -46,6 +46,7 @@ from .probes import ProbeService
 from .proxy import Proxy
 from .services import FindingSink, Services, Startup
 from .startchecks import model_socket, unix_path_problem
+from .ui.access import new_token, remove_token_file, token_path, write_token_file
 from .ui.server import UiServer, loop_answer
 from .wiring import resource
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
@@ -102,6 +103,7 @@ class Daemon:
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
         self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
+        self.ui_token_path: str | None = None
         self.metrics_port = self.ui_port = 0
         self.last_config_error: str | None = None
         self.reloads = 0
@@ -342,11 +344,30 @@ class Daemon:
         self.checks.append(check)
 
     def _start_ui(self, cfg: Config) -> None:
+        """The web view, open to the API socket's users: its token in a file beside the
+        socket, with the socket's group (pazzd.ui.access)."""
         answer = loop_answer(asyncio.get_running_loop(), self.api.answer, timeout=10.0)
-        self.ui = UiServer(cfg.topology, answer, cfg.ui.host, cfg.ui.port)
+        token = new_token()
+        group = wiring.api_group(cfg)
+        path = token_path(cfg.api.socket)
+        with resource(f"the web view's token file {path}"):
+            write_token_file(path, token, None if group is None else group_id(group))
+        self.ui_token_path = path
+        self.ui = UiServer(cfg.topology, answer, cfg.ui.host, cfg.ui.port, token)
         self.ui_port = self.ui.start()
         limit_http_server(self.ui.server, max_clients=32, timeout=10.0)
-        log.info("web view: http://%s:%d/ui/ (read-only)", url_host(cfg.ui.host), self.ui_port)
+        log.info(
+            "web view: http://%s:%d/ui/ (read-only; `pazzctl ui-url` gives it with its token)",
+            url_host(cfg.ui.host),
+            self.ui_port,
+        )
+
+    def ui_url(self) -> str | None:
+        """The web view's URL with its token (None: the view is off)."""
+        if self.ui is None:
+            return None
+        host = url_host(self.cfg.ui.host)
+        return f"http://{host}:{self.ui_port}/ui/?token={self.ui.token}"
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
@@ -570,6 +591,7 @@ class Daemon:
             self.metrics.close()
             if self.ui is not None:
                 self.ui.close()
+                remove_token_file(self.ui_token_path, self.ui.token)
             for store in (self.store, self.findings):
                 if store is not None:
                     store.close()

@@ -951,7 +951,8 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}"
     )
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
-    say(f"web view (read-only, this machine only): {status['ui']}")
+    # The view's URL with its token (`pazzctl ui-url`): the view is the API socket's users'.
+    say(f"web view (read-only, this machine only): {call(sock, 'ui-url', timeout=5)['url']}")
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
