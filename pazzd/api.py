@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pazzapi.framing import MAX_LINE, ApiError, parse_request, reply_line
 
-__all__ = ["ApiServer", "ClientError"]
+__all__ = ["ApiServer", "ClientError", "group_id"]
 
 log = logging.getLogger("pazzd.api")
 
@@ -75,9 +75,7 @@ class ApiServer:
         self._inode = os.stat(self.path).st_ino  # close() removes this socket, nothing else
         os.chmod(self.path, self.mode)
         if self.group is not None:
-            numeric = self.group.isascii() and self.group.isdigit()
-            gid = int(self.group) if numeric else grp.getgrnam(self.group).gr_gid
-            os.chown(self.path, -1, gid)
+            os.chown(self.path, -1, group_id(self.group))
 
     async def close(self) -> None:
         if self._server is not None:
@@ -163,6 +161,11 @@ class ApiServer:
     async def _reply(self, writer, msg: dict) -> None:
         writer.write(reply_line(msg))
         await asyncio.wait_for(writer.drain(), self.idle_timeout)
+
+
+def group_id(group: str) -> int:
+    """A group's number, from its name or number."""
+    return int(group) if group.isascii() and group.isdigit() else grp.getgrnam(group).gr_gid
 
 
 def _clear_stale(p: Path) -> None:

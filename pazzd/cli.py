@@ -3,7 +3,7 @@
     pazzctl trace --topology T.yaml --rules R --in DPID:PORT --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
     pazzctl reach --topology T.yaml --rules R --from DPID:PORT --to DPID:PORT
     pazzctl trace --in s1:5 --header ...      # without --topology/--rules: the live model
-    pazzctl status | faults [--open] | faults show ID | localize ID | reload   # talk to pazzd
+    pazzctl status | faults [--open] | faults show ID | localize ID | reload | ui-url   # pazzd
     pazzctl check-config FILE
 
 pazzctl reaches pazzd over its Unix socket (--socket, $PAZZ_SOCKET, default
@@ -367,6 +367,13 @@ def cmd_reload(args) -> int:
     return 0 if res["ok"] else 1
 
 
+def cmd_ui_url(args) -> int:
+    """The web view's URL with its token (open to whoever may use the API socket)."""
+    res = _call(args, "ui-url")
+    print(json.dumps(res) if args.json else res["url"])
+    return 0
+
+
 def cmd_check_config(args) -> int:
     try:
         cfg = load_config(args.file, deep=True)
@@ -435,6 +442,10 @@ def add_daemon_commands(sub, common) -> None:
         help="reload pazzd's config and print its verdict (exit 1 if it failed)",
     )
     rl.set_defaults(func=cmd_reload)
+    u = sub.add_parser(
+        "ui-url", parents=[common], help="the web view's URL, with the token it needs"
+    )
+    u.set_defaults(func=cmd_ui_url)
     c = sub.add_parser(
         "check-config", parents=[common], help="validate a pazzd config file without starting"
     )
@@ -459,6 +470,7 @@ examples:
   pazzctl localize 12 --json
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml
+  pazzctl ui-url
   pazzctl trace --in s1:5 --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
   pazzctl reach --topology net.yaml --rules rules.jsonl --from s1:5 --to s2:5
   pazzctl --socket /tmp/pazzd.sock --json status

@@ -185,6 +185,13 @@ class Commands:
         """The fuzzer's coverage per ingress; with `ingress`, that ingress's areas."""
         return coverage_json(self.svc.fuzzer, self.svc.topology, req.get("ingress"))
 
+    def api_ui_url(self, req) -> dict:
+        """The web view's URL with its token, and the file that holds the token."""
+        url = self.host.ui_url()
+        if url is None:
+            raise ApiError("the web view is off (ui.enabled: false in pazzd.yaml)")
+        return {"url": url, "token_file": self.host.ui_token_path}
+
     async def api_reload(self, req) -> dict:
         ok = await self.host.reload()
         return {"ok": ok, "error": self.host.last_config_error}

@@ -34,6 +34,7 @@ from .configsections import (
 )
 from .options import RESTART, option
 from .proxy.proxy import Controller, ProxyConfig
+from .startchecks import check_start
 
 __all__ = [
     "RESTART_ONLY",
@@ -59,6 +60,10 @@ __all__ = [
 
 
 DEFAULT_OVS_BIN_DIR = "/opt/pazz/ovs/bin"
+# Every number in the config has bounds (and NaN and infinity are refused): durations
+# at most an hour or a day, whichever an operator could still mean.
+HOUR, DAY = 3600.0, 86400.0
+U32 = (1 << 32) - 1
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class SflowConfig:
 
     host: str = field(default="0.0.0.0", metadata=RESTART)
     port: int = field(default=6343, metadata=RESTART)
-    sampling_rate: int = option(64, lo=1, restart=True)
+    sampling_rate: int = option(64, lo=1, hi=1 << 20, restart=True)
     # The switches report every marked probe (patched OVS: packet-outs keep the mark, a
     # fuzz.inject interface needs other_config:verify-probe): a few copies of a probe
     # show, instead of 3N at sampling 1/N.
@@ -98,9 +103,9 @@ class OvsConfig:
 @dataclass(slots=True)
 class FuzzConfig:
     enabled: bool = option(False)
-    rate: float = option(1000.0, lo=0.0)  # probes/s
+    rate: float = option(1000.0, lo=0.0, hi=1e6)  # probes/s
     # an area counts as covered while probed within this many seconds
-    window: float = option(10.0, lo=0.1)
+    window: float = option(10.0, lo=0.1, hi=DAY)
     # Of the probes, into delivered space (they reach hosts).
     delivered_share: float = option(0.0, lo=0.0, hi=0.9, restart=True)
     pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
@@ -112,18 +117,18 @@ class FuzzConfig:
 
 @dataclass(slots=True)
 class TesterConfig:
-    resolve_after: float = option(60.0, lo=0.1)
-    settle: float = option(2.0, lo=0.0)
-    blackhole_k: float = option(10.0, lo=1.0)
-    blackhole_grace: float = option(0.0, lo=0.0)
+    resolve_after: float = option(60.0, lo=0.1, hi=DAY)
+    settle: float = option(2.0, lo=0.0, hi=HOUR)
+    blackhole_k: float = option(10.0, lo=1.0, hi=1000.0)
+    blackhole_grace: float = option(0.0, lo=0.0, hi=DAY)
     # A critical flow's silence that alarms at most, whatever its measured rate (None: only
     # the false-alarm bound decides, tester.timers), and that bound per flow-hour.
-    blackhole_max_silence: float | None = option(None, lo=0.1)
+    blackhole_max_silence: float | None = option(None, lo=0.1, hi=DAY)
     blackhole_false_alarms: float = option(1e-6, lo=1e-12, hi=0.1)
     workers: int = option(1, lo=1, hi=64)
     # fault samples (or re-probes) needed before a fault opens, within the window
     corroborate: int = option(2, lo=1, hi=16)
-    corroborate_window: float = option(60.0, lo=0.1, hi=86400.0)
+    corroborate_window: float = option(60.0, lo=0.1, hi=DAY)
     # Judge the ingress samples taken where a link arrives against the beginnings of the
     # model's paths (per-hop samples), in the tester and in its workers.
     judge_hops: bool = option(True)
@@ -160,8 +165,8 @@ class IntentsConfig:
     policies: list[Policy] = field(default_factory=list)
     confirm: bool = option(True)  # probe each new finding's witness (with the fuzzer)
     packet_ins: bool = option(True)  # NICE's invariants over the PACKET_INs the proxy relays
-    forgotten_after: float = option(5.0, lo=0.1)
-    resolve_after: float = option(60.0, lo=0.1)
+    forgotten_after: float = option(5.0, lo=0.1, hi=HOUR)
+    resolve_after: float = option(60.0, lo=0.1, hi=DAY)
 
 
 @dataclass(slots=True)
@@ -169,7 +174,7 @@ class AgentsConfig:
     """Switch agents (pazzd.checks.entries): confirm each accepted entry in the data plane."""
 
     confirm: bool = option(True, restart=True)
-    delay: float = option(1.0, lo=0.0, hi=3600.0)  # seconds after the commit and tester.settle
+    delay: float = option(1.0, lo=0.0, hi=HOUR)  # seconds after the commit and tester.settle
     probes_per_entry: int = option(3, lo=1, hi=16)
     # of each probe batch, at most, for confirmation probes
     share: float = option(0.25, lo=0.01, hi=1.0)
@@ -299,8 +304,10 @@ def set_setting(cfg: Config, key: str, value: Any) -> None:
 def load_config(path: str | Path, deep: bool = False) -> Config:
     """Read and validate the whole file; raises ConfigError naming file, line and key.
 
-    deep: also read the files the start reads (the rules, the database), as
-    `pazzctl check-config` does; pazzd's start reads them itself.
+    Every read checks what the start needs of the machine (pazzd.startchecks: the API
+    socket's path and directory, the database's place, the TLS files). deep: also read
+    the files the start reads (the rules, the database), as `pazzctl check-config` does;
+    pazzd's start reads them itself.
     """
     path = str(path)
     try:
@@ -411,9 +418,11 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             ifindex = as_int(e["ifindex"])
         except (TypeError, ValueError):
             r.fail(e, "ifindex", f"{d}.ifindex", f"must be an integer, not {e['ifindex']!r}")
+        if not 0 <= ifindex <= U32:
+            r.fail(e, "ifindex", f"{d}.ifindex", f"must be from 0 to {U32} (32 bits)")
         ent = {"agent": str(e["agent"]), "ifindex": ifindex, "dpid": dpid, "port": port}
         if "sub_agent" in e:
-            ent["sub_agent"] = r.typed(e, "sub_agent", f"{d}.sub_agent", int, 0, lo=0)
+            ent["sub_agent"] = r.typed(e, "sub_agent", f"{d}.sub_agent", int, 0, lo=0, hi=U32)
         cfg.sflow.interfaces.append(ent)
 
     o = secs["ovs"]
@@ -508,8 +517,8 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         keys = e.get("match") or ["ipv4_dst"]
         if not isinstance(keys, list) or any(k not in hdr for k in keys):
             r.fail(e, "match", f"{d}.match", "must list fields set in header")
-        timeout = r.typed(e, "timeout", f"{d}.timeout", float, 30.0, lo=0.1)
-        grace = r.typed(e, "grace", f"{d}.grace", float, None, lo=0.0)
+        timeout = r.typed(e, "timeout", f"{d}.timeout", float, 30.0, lo=0.1, hi=DAY)
+        grace = r.typed(e, "grace", f"{d}.grace", float, None, lo=0.0, hi=DAY)
         expect = r.typed(e, "expect_traffic", f"{d}.expect_traffic", bool, False)
         cfg.critical_flows.append(
             CriticalFlow(name, src, dst, {k: hdr[k] for k in keys}, timeout, hdr, grace, expect)
@@ -561,6 +570,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
             f"{path}:{getattr(doc, 'line', 1)}: rules: required when controller.enabled is "
             "false (the intended rules come from a file)"
         )
+    check_start(r, doc, cfg)  # what the start needs of the machine: check-config's too
     if deep:
         check_rules(r, doc, cfg)
         check_database(r, doc, cfg)

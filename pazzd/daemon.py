@@ -31,7 +31,7 @@ from tester.store import FaultStore
 from tester.timers import TransientGuard
 
 from . import status, wiring
-from .api import ApiServer
+from .api import ApiServer, group_id
 from .checks import REGISTRY
 from .commands import Commands, url_host
 from .config import RESTART_ONLY, Config, ConfigError, load_config, set_setting, setting
@@ -45,11 +45,13 @@ from .notify import Notifier
 from .probes import ProbeService
 from .proxy import Proxy
 from .services import FindingSink, Services, Startup
+from .startchecks import model_socket, unix_path_problem
+from .ui.access import new_token, remove_token_file, token_path, write_token_file
 from .ui.server import UiServer, loop_answer
 from .wiring import resource
 from .workers import ModelServer, VersionFile, WorkerPool, pick_udp_port
 
-__all__ = ["Daemon", "STOP_BOUND"]
+__all__ = ["Daemon", "STOP_BOUND", "StartCancelled"]
 
 STOP_BOUND = 5.0  # seconds from SIGTERM to exit
 
@@ -57,6 +59,10 @@ log = logging.getLogger("pazzd")
 
 _TICK = 0.5  # seconds between ticks of the tester and the checks
 _STALL = 1.0  # a tick this much late means the loop was blocked
+
+
+class StartCancelled(Exception):
+    """SIGTERM or SIGINT came during the start: it ends at its next step (Daemon.start)."""
 
 
 class Daemon:
@@ -92,6 +98,7 @@ class Daemon:
         self.changes = ChangeLog()  # committed controller changes, for localization
         self.guard: TransientGuard | None = None
         self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
+        self.ui_token_path: str | None = None
         self.metrics_port = self.ui_port = 0
         self.last_config_error: str | None = None
         self.reloads = 0
@@ -114,8 +121,32 @@ class Daemon:
         return status.unsaved_faults(self)
 
     # --- start ---------------------------------------------------------------------------------
+    async def _step(self) -> None:
+        """Between two steps of the start: a stop asked for meanwhile ends it (the loop
+        runs the signal's handler at the first chance it gets, here)."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if self.stop_event.is_set():
+            raise StartCancelled
+
+    async def _until_stopped(self, fut):
+        """fut's result, or StartCancelled as soon as a stop is asked for (fut, a lookup in
+        a thread, is left to end by itself)."""
+        fut = asyncio.ensure_future(fut)
+        stop = asyncio.ensure_future(self.stop_event.wait())
+        try:
+            await asyncio.wait({fut, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not fut.done():
+            fut.cancel()
+            raise StartCancelled
+        return fut.result()
+
     async def start(self) -> None:
+        await self._step()
         cfg = load_config(self.config_path)  # ConfigError stops the start
+        await self._step()
         self._lock_fd = wiring.lock_instance(cfg.api.socket)  # before anything binds or unlinks
         self.cfg = cfg
         self.metrics.set_config_hash(config_hash(self.config_path))
@@ -123,6 +154,7 @@ class Daemon:
         asyncio.get_running_loop().set_exception_handler(self.loop_errors)
         logging.getLogger().setLevel(cfg.log_level.upper())
         self._build_model(cfg)
+        await self._step()
         if cfg.database != ":memory:":
             Path(cfg.database).parent.mkdir(parents=True, exist_ok=True)
         with resource(f"database {cfg.database}"):  # not a database, truncated, read-only
@@ -131,12 +163,20 @@ class Daemon:
         self.faults = FaultEvents(
             self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
         )
-        self._build_tester(cfg)
+        # In a thread: the OVSDB lookups wait for their switches, the loop keeps serving.
+        ifm = asyncio.get_running_loop().run_in_executor(None, wiring.ifmap, cfg)
+        ifm = await self._until_stopped(ifm)
+        await self._step()
+        self._build_tester(cfg, ifm)
         n_workers = self.tester_workers or cfg.tester.workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(
                 f"{self.config_path}: --tester-workers needs a database file "
                 "(the workers share it), not ':memory:'"
+            )
+        if n_workers > 1 and (long := unix_path_problem(model_socket(cfg.api.socket))):
+            raise ConfigError(
+                f"{self.config_path}: api.socket: the tester workers' model socket {long}"
             )
         if cfg.controller.enabled:
             with resource(
@@ -172,9 +212,11 @@ class Daemon:
                 self.faults.fuzzer = self.fuzzer
                 self._fuzz_critical(cfg)
                 self._spawn(self._fuzz_loop())
+        await self._step()
         self._start_checks(cfg, n_workers)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
+            await self._step()
         else:
             self.collector = SflowCollector(
                 self._datagram, hosts=(cfg.sflow.host,), port=cfg.sflow.port, pass_source=True
@@ -235,11 +277,11 @@ class Daemon:
         self.guard = TransientGuard(settle=cfg.tester.settle, clock=time.time)
         self.model.subscribe(self.guard.on_model_update)
 
-    def _build_tester(self, cfg: Config) -> None:
+    def _build_tester(self, cfg: Config, ifmap) -> None:
         self.tester = t = Tester(
             self.model,
             self.store,
-            wiring.ifmap(cfg),
+            ifmap,
             ports=None,
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
@@ -300,17 +342,36 @@ class Daemon:
         self.checks.append(check)
 
     def _start_ui(self, cfg: Config) -> None:
+        """The web view, open to the API socket's users: its token in a file beside the
+        socket, with the socket's group (pazzd.ui.access)."""
         answer = loop_answer(asyncio.get_running_loop(), self.api.answer, timeout=10.0)
-        self.ui = UiServer(cfg.topology, answer, cfg.ui.host, cfg.ui.port)
+        token = new_token()
+        group = wiring.api_group(cfg)
+        path = token_path(cfg.api.socket)
+        with resource(f"the web view's token file {path}"):
+            write_token_file(path, token, None if group is None else group_id(group))
+        self.ui_token_path = path
+        self.ui = UiServer(cfg.topology, answer, cfg.ui.host, cfg.ui.port, token)
         self.ui_port = self.ui.start()
         limit_http_server(self.ui.server, max_clients=32, timeout=10.0)
-        log.info("web view: http://%s:%d/ui/ (read-only)", url_host(cfg.ui.host), self.ui_port)
+        log.info(
+            "web view: http://%s:%d/ui/ (read-only; `pazzctl ui-url` gives it with its token)",
+            url_host(cfg.ui.host),
+            self.ui_port,
+        )
+
+    def ui_url(self) -> str | None:
+        """The web view's URL with its token (None: the view is off)."""
+        if self.ui is None:
+            return None
+        host = url_host(self.cfg.ui.host)
+        return f"http://{host}:{self.ui_port}/ui/?token={self.ui.token}"
 
     async def _start_workers(self, cfg: Config, n: int) -> None:
         """Serve the model over Thrift, then start n workers on a shared sFlow port."""
         if cfg.sflow.port == 0:
             cfg.sflow.port = pick_udp_port(cfg.sflow.host)
-        self.model_server = ModelServer(self, str(Path(cfg.api.socket).with_suffix(".model")))
+        self.model_server = ModelServer(self, model_socket(cfg.api.socket))
         await self.model_server.start()
         vf = self.version_file = VersionFile(
             str(Path(cfg.api.socket).with_suffix(".version")), writer=True
@@ -319,7 +380,7 @@ class Daemon:
         self.model.subscribe(lambda upd: vf.publish(upd.version))
         self.workers = WorkerPool(n, self.config_path, self.model_server.path, vf.path, cfg)
         self.workers.start()
-        await self.workers.wait_ready()
+        await self._until_stopped(self.workers.wait_ready())
         self._spawn(self.workers.supervise(self.stop_event))
         log.info(
             "tester: %d worker processes on sFlow port %d, model over Thrift at %s",
@@ -433,7 +494,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         if not self._started:
-            log.info("stop requested during start-up: stopping once started")
+            log.info("stop requested during start-up: stopping at the start's next step")
         self.stop_event.set()
 
     async def reload(self) -> bool:
@@ -528,6 +589,7 @@ class Daemon:
             self.metrics.close()
             if self.ui is not None:
                 self.ui.close()
+                remove_token_file(self.ui_token_path, self.ui.token)
             for store in (self.store, self.findings):
                 if store is not None:
                     store.close()

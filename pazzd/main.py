@@ -1,5 +1,6 @@
-"""The pazzd process: its command line, the signals from the first instruction on, and a
-bounded run of the daemon's event loop (pazzd.daemon).
+"""The pazzd process: its command line, the signals (caught from pazzd's first instruction
+by pazzd.launch, then by the event loop), and a bounded run of the daemon's event loop
+(pazzd.daemon).
 
     pazzd --config /etc/pazz/pazzd.yaml [--check] [--tester-workers N]
 """
@@ -19,7 +20,8 @@ from cpc.topology import TopologyError
 
 from . import version
 from .config import ConfigError, load_config
-from .daemon import STOP_BOUND, Daemon
+from .daemon import STOP_BOUND, Daemon, StartCancelled
+from .launch import hold_signals
 from .notify import setup_logging
 from .wiring import StartError
 
@@ -35,26 +37,20 @@ def _setup_logging(level: str = "info") -> None:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def hold_signals() -> list[int]:
-    """Remember SIGHUP, SIGTERM and SIGINT instead of dying of them, until the event loop's
-    handlers take over (the start-up imports and builds for seconds). Returns the list that
-    collects them."""
-    got: list[int] = []
-    for sig in (signal.SIGHUP, *STOP_SIGNALS):
-        signal.signal(sig, lambda signum, _frame: got.append(signum))
-    return got
-
-
 async def _amain(d: Daemon, early: list[int] | None = None) -> int:
     loop = asyncio.get_running_loop()
     # Handlers first, then the build: a signal during the start is acted on, not fatal.
     loop.add_signal_handler(signal.SIGHUP, d.request_reload)
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, d.request_stop)
-    for sig in early or ():
+    for sig in early or ():  # SIGHUPs before the loop (pazzd.launch)
         (d.request_reload if sig == signal.SIGHUP else d.request_stop)()
     try:
         await d.start()
+    except StartCancelled:
+        log.info("stopping during start-up")
+        await d.stop()
+        return 0
     except ConfigError as e:
         log.error("%s", e)
         await d.stop()
@@ -108,7 +104,7 @@ def _run(coro) -> int:
 
 
 def main(argv=None, early: list[int] | None = None) -> int:
-    """early: signals received before main (see hold_signals and pazzd/__main__.py)."""
+    """early: signals received before main (pazzd.launch, which `python -m pazzd` runs)."""
     if early is None:
         early = hold_signals()
     p = argparse.ArgumentParser(prog="pazzd", description="PAZZ consistency monitor daemon")

@@ -1,7 +1,8 @@
 """How a setting of pazzd.yaml is declared: a field of its section's dataclass.
 
 `option(default, lo=, hi=)` declares a plain value read from the YAML key of the field's
-own name, with its bounds (pazzd.configread.read_options reads every such field);
+own name, with its bounds (pazzd.configread.read_section reads every such field; a number
+needs both bounds, tests/pazzd/test_config_bounds.py checks that);
 `restart=True` marks a setting that takes effect only at the next restart (a reload warns
 and keeps the running value; pazzd.config.RESTART_ONLY lists them). Fields read another
 way (addresses, lists, TLS) carry only `RESTART` when they are restart-only.

@@ -958,8 +958,10 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         f"{status['metrics']}; fuzz {'on' if status['fuzz'] is not None else 'off'}"
     )
     say(f"pazzctl: PAZZ_SOCKET={sock} {sys.executable} -m pazzd.cli status")
-    say(f"web view (read-only, this machine only): {status['ui']}")
-    view.pinned = [f"web view: {status['ui']}", f"pazzctl:  PAZZ_SOCKET={sock} pazzctl status"]
+    # The view's URL with its token (`pazzctl ui-url`): the view is the API socket's users'.
+    ui_url = call(sock, "ui-url", timeout=5)["url"]
+    say(f"web view (read-only, this machine only): {ui_url}")
+    view.pinned = [f"web view: {ui_url}", f"pazzctl:  PAZZ_SOCKET={sock} pazzctl status"]
     say("faults are injected with ovs-ofctl on the switches, behind the controller's back")
     t_start = time.monotonic()
     warm = max(6.0, min(15.0, args.duration * 0.1))
@@ -1101,7 +1103,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
         )
     )
     if args.hold:
-        _hold(view, lab, sock, status["ui"])
+        _hold(view, lab, sock, ui_url)
     return 0 if ok_all else 1
 
 

@@ -110,6 +110,11 @@ class IfMap:
         """((agent, sub-agent, ifIndex), port) pairs, for handing the map to a worker."""
         return list(self._map.items())
 
+    def merge(self, other: IfMap) -> None:
+        """Add other's entries and probe settings (other's win where both have one)."""
+        self._map.update(other._map)
+        self.verify_probe.update(other.verify_probe)
+
     def __len__(self) -> int:
         return len(self._map)
 

@@ -10,7 +10,10 @@ on the daemon's event loop).
 
 Read-only by construction: GET and HEAD only, no command that changes pazzd (flowmod,
 reload) or makes it poll switches (localize). Bound to loopback, it answers only requests
-whose Host is a loopback name (no DNS rebinding from a web page elsewhere).
+whose Host is a loopback name (no DNS rebinding from a web page elsewhere). Open to the
+API socket's users only: every request but the script and style carries the token that
+`pazzctl ui-url` gives (pazzd.ui.access), else 401; `reach` and `trace` run one at a time
+and take at most half of pazzd's event loop, and `reach` lists at most REACH_LIMIT cubes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 from cpc.topology import Topology
 from pazzd.addresses import is_loopback
 
+from .access import Throttle, check_token
 from .svg import render
 
 __all__ = ["READ_ONLY", "UiServer", "loop_answer"]
@@ -36,7 +40,13 @@ __all__ = ["READ_ONLY", "UiServer", "loop_answer"]
 log = logging.getLogger("pazzd.ui")
 
 READ_ONLY = frozenset({"status", "faults", "fault", "trace", "reach", "topology", "coverage"})
+EXPENSIVE = frozenset({"trace", "reach"})  # one at a time (pazzd.ui.access.Throttle)
+REACH_LIMIT = 1000  # cubes listed at most, through the view (the API socket: 100000)
 INT_ARGS = frozenset({"id", "limit"})
+NO_TOKEN = (
+    b"pazzd's web view needs its token: open the URL that `pazzctl ui-url` prints "
+    b"(pazzd makes a new token at each start)\n"
+)
 STATIC = {
     "index.html": "text/html; charset=utf-8",
     "ui.js": "text/javascript; charset=utf-8",
@@ -85,11 +95,15 @@ def loop_answer(
 class UiServer:
     """answer(request) -> (HTTP status, the API's reply object); thread-safe."""
 
-    def __init__(self, topo: Topology, answer: Answer, host: str, port: int) -> None:
+    def __init__(
+        self, topo: Topology, answer: Answer, host: str, port: int, token: str, wait: float = 30.0
+    ) -> None:
         self.topo = topo
         self.answer = answer
         self.host = host
         self.port = port
+        self.token = token
+        self.throttle = Throttle(wait)
         self.loopback = is_loopback(host)
         self._files = {
             name: resources.files("pazzd.ui").joinpath("static", name).read_bytes()
@@ -140,6 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def log_message(self, fmt, *args) -> None:
+        # The request line without its query: it may hold the token.
+        args = tuple(a.split("?", 1)[0] if isinstance(a, str) else a for a in args)
         log.debug("ui: %s " + fmt, self.address_string(), *args)
 
     def _send(self, code: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
@@ -181,8 +197,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         url = urlsplit(self.path)
         path = url.path
-        if path in ("/", "/ui"):
-            self._send(302, b"", "text/plain", {"Location": "/ui/"})
+        public = path.startswith("/ui/static/") or path in ("/", "/ui")
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        if not public and not check_token(ui.token, query, self.headers.get("Authorization")):
+            self._send(401, NO_TOKEN, "text/plain; charset=utf-8", {"WWW-Authenticate": "Bearer"})
+            return
+        if path in ("/", "/ui"):  # the query (the token) goes along
+            where = "/ui/" + (f"?{url.query}" if url.query else "")
+            self._send(302, b"", "text/plain", {"Location": where})
         elif path == "/ui/":
             self._send(200, ui._files["index.html"], STATIC["index.html"])
         elif path.startswith("/ui/static/") and path[11:] in STATIC and path[11:] != "index.html":
@@ -201,9 +223,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         req: dict = {"cmd": cmd}
         for k, v in parse_qsl(query, keep_blank_values=True):
-            if k == "cmd":
+            if k in ("cmd", "token"):
                 continue
             digits = v.lstrip("-")
             req[k] = int(v) if k in INT_ARGS and digits.isascii() and digits.isdigit() else v
-        code, reply = self.server_ui.answer(req)
-        self._json(code, reply)
+        if cmd == "reach" and isinstance(req.get("limit"), int) and req["limit"] > REACH_LIMIT:
+            msg = f"limit: at most {REACH_LIMIT} through the web view (pazzctl reach for more)"
+            self._json(400, {"ok": False, "error": msg})
+            return
+        if cmd not in EXPENSIVE:
+            self._json(*self.server_ui.answer(req))
+            return
+        with self.server_ui.throttle.turn() as mine:
+            if not mine:
+                busy = {"ok": False, "error": f"busy: {cmd} requests run one at a time; try again"}
+                self._send(503, json.dumps(busy).encode(), "application/json", {"Retry-After": "1"})
+                return
+            self._json(*self.server_ui.answer(req))  # answered, then the turn's rest

@@ -21,9 +21,20 @@ const S = {
   areaIngress: null,
 };
 
+// The view's token, from the page's URL (`pazzctl ui-url` prints it): sent with every
+// request for data. pazzd makes a new one at each start.
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
+const NO_TOKEN = "pazzd refused this page's token (pazzd restarted?): open the URL `pazzctl ui-url` prints";
+
+async function get(path) {
+  const r = await fetch(path, { cache: "no-store", headers: { Authorization: `Bearer ${TOKEN}` } });
+  if (r.status === 401) throw new Error(NO_TOKEN);
+  return r;
+}
+
 async function api(cmd, args) {
   const q = new URLSearchParams(args || {}).toString();
-  const r = await fetch(`/ui/api/${cmd}` + (q ? `?${q}` : ""), { cache: "no-store" });
+  const r = await get(`/ui/api/${cmd}` + (q ? `?${q}` : ""));
   const m = await r.json();
   if (!m.ok) throw new Error(m.error);
   return m.result;
@@ -66,7 +77,7 @@ function fmtSeconds(x) {
 
 // --- topology ---------------------------------------------------------------------------
 async function loadTopology() {
-  const svgText = await (await fetch("/ui/topology.svg", { cache: "no-store" })).text();
+  const svgText = await (await get("/ui/topology.svg")).text();
   const box = document.getElementById("topology");
   box.innerHTML = svgText;
   const svg = box.querySelector("svg");

@@ -25,14 +25,19 @@ def pazzd(tmp_path_factory):
     )
     try:
         st = pz.wait_ready()
+        TOKEN[port] = pz.call("ui-url")["url"].split("?token=", 1)[1]
         yield pz, port, st
     finally:
         pz.stop()
 
 
+TOKEN: dict[int, str] = {}  # the view's token by its port (the page sends it as a header)
+
+
 def _get(port: int, path: str, host: str | None = None, method: str = "GET"):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request(method, path, headers={"Host": host} if host else {})
+    headers = {"Authorization": f"Bearer {TOKEN[port]}"}
+    c.request(method, path, headers={**headers, "Host": host} if host else headers)
     r = c.getresponse()
     body = r.read()
     c.close()

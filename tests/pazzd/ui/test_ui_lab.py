@@ -73,8 +73,8 @@ def test_the_web_view_shows_faults_paths_and_traces_live(tmp_path):
             settle=1.5,
             ui_listen=f"127.0.0.1:{free_tcp_port()}",
         )
-        url = run.status["ui"]
-        assert url.startswith("http://127.0.0.1:"), run.status
+        url = json.loads(pazzctl(run.sock, "ui-url", "--json").stdout)["url"]
+        assert url.startswith(run.status["ui"] + "?token="), (url, run.status)
         drv = chrome(tmp_path / "profile")
         drv.get(url)
         wait_for(drv, lambda d: d.execute_script("return document.body.dataset.ready"), 20, "page")
