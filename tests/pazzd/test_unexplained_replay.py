@@ -108,7 +108,9 @@ def test_a_workers_unexplained_sample_is_replayed_the_same_way():
     ev = FaultEvents(net.tester.store, None, None, None, net.topo.edge_ports())
     ev.fuzzer, ev.sampling_rate = there, 1
     daemon = SimpleNamespace(
-        workers=SimpleNamespace(stats={}, hello=lambda w: None), tester=net.tester, faults=ev
+        workers=SimpleNamespace(stats={}, unsaved={}, hello=lambda w: None),
+        tester=net.tester,
+        faults=ev,
     )
     asyncio.run(_Handler(daemon).report(report))
     assert there.sent and there.sent == here.sent
