@@ -38,6 +38,7 @@ from .config import RESTART_ONLY, Config, ConfigError, load_config, set_setting,
 from .confirm import Confirmations
 from .faults import FaultEvents
 from .findstore import FindingStore
+from .ifmaps import InterfaceMaps
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import Metrics, config_hash
@@ -99,6 +100,9 @@ class Daemon:
         self.ui = None  # the web view's server (pazzd.ui.server), when ui.enabled
         self.metrics_port = self.ui_port = 0
         self.last_config_error: str | None = None
+        self.last_reload_warnings: list[str] = []  # what the latest reload left undone
+        self.ifmaps: InterfaceMaps | None = None  # the sFlow ifIndex map's OVSDB parts
+        self._ifmap_retrying = False
         self.reloads = 0
         self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self._tasks: set[asyncio.Task] = set()
@@ -238,10 +242,12 @@ class Daemon:
         self.model.subscribe(self.guard.on_model_update)
 
     def _build_tester(self, cfg: Config) -> None:
+        self.ifmaps = InterfaceMaps(wiring.ovsdb_reader(cfg))
+        self.ifmaps.refresh(cfg)  # an OVSDB that cannot be read is retried (tick)
         self.tester = t = Tester(
             self.model,
             self.store,
-            wiring.ifmap(cfg),
+            wiring.ifmap(cfg, self.ifmaps),
             ports=None,
             guard=self.guard,
             blackholes=wiring.blackholes(cfg, self.model),
@@ -406,6 +412,9 @@ class Daemon:
             self.tester.tick()
         except Exception:
             log.exception("tester tick failed")
+        if not self._ifmap_retrying and self.ifmaps.due():
+            self._ifmap_retrying = True
+            self._spawn(self._retry_ifmaps())
         connected = self.proxy is not None and self.proxy.controller_connected
         self.svc.startup.check(now, connected)
         if self.probes is not None:
@@ -451,6 +460,7 @@ class Daemon:
             cfg = await loop.run_in_executor(None, load_config, self.config_path)
         except ConfigError as e:
             self.last_config_error = str(e)
+            self.last_reload_warnings = []
             self.metrics.config_load_error.set(1)
             self.metrics.config_reloads.labels("error").inc()
             log.error("config reload failed, keeping the last good config: %s", e)
@@ -469,7 +479,9 @@ class Daemon:
         self.guard.settle = cfg.tester.settle
         if wiring.blackhole_settings(cfg) != wiring.blackhole_settings(old):
             t.blackholes = wiring.blackholes(cfg, self.model)
-        t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
+        self.ifmaps.read = wiring.ovsdb_reader(cfg)
+        warnings = await loop.run_in_executor(None, self.ifmaps.refresh, cfg)
+        t.ifmap = wiring.ifmap(cfg, self.ifmaps)
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:
@@ -492,13 +504,36 @@ class Daemon:
         if self.workers is not None:
             self.workers.recycle()
         self.last_config_error = None
+        self.last_reload_warnings = warnings
         self.metrics.config_load_error.set(0)
-        self.metrics.config_reloads.labels("ok").inc()
+        self.metrics.config_reloads.labels("warnings" if warnings else "ok").inc()
         self.metrics.set_config_hash(config_hash(self.config_path))
         self.reloads += 1
-        log.info("config reloaded from %s", self.config_path)
-        self.notifier.ready("config reloaded")
+        if warnings:
+            log.warning(
+                "config reloaded from %s with warnings: %s", self.config_path, "; ".join(warnings)
+            )
+            self.notifier.ready(f"config reloaded with warnings: {'; '.join(warnings)}")
+        else:
+            log.info("config reloaded from %s", self.config_path)
+            self.notifier.ready("config reloaded")
         return True
+
+    async def _retry_ifmaps(self) -> None:
+        """Read the stale OVSDBs whose retry is due; put a map read again in force."""
+        try:
+            async with self._reload_lock:  # a reload reads them all meanwhile
+                loop = asyncio.get_running_loop()
+                before = len(self.ifmaps.stale())
+                await loop.run_in_executor(None, self.ifmaps.refresh, self.cfg, True)
+                if len(self.ifmaps.stale()) < before:
+                    self.tester.ifmap = wiring.ifmap(self.cfg, self.ifmaps)
+                    if self.workers is not None:  # they read the map when they start
+                        self.workers.recycle()
+        except Exception:
+            log.exception("sFlow ifIndex map retry failed")
+        finally:
+            self._ifmap_retrying = False
 
     async def stop(self) -> None:
         self.notifier.stopping()

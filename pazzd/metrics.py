@@ -33,7 +33,8 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_build_info | gauge (1) | version |
 | pazz_config_hash_info | gauge (1) | hash (sha256 of the config file in force, 16 hex digits) |
 | process_*, python_* | | prometheus_client's process, platform and GC collectors |
-| pazz_config_reloads_total | counter | result: ok, error |
+| pazz_config_reloads_total | counter | result: ok, warnings (in force, but a switch's ifIndex map is stale), error |
+| pazz_sflow_ifmap_stale | gauge | switch (every switches[] entry with an ovsdb: 1 while its ifIndex map could not be read again) |
 | pazz_localize_seconds | histogram | |
 | pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
 | pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
@@ -271,6 +272,15 @@ class _StateCollector:
             "sFlow datagrams dropped: agent or UDP source not in sflow.agents",
             value=st.unknown_agent,
         )
+        g = GaugeMetricFamily(
+            "pazz_sflow_ifmap_stale",
+            "1 while the switch's sFlow ifIndex map could not be read from its OVSDB again "
+            "(the last good one is in force, retried with back-off)",
+            labels=["switch"],
+        )
+        for name, stale in sorted((s.get("ifmap_stale") or {}).items()):
+            g.add_metric([name], 1 if stale else 0)
+        yield g
         yield CounterMetricFamily(
             "pazz_sflow_sequence_resets",
             "sFlow sequence jumps too large to be loss, counted as agent resets",
@@ -350,7 +360,7 @@ class Metrics:
             ["result"],
             registry=r,
         )
-        for k in ("ok", "error"):
+        for k in ("ok", "warnings", "error"):
             self.config_reloads.labels(k)
         self.build_info = Gauge(
             "pazz_build_info", "1, labelled with pazzd's version", ["version"], registry=r

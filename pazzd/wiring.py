@@ -19,10 +19,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from cpc.results import RuleRef
-from tester.ifmap import IfMap
+from tester.ifmap import IfMap, read_ovsdb
 from tester.timers import BlackholeMonitor
 
 from .config import Config, ConfigError
+from .ifmaps import InterfaceMaps
 from .proxy import ProxyConfig
 from .proxy.proxy import tls_contexts
 
@@ -32,6 +33,7 @@ __all__ = [
     "blackhole_settings",
     "blackholes",
     "ifmap",
+    "ovsdb_reader",
     "lock_instance",
     "netns_packet_socket",
     "proxy_config",
@@ -121,15 +123,17 @@ def ovs_runner(bin_dir: str):
     return run
 
 
-def ifmap(cfg: Config) -> IfMap:
-    """The sFlow ifIndex map: the config's interfaces, and each switch's OVSDB."""
-    m = IfMap.from_config(cfg.sflow.interfaces)
-    done = set()
-    for sw in cfg.switches:
-        if sw.ovsdb and (sw.ovsdb, sw.agent) not in done:
-            done.add((sw.ovsdb, sw.agent))
-            n = m.load_ovsdb(sw.agent or "0.0.0.0", sw.ovsdb, run=ovs_runner(cfg.ovs.bin_dir))
-            log.info("sFlow ifIndex map: %d interfaces from %s (agent %s)", n, sw.ovsdb, sw.agent)
+def ovsdb_reader(cfg: Config):
+    """read(ovsdb) for the sFlow ifIndex map (pazzd.ifmaps): by the ovs-vsctl of
+    ovs.bin_dir."""
+    run = ovs_runner(cfg.ovs.bin_dir)
+    return lambda db: read_ovsdb(db, run)
+
+
+def ifmap(cfg: Config, maps: InterfaceMaps) -> IfMap:
+    """The sFlow ifIndex map in force: the config's interfaces, and each switch's OVSDB as
+    last read (maps.refresh)."""
+    m = maps.build(cfg)
     for msg in unmarked_injection(cfg, m):
         log.warning("%s", msg)
     return m
