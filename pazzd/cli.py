@@ -181,7 +181,9 @@ def cmd_status(args) -> int:
         (
             "sFlow",
             f"{st['sflow']}: {t.get('datagrams', 0)} datagrams, {t.get('malformed', 0)} "
-            f"malformed, {t.get('lost_datagrams', 0)} lost",
+            f"malformed, {t.get('lost_datagrams', 0)} lost, "
+            f"{t.get('samples_implausible', 0)} implausible samples, "
+            f"{t.get('samples_repeated', 0)} repeated",
         ),
         (
             "reports",

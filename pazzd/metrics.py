@@ -21,6 +21,8 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_datagrams_lost_total | counter | (sequence gaps: sent by an agent, never received) |
 | pazz_sflow_datagrams_reordered_total | counter | (decoded datagrams that arrived out of order) |
 | pazz_sflow_datagrams_duplicate_total | counter | (a sequence number seen already: dropped, not judged) |
+| pazz_sflow_samples_implausible_total | counter | (samples the model disallows that cannot be fault evidence: a broken IPv4 checksum, a Verify_Port no switch port explains...; not judged) |
+| pazz_sflow_samples_repeated_total | counter | (fault samples of a packet already held for that fault: not counted toward corroboration) |
 | pazz_model_rules, pazz_model_classes | gauge | |
 | pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
@@ -181,6 +183,18 @@ class _StateCollector:
             "sFlow datagrams whose sequence number was seen already (repeated or replayed): "
             "dropped, their samples not judged",
             value=st.duplicate_datagrams,
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_samples_implausible",
+            "sFlow samples the model disallows that cannot be fault evidence (a broken IPv4 "
+            "checksum, a Verify_Port no switch port explains, ...): counted, not judged",
+            value=st.samples_implausible,
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_samples_repeated",
+            "fault samples of a packet already held for that fault (same agent, and the same "
+            "sample sequence number or pool): not counted toward corroboration",
+            value=st.samples_repeated,
         )
         g = GaugeMetricFamily(
             "pazz_intent_violations",

@@ -194,6 +194,8 @@ def tune_tester(t, cfg: Config) -> None:
     t.resolve_after, t.judge_hops = ts.resolve_after, ts.judge_hops
     t.corroborate, t.corroborate_window = ts.corroborate, ts.corroborate_window
     t.agents = cfg.sflow.agents
+    topo = cfg.topology
+    t.set_tag_ports((d, p) for d in topo.switches for p in topo.ports_of(d))
 
 
 def blackhole_settings(cfg: Config) -> tuple:
