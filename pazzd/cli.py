@@ -12,8 +12,10 @@ subcommand.
 
 Exit status, as ovs-appctl's, the same with and without --json: 0 success; 1 pazzd cannot
 be reached or answered with an error (a reload that failed, a localization that found
-nothing); 2 a usage or input error (flags, files, a bad config). Errors go to stderr: a
-sentence, or with --json one object {"error": ..., "status": ...}.
+nothing); 2 a usage or input error (flags, files, a bad config); 3 a reload that took
+effect with warnings (a switch's sFlow ifIndex map could not be read again: the old one
+stays in force and is retried). Errors go to stderr: a sentence, or with --json one
+object {"error": ..., "status": ...}.
 """
 
 from __future__ import annotations
@@ -175,10 +177,13 @@ def cmd_status(args) -> int:
             f"{m['switches']} switches, {m['edge_ports']} edge ports",
         ),
         ("controller", st["controller"]),
+        ("ifIndex map", _ifmap_line(st.get("ifmap"))),
         (
             "sFlow",
             f"{st['sflow']}: {t.get('datagrams', 0)} datagrams, {t.get('malformed', 0)} "
-            f"malformed, {t.get('lost_datagrams', 0)} lost",
+            f"malformed, {t.get('lost_datagrams', 0)} lost, "
+            f"{t.get('samples_implausible', 0)} implausible samples, "
+            f"{t.get('samples_repeated', 0)} repeated",
         ),
         (
             "reports",
@@ -205,6 +210,20 @@ def cmd_status(args) -> int:
     for k, v in rows:
         print(f"{k.ljust(w)}  {v}")
     return 0
+
+
+def _ifmap_line(m: dict | None) -> str:
+    if not m:
+        return "?"
+    out = f"{m['interfaces']} interfaces"
+    for s in m["stale"]:
+        age = "never read" if s["map_age_s"] is None else f"read {s['map_age_s']:.0f} s ago"
+        out += (
+            f"; STALE {','.join(s['switches'])} ({age}, OVSDB {s['ovsdb']} failing for "
+            f"{s['failed_for_s']:.0f} s, {s['attempts']} tries, next in "
+            f"{s['next_retry_s']:.0f} s: {s['error']})"
+        )
+    return out
 
 
 def cmd_faults(args) -> int:
@@ -355,16 +374,26 @@ def cmd_flowmod(args) -> int:
     return 0
 
 
+RELOAD_WARNINGS = 3  # the exit status of a reload in force with warnings
+
+
 def cmd_reload(args) -> int:
     """Reload pazzd's config (as SIGHUP) and report its verdict."""
     res = _call(args, "reload")
+    warnings = res.get("warnings") or []
     if args.json:
         print(json.dumps(res, indent=2))
-    elif res["ok"]:
-        print("config reloaded")
-    else:
+    elif not res["ok"]:
         print(f"reload failed, the last good config stays in force: {res['error']}")
-    return 0 if res["ok"] else 1
+    elif warnings:
+        print("config reloaded with warnings:")
+        for w in warnings:
+            print(f"  {w}")
+    else:
+        print("config reloaded")
+    if not res["ok"]:
+        return 1
+    return RELOAD_WARNINGS if warnings else 0
 
 
 def cmd_ui_url(args) -> int:
@@ -439,7 +468,8 @@ def add_daemon_commands(sub, common) -> None:
     rl = sub.add_parser(
         "reload",
         parents=[common],
-        help="reload pazzd's config and print its verdict (exit 1 if it failed)",
+        help="reload pazzd's config and print its verdict (exit 1 if it failed, 3 if it "
+        "took effect with warnings)",
     )
     rl.set_defaults(func=cmd_reload)
     u = sub.add_parser(
@@ -476,7 +506,8 @@ examples:
   pazzctl --socket /tmp/pazzd.sock --json status
 
 exit status: 0 success; 1 pazzd cannot be reached or answered with an error (a failed
-reload, a localization that found nothing); 2 a usage or input error.
+reload, a localization that found nothing); 2 a usage or input error; 3 a reload in force
+with warnings (a switch's sFlow ifIndex map is stale: pazzctl status says which).
 """
 
 

@@ -110,6 +110,10 @@ class Commands:
             "metrics": f"http://{cfg.metrics.host}:{h.metrics_port}/metrics",
             "ui": f"http://{url_host(cfg.ui.host)}:{h.ui_port}/ui/" if h.ui is not None else None,
             "sflow": f"{cfg.sflow.host}:{cfg.sflow.port}",
+            "ifmap": {
+                "interfaces": len(h.tester.ifmap),
+                "stale": h.ifmaps.stale() if h.ifmaps is not None else [],
+            },
         }
 
     def api_faults(self, req) -> list:
@@ -194,4 +198,5 @@ class Commands:
 
     async def api_reload(self, req) -> dict:
         ok = await self.host.reload()
-        return {"ok": ok, "error": self.host.last_config_error}
+        h = self.host
+        return {"ok": ok, "error": h.last_config_error, "warnings": h.last_reload_warnings}

@@ -38,6 +38,7 @@ from .config import RESTART_ONLY, Config, ConfigError, load_config, set_setting,
 from .confirm import Confirmations
 from .faults import FaultEvents
 from .findstore import FindingStore
+from .ifmaps import InterfaceMaps
 from .limits import LoopErrorLimiter, limit_http_server
 from .localize import ChangeLog, Localizer, ofctl_path
 from .metrics import Metrics, config_hash
@@ -101,6 +102,9 @@ class Daemon:
         self.ui_token_path: str | None = None
         self.metrics_port = self.ui_port = 0
         self.last_config_error: str | None = None
+        self.last_reload_warnings: list[str] = []  # what the latest reload left undone
+        self.ifmaps: InterfaceMaps | None = None  # the sFlow ifIndex map's OVSDB parts
+        self._ifmap_retrying = False
         self.reloads = 0
         self._fuzz_ingresses: set | None = None  # None: every ingress (packet-out)
         self._tasks: set[asyncio.Task] = set()
@@ -164,10 +168,12 @@ class Daemon:
             self.store, self.metrics, None, self._spawn, cfg.topology.edge_ports()
         )
         # In a thread: the OVSDB lookups wait for their switches, the loop keeps serving.
-        ifm = asyncio.get_running_loop().run_in_executor(None, wiring.ifmap, cfg)
-        ifm = await self._until_stopped(ifm)
+        # An OVSDB that cannot be read is retried (tick).
+        self.ifmaps = InterfaceMaps(wiring.ovsdb_reader(cfg))
+        read = asyncio.get_running_loop().run_in_executor(None, self.ifmaps.refresh, cfg)
+        await self._until_stopped(read)
         await self._step()
-        self._build_tester(cfg, ifm)
+        self._build_tester(cfg, wiring.ifmap(cfg, self.ifmaps))
         n_workers = self.tester_workers or cfg.tester.workers
         if n_workers > 1 and cfg.database == ":memory:":  # --tester-workers over the config
             raise ConfigError(
@@ -465,6 +471,9 @@ class Daemon:
             self.tester.tick()
         except Exception:
             log.exception("tester tick failed")
+        if not self._ifmap_retrying and self.ifmaps.due():
+            self._ifmap_retrying = True
+            self._spawn(self._retry_ifmaps())
         connected = self.proxy is not None and self.proxy.controller_connected
         self.svc.startup.check(now, connected)
         if self.probes is not None:
@@ -510,6 +519,7 @@ class Daemon:
             cfg = await loop.run_in_executor(None, load_config, self.config_path)
         except ConfigError as e:
             self.last_config_error = str(e)
+            self.last_reload_warnings = []
             self.metrics.config_load_error.set(1)
             self.metrics.config_reloads.labels("error").inc()
             log.error("config reload failed, keeping the last good config: %s", e)
@@ -528,7 +538,9 @@ class Daemon:
         self.guard.settle = cfg.tester.settle
         if wiring.blackhole_settings(cfg) != wiring.blackhole_settings(old):
             t.blackholes = wiring.blackholes(cfg, self.model)
-        t.ifmap = await loop.run_in_executor(None, wiring.ifmap, cfg)
+        self.ifmaps.read = wiring.ovsdb_reader(cfg)
+        warnings = await loop.run_in_executor(None, self.ifmaps.refresh, cfg)
+        t.ifmap = wiring.ifmap(cfg, self.ifmaps)
         self.localizer.targets = {s.dpid: s.ofctl for s in cfg.switches if s.ofctl}
         self.localizer.ofctl = ofctl_path(cfg.ovs.bin_dir)
         if self.proxy is not None:
@@ -551,13 +563,36 @@ class Daemon:
         if self.workers is not None:
             self.workers.recycle()
         self.last_config_error = None
+        self.last_reload_warnings = warnings
         self.metrics.config_load_error.set(0)
-        self.metrics.config_reloads.labels("ok").inc()
+        self.metrics.config_reloads.labels("warnings" if warnings else "ok").inc()
         self.metrics.set_config_hash(config_hash(self.config_path))
         self.reloads += 1
-        log.info("config reloaded from %s", self.config_path)
-        self.notifier.ready("config reloaded")
+        if warnings:
+            log.warning(
+                "config reloaded from %s with warnings: %s", self.config_path, "; ".join(warnings)
+            )
+            self.notifier.ready(f"config reloaded with warnings: {'; '.join(warnings)}")
+        else:
+            log.info("config reloaded from %s", self.config_path)
+            self.notifier.ready("config reloaded")
         return True
+
+    async def _retry_ifmaps(self) -> None:
+        """Read the stale OVSDBs whose retry is due; put a map read again in force."""
+        try:
+            async with self._reload_lock:  # a reload reads them all meanwhile
+                loop = asyncio.get_running_loop()
+                before = len(self.ifmaps.stale())
+                await loop.run_in_executor(None, self.ifmaps.refresh, self.cfg, True)
+                if len(self.ifmaps.stale()) < before:
+                    self.tester.ifmap = wiring.ifmap(self.cfg, self.ifmaps)
+                    if self.workers is not None:  # they read the map when they start
+                        self.workers.recycle()
+        except Exception:
+            log.exception("sFlow ifIndex map retry failed")
+        finally:
+            self._ifmap_retrying = False
 
     async def stop(self) -> None:
         self.notifier.stopping()

@@ -21,6 +21,8 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_datagrams_lost_total | counter | (sequence gaps: sent by an agent, never received) |
 | pazz_sflow_datagrams_reordered_total | counter | (decoded datagrams that arrived out of order) |
 | pazz_sflow_datagrams_duplicate_total | counter | (a sequence number seen already: dropped, not judged) |
+| pazz_sflow_samples_implausible_total | counter | (samples the model disallows that cannot be fault evidence: a broken IPv4 checksum, a Verify_Port no switch port explains...; not judged) |
+| pazz_sflow_samples_repeated_total | counter | (fault samples of a packet already held for that fault: not counted toward corroboration) |
 | pazz_model_rules, pazz_model_classes | gauge | |
 | pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
@@ -33,7 +35,8 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_build_info | gauge (1) | version |
 | pazz_config_hash_info | gauge (1) | hash (sha256 of the config file in force, 16 hex digits) |
 | process_*, python_* | | prometheus_client's process, platform and GC collectors |
-| pazz_config_reloads_total | counter | result: ok, error |
+| pazz_config_reloads_total | counter | result: ok, warnings (in force, but a switch's ifIndex map is stale), error |
+| pazz_sflow_ifmap_stale | gauge | switch (every switches[] entry with an ovsdb: 1 while its ifIndex map could not be read again) |
 | pazz_localize_seconds | histogram | |
 | pazz_sflow_unknown_agent_datagrams_total | counter | (dropped: agent not in sflow.agents) |
 | pazz_sflow_sequence_resets_total | counter | (sequence jumps too large to be loss) |
@@ -181,6 +184,18 @@ class _StateCollector:
             "dropped, their samples not judged",
             value=st.duplicate_datagrams,
         )
+        yield CounterMetricFamily(
+            "pazz_sflow_samples_implausible",
+            "sFlow samples the model disallows that cannot be fault evidence (a broken IPv4 "
+            "checksum, a Verify_Port no switch port explains, ...): counted, not judged",
+            value=st.samples_implausible,
+        )
+        yield CounterMetricFamily(
+            "pazz_sflow_samples_repeated",
+            "fault samples of a packet already held for that fault (same agent, and the same "
+            "sample sequence number or pool): not counted toward corroboration",
+            value=st.samples_repeated,
+        )
         g = GaugeMetricFamily(
             "pazz_intent_violations",
             "open intent findings (the intended state breaks a policy), by policy",
@@ -275,6 +290,15 @@ class _StateCollector:
             "sFlow datagrams dropped: agent or UDP source not in sflow.agents",
             value=st.unknown_agent,
         )
+        g = GaugeMetricFamily(
+            "pazz_sflow_ifmap_stale",
+            "1 while the switch's sFlow ifIndex map could not be read from its OVSDB again "
+            "(the last good one is in force, retried with back-off)",
+            labels=["switch"],
+        )
+        for name, stale in sorted((s.get("ifmap_stale") or {}).items()):
+            g.add_metric([name], 1 if stale else 0)
+        yield g
         yield CounterMetricFamily(
             "pazz_sflow_sequence_resets",
             "sFlow sequence jumps too large to be loss, counted as agent resets",
@@ -354,7 +378,7 @@ class Metrics:
             ["result"],
             registry=r,
         )
-        for k in ("ok", "error"):
+        for k in ("ok", "warnings", "error"):
             self.config_reloads.labels(k)
         self.build_info = Gauge(
             "pazz_build_info", "1, labelled with pazzd's version", ["version"], registry=r

@@ -64,6 +64,7 @@ def state(d) -> dict:
         "controller_connected": d.proxy is not None and d.proxy.controller_connected,
         "proxy": d.proxy.drops() if d.proxy is not None else {},
         "proxy_ignored": d.proxy.ignored() if d.proxy is not None else {},
+        "ifmap_stale": d.ifmaps.stale_switches() if d.ifmaps is not None else {},
         **checks,
     }
     if d.svc is not None:

@@ -15,15 +15,15 @@ import sqlite3
 import ssl
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 from cpc.results import RuleRef
-from tester.ifmap import IfMap
+from tester.ifmap import IfMap, read_ovsdb
 from tester.timers import BlackholeMonitor
 
 from .config import Config, ConfigError
+from .ifmaps import InterfaceMaps
 from .proxy import ProxyConfig
 from .proxy.proxy import tls_contexts
 
@@ -33,6 +33,7 @@ __all__ = [
     "blackhole_settings",
     "blackholes",
     "ifmap",
+    "ovsdb_reader",
     "lock_instance",
     "netns_packet_socket",
     "probe_sampling",
@@ -128,25 +129,17 @@ def ovs_runner(bin_dir: str):
     return run
 
 
-def ifmap(cfg: Config) -> IfMap:
-    """The sFlow ifIndex map: the config's interfaces, and each switch's OVSDB. The OVSDBs
-    are asked all at once, each lookup in a thread of its own: N that do not answer cost
-    one timeout (5 s), not N."""
-    m = IfMap.from_config(cfg.sflow.interfaces)
-    dbs = list(dict.fromkeys((sw.ovsdb, sw.agent) for sw in cfg.switches if sw.ovsdb))
+def ovsdb_reader(cfg: Config):
+    """read(ovsdb) for the sFlow ifIndex map (pazzd.ifmaps): by the ovs-vsctl of
+    ovs.bin_dir."""
     run = ovs_runner(cfg.ovs.bin_dir)
+    return lambda db: read_ovsdb(db, run)
 
-    def load(db_agent: tuple[str, str | None]) -> IfMap:
-        db, agent = db_agent
-        one = IfMap()
-        n = one.load_ovsdb(agent or "0.0.0.0", db, run=run)
-        log.info("sFlow ifIndex map: %d interfaces from %s (agent %s)", n, db, agent)
-        return one
 
-    if dbs:
-        with ThreadPoolExecutor(min(len(dbs), 32), thread_name_prefix="pazzd-ovsdb") as ex:
-            for one in ex.map(load, dbs):  # merged in the config's order, as one by one
-                m.merge(one)
+def ifmap(cfg: Config, maps: InterfaceMaps) -> IfMap:
+    """The sFlow ifIndex map in force: the config's interfaces, and each switch's OVSDB as
+    last read (maps.refresh)."""
+    m = maps.build(cfg)
     for msg in unmarked_injection(cfg, m):
         log.warning("%s", msg)
     return m
@@ -207,6 +200,8 @@ def tune_tester(t, cfg: Config) -> None:
     t.resolve_after, t.judge_hops = ts.resolve_after, ts.judge_hops
     t.corroborate, t.corroborate_window = ts.corroborate, ts.corroborate_window
     t.agents = cfg.sflow.agents
+    topo = cfg.topology
+    t.set_tag_ports((d, p) for d in topo.switches for p in topo.ports_of(d))
 
 
 def blackhole_settings(cfg: Config) -> tuple:

@@ -93,12 +93,15 @@ class ReferenceEmitter:
         ifi = self.base + ingress[1]
         frame = build_frame(header, verify)
         stype, sidx = (2, 1000) if self.ovs_marking else (0, ifi)
+        key = (agent_of(ingress[0]), -ifi)  # numbered per data source, apart from reports
+        n = self._sample_seq.get(key, 0) + 1
+        self._sample_seq[key] = n
         return FlowSample(
-            1,
+            n,
             stype,
             sidx,
             self.sampling_rate,
-            self.sampling_rate,
+            n * self.sampling_rate,
             0,
             0,
             ifi,

@@ -34,6 +34,7 @@ from . import unsaved
 from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_hop, in_filter
 from .ifmap import IfMap
 from .packet import is_report, parse_frame
+from .plausible import implausible, port_masks
 from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
 from .store import FaultStore
 from .timers import BlackholeAlarm, BlackholeMonitor, TransientGuard, flow_paths
@@ -132,6 +133,11 @@ class TesterStats:
     unknown_agent: int = 0  # datagrams from agents outside sflow.agents, dropped
     fault_store_errors: int = 0  # failed writes of the fault store
     uncorroborated: int = 0  # fault samples held, waiting for corroboration
+    # Disallowed samples that cannot be fault evidence (tester.plausible): bit flips, forgeries
+    samples_implausible: int = 0
+    # Fault samples of a packet already held for that fault (same agent, and the same
+    # sample sequence number or sample pool): repeats, not counted toward corroboration
+    samples_repeated: int = 0
     faults_unrecorded: int = 0  # faults waiting in memory for the store (a gauge)
     faults_dropped: int = 0  # faults lost: the store kept failing and the queue was full
     flow_samples: int = 0
@@ -196,6 +202,23 @@ def egress_if_index(sample) -> int:
     if sample.output_format == IF_FORMAT_SINGLE and sample.output:
         return sample.output
     return sample.source_index if sample.source_type == 0 else 0
+
+
+def _identity(sample, agent: tuple[str, int] | None) -> tuple | None:
+    """What tells one sampled packet from another: (agent address, sample sequence number,
+    sample pool). None without a sample (judged directly): every such sample is distinct."""
+    if sample is None or agent is None:
+        return None
+    return (agent[0], sample.seq, sample.sample_pool)
+
+
+def _same_packet(a: tuple, b: tuple) -> bool:
+    """Two fault samples of one agent are one packet when they share the sample sequence
+    number or the sample pool. An agent numbers the samples of each data source and adds
+    the packets each stands for to its pool, so two distinct samples differ in both; a
+    copy of a sample (in the same datagram, or in a renumbered one) shares both, and a
+    copy with one bit flipped, in either field or anywhere else, still shares one."""
+    return a[0] == b[0] and (a[1] == b[1] or a[2] == b[2])
 
 
 def _location(v: Verdict, where: Port, hop: bool) -> str:
@@ -307,6 +330,10 @@ class Tester:
         # on_unexplained(egress, header, verify_port): that first sample had no ingress the
         # model expects it from (a Type-a fault): its Verify_Port says where it came in.
         self.on_unexplained: Callable[[Port, dict, int], None] | None = None
+        # Every (switch, port) of the network, for the Verify_Port check (tester.plausible);
+        # None: the model's topology, else the ifIndex map's ports (set_tag_ports).
+        self.tag_ports: list[Port] | None = None
+        self._masks: tuple[int, ...] | None = None
         # sflow.agents: the agent addresses accepted (None: all). A datagram is dropped
         # unless its agent address and, when known, its UDP source are in the set.
         self.agents: frozenset[str] | None = None
@@ -480,7 +507,7 @@ class Tester:
                         ifi,
                     )
                     continue
-                self.handle_report(egress, s.header, now, s.sampling_rate)
+                self.handle_report(egress, s.header, now, s.sampling_rate, s, (agent, sub))
             else:
                 st.ingress_samples += 1
                 if self.blackholes is None and not self.judge_hops:
@@ -496,7 +523,7 @@ class Tester:
                     # a probe on its way says nothing of production rates
                     self.blackholes.on_ingress(ingress, pf.header, now, s.sampling_rate)
                 if self.judge_hops:
-                    self.handle_hop_sample(ingress, s.header, now, pf)
+                    self.handle_hop_sample(ingress, s.header, now, pf, s, (agent, sub))
         for c in dg.counters:
             st.counter_samples += 1
             g = c.generic
@@ -518,9 +545,17 @@ class Tester:
         return dict(self._ifstate)
 
     def handle_report(
-        self, egress: Port, raw: bytes, now: float, sampling_rate: int = 1
+        self,
+        egress: Port,
+        raw: bytes,
+        now: float,
+        sampling_rate: int = 1,
+        sample=None,
+        agent: tuple[str, int] | None = None,
     ) -> Verdict | None:
-        """Judge one report's raw header bytes at egress. Returns the Verdict of a fault."""
+        """Judge one report's raw header bytes at egress. Returns the Verdict of a fault.
+        sample: its sFlow FlowSample, agent: its datagram's (agent, sub-agent), for the
+        plausibility checks and to tell distinct packets apart (corroboration)."""
         st = self.stats
         pf = self._parse(raw)
         if not pf.has_verify or not pf.complete:
@@ -539,6 +574,8 @@ class Tester:
             return None
         labels = self.class_labels(cls) if self._fault_hdr else ()
         allowed = self.allows(egress, hdr, pf.verify_port, pf.verify_rule)
+        if not allowed and self._implausible(sample, agent, egress, raw, pf, report=True):
+            return None
         if self.watches:
             self._watched(egress, hdr, pf.verify_port, pf.verify_rule, allowed, now)
         if allowed:
@@ -554,9 +591,18 @@ class Tester:
             st.consistent += 1
             return None
         st.fault_samples += 1
-        return self._fault(verdict, labels, cls, egress, hdr, raw, pf, now, False)
+        ident = _identity(sample, agent)
+        return self._fault(verdict, labels, cls, egress, hdr, raw, pf, now, False, ident)
 
-    def handle_hop_sample(self, port: Port, raw: bytes, now: float, pf=None) -> Verdict | None:
+    def handle_hop_sample(
+        self,
+        port: Port,
+        raw: bytes,
+        now: float,
+        pf=None,
+        sample=None,
+        agent: tuple[str, int] | None = None,
+    ) -> Verdict | None:
         """Judge one ingress sample taken at port: where a link arrives, its tags must be
         those of a beginning of some path the model allows through there (the switches
         before it built them; this one's own step comes after the sample). Returns the
@@ -589,6 +635,8 @@ class Tester:
         if ok is None:
             st.hop_unjudged += 1
             return None
+        if not ok and self._implausible(sample, agent, port, raw, pf, report=False):
+            return None
         st.hop_samples_judged += 1
         if ok:
             # Not a sign that a fault of the class resolved: the fault may lie further on.
@@ -608,7 +656,8 @@ class Tester:
             st.hop_explained += 1
             return verdict
         st.hop_fault_samples += 1
-        return self._fault(verdict, labels, cls, port, hdr, raw, pf, now, True)
+        ident = _identity(sample, agent)
+        return self._fault(verdict, labels, cls, port, hdr, raw, pf, now, True, ident)
 
     def hop_alternatives(self, port: Port, hdr: dict) -> tuple[Alternatives, Alternatives] | None:
         """(prefixes arriving at port, prefixes through the switch the link comes from),
@@ -626,7 +675,43 @@ class Tester:
         self._hop_cache[key] = (ver, got)
         return got
 
-    def _fault(self, verdict, labels, cls, where, hdr, raw, pf, now, hop: bool) -> Verdict:
+    def set_tag_ports(self, ports: Iterable[Port]) -> None:
+        """The network's (switch, port)s, whose Bloom bits a Verify_Port may hold."""
+        self.tag_ports, self._masks = list(ports), None
+
+    def _implausible(self, sample, agent, where: Port, raw: bytes, pf, report: bool) -> bool:
+        """Count and log a disallowed sample that cannot be fault evidence
+        (tester.plausible; a report's input port on another switch than its output)."""
+        if self._masks is None:
+            ports = self.tag_ports
+            if ports is None:
+                topo = getattr(self.model, "topo", None)
+                sw = getattr(topo, "switches", None)
+                ports = [(d, p) for d in sw for p in topo.ports_of(d)] if sw else self.ports
+            self._masks = port_masks(ports)
+        why = implausible(sample, raw, pf.verify_port, self._masks)
+        if (
+            why is None
+            and report
+            and sample is not None
+            and agent is not None
+            and sample.input_format == IF_FORMAT_SINGLE
+            and sample.input
+        ):
+            came = self.ifmap.lookup(agent[0], agent[1], sample.input)
+            if came is not None and came[0] != where[0]:
+                why = f"input ifIndex {sample.input} is a port of another switch"
+        if why is None:
+            return False
+        self.stats.samples_implausible += 1
+        self.rlog.warning(
+            "implausible", "implausible sFlow sample at %s not judged: %s", where, why
+        )
+        return True
+
+    def _fault(
+        self, verdict, labels, cls, where, hdr, raw, pf, now, hop: bool, ident=None
+    ) -> Verdict:
         """A fault sample (a report's or a per-hop one): corroborated, then recorded."""
         if labels:
             label = labels[0]
@@ -637,7 +722,7 @@ class Tester:
                 label = f"c{cls}.{n}"
         args = (verdict, label, cls, where, hdr, raw, pf.verify_port, pf.verify_rule, now, hop)
         if self.corroborate > 1 and label not in self._by_class:
-            if not self._corroborated(args, where, hdr, now):
+            if not self._corroborated(args, where, hdr, now, ident):
                 return verdict
         else:
             self._record(*args)
@@ -651,19 +736,23 @@ class Tester:
             except Exception:
                 log.exception("a report watcher failed")
 
-    def _corroborated(self, args: tuple, egress: Port, hdr: dict, now: float) -> bool:
+    def _corroborated(self, args: tuple, egress: Port, hdr: dict, now: float, ident=None) -> bool:
         """Hold the sample of a fault that is not open yet until `corroborate` samples of
-        the same fault (kind, location, class label) arrived within `corroborate_window`
-        seconds; then record them all, the first one first (its time is the fault's first
-        evidence). One corrupted sample thus opens nothing. The first sample of a fault
-        asks for a re-probe of its header (on_suspect: the fuzzer)."""
+        the same fault (kind, location, class label) from distinct packets arrived within
+        `corroborate_window` seconds; then record them all, the first one first (its time
+        is the fault's first evidence). One corrupted sample thus opens nothing, however
+        often it is repeated (ident, _same_packet). The first sample of a fault asks for a
+        re-probe of its header (on_suspect: the fuzzer)."""
         v, label, hop = args[0], args[1], args[9]
         key = (v.kind, _location(v, egress, hop), label)
         held = self._suspects.get(key)
-        if held is not None and now - held[0][8] > self.corroborate_window:  # [8]: its time
+        if held is not None and now - held[0][0][8] > self.corroborate_window:  # its time
             held = None  # too old to corroborate anything
+        if held is not None and ident is not None and any(_same_packet(ident, h) for _, h in held):
+            self.stats.samples_repeated += 1
+            return False
         if held is None:
-            held = [args]
+            held = [(args, ident)]
             self._suspects[key] = held
             if len(self._suspects) > self.MAX_AGENT_STATE:
                 self._suspects.popitem(last=False)
@@ -680,13 +769,13 @@ class Tester:
                 except Exception:
                     log.exception("re-probe request failed")
         else:
-            held.append(args)
+            held.append((args, ident))
             self._suspects.move_to_end(key)
         if len(held) < self.corroborate:
             self.stats.uncorroborated += 1
             return False
         del self._suspects[key]
-        for a in held:
+        for a, _ in held:
             self._record(*a)
         return True
 

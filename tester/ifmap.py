@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from cpc.results import Port
 
-__all__ = ["IfMap", "parse_ovsdb", "probe_settings"]
+__all__ = ["IfMap", "OvsdbError", "parse_ovsdb", "probe_settings", "read_ovsdb"]
 
 log = logging.getLogger(__name__)
 ANY_SUB = -1  # matches every sub-agent id
@@ -133,6 +133,14 @@ class IfMap:
             )
         return m
 
+    def add_ovsdb(
+        self, agent: str, mapping: dict[int, Port], probe: dict[Port, str], sub_agent: int = ANY_SUB
+    ) -> None:
+        """Add what read_ovsdb() read for one switch."""
+        self.verify_probe.update(probe)
+        for ifindex, port in mapping.items():
+            self.add(agent, ifindex, port, sub_agent)
+
     def load_ovsdb(
         self,
         agent: str,
@@ -142,40 +150,42 @@ class IfMap:
         timeout: float = 5.0,
     ) -> int:
         """Add one switch's mapping from its OVSDB; returns the entries added, 0 if unreachable."""
-        texts = []
-        for table, cols in (
-            ("Bridge", "_uuid,datapath_id,ports"),
-            ("Port", "_uuid,interfaces"),
-            ("Interface", "_uuid,name,ofport,ifindex,other_config"),
-        ):
-            try:
-                res = run(
-                    [
-                        "ovs-vsctl",
-                        f"--db={db}",
-                        "--format=json",
-                        f"--columns={cols}",
-                        "list",
-                        table,
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                log.warning("OVSDB %s for agent %s unreachable: %s", db, agent, e)
-                return 0
-            if res.returncode != 0:
-                log.warning("OVSDB %s for agent %s: %s", db, agent, res.stderr.strip())
-                return 0
-            texts.append(res.stdout)
         try:
-            mapping = parse_ovsdb(*texts)
-            self.verify_probe.update(probe_settings(*texts))
-        except (ValueError, KeyError, TypeError) as e:
-            log.warning("OVSDB %s for agent %s: unreadable answer: %s", db, agent, e)
+            mapping, probe = read_ovsdb(db, run, timeout)
+        except OvsdbError as e:
+            log.warning("OVSDB %s for agent %s: %s", db, agent, e)
             return 0
-        for ifindex, port in mapping.items():
-            self.add(agent, ifindex, port, sub_agent)
+        self.add_ovsdb(agent, mapping, probe, sub_agent)
         return len(mapping)
+
+
+class OvsdbError(Exception):
+    """An OVSDB that could not be read; the message says why."""
+
+
+def read_ovsdb(
+    db: str,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+    timeout: float = 5.0,
+) -> tuple[dict[int, Port], dict[Port, str]]:
+    """One switch's (ifindex -> port, port -> verify-probe) from its OVSDB, by ovs-vsctl
+    (each call with `timeout`). Raises OvsdbError when it cannot be read."""
+    texts = []
+    for table, cols in (
+        ("Bridge", "_uuid,datapath_id,ports"),
+        ("Port", "_uuid,interfaces"),
+        ("Interface", "_uuid,name,ofport,ifindex,other_config"),
+    ):
+        argv = ["ovs-vsctl", f"--db={db}", "--format=json", f"--columns={cols}", "list", table]
+        try:
+            res = run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise OvsdbError(f"unreachable: {e}") from None
+        if res.returncode != 0:
+            why = res.stderr.strip() or f"ovs-vsctl exited {res.returncode}"
+            raise OvsdbError(why)
+        texts.append(res.stdout)
+    try:
+        return parse_ovsdb(*texts), probe_settings(*texts)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise OvsdbError(f"unreadable answer: {e}") from None

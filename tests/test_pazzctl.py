@@ -243,6 +243,13 @@ def test_reload_verdict(monkeypatch, capsys):
     assert "tester.settle" in capsys.readouterr().out
     res = {"ok": True, "error": None}
     assert cli.main(["reload"]) == 0
+    # In force, but a switch's ifIndex map could not be read again: exit 3, the switch named.
+    res["warnings"] = ["switch s2: sFlow ifIndex map not refreshed, OVSDB unix:/x: refused"]
+    capsys.readouterr()
+    assert cli.main(["reload"]) == 3
+    assert "reloaded with warnings" in capsys.readouterr().out
+    assert cli.main(["--json", "reload"]) == 3
+    assert "switch s2" in capsys.readouterr().out
 
 
 def test_no_traceback_on_a_closed_pipe(tmp_path):

@@ -430,6 +430,8 @@ def test_hidden_higher_priority_rule_is_type_p_match(grid, tmp_path):
     faults = [f for f in faults if f not in hop]
     st = r.tester.stats
     assert faults and st.hop_fault_samples + st.hop_explained >= 1, st.as_dict()
+    # Patched OVS's reports of a real fault pass the plausibility checks (tester.plausible).
+    assert st.samples_implausible == 0, st.as_dict()
     for f in hop:
         assert f.egress == (2, 4) and f.localization["candidates"] == [1]
         assert f.location == "path:1"
@@ -526,6 +528,7 @@ def test_changed_output_port_is_type_p_action(grid, tmp_path):
     # sends it down) are one fault: Type-p action at s2.
     assert faults and {f.kind for f in faults} == {TYPE_P_ACTION}, faults
     assert {f.location for f in faults} == {f"dpid:{x}"}
+    assert r.tester.stats.samples_implausible == 0, r.tester.stats.as_dict()
     for f in faults:
         assert f.localization["culprit"] == x
         if f.egress == (1, 5):
@@ -580,6 +583,7 @@ def test_hidden_rule_admitting_acl_dropped_traffic_is_type_a(grid, tmp_path):
         assert f.egress == (x, 5) and f.location == f"egress:{x}:5"
         assert x in f.localization["candidates"] and src in f.localization["candidates"]
     assert r.tester.stats.consistent >= 2  # the allowed header, before and after
+    assert r.tester.stats.samples_implausible == 0, r.tester.stats.as_dict()
 
 
 def test_deleted_rule_is_a_blackhole(grid, tmp_path):

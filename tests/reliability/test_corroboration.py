@@ -41,15 +41,20 @@ def make(tmp_path):
         )
         t.corroborate, t.corroborate_window = corroborate, 10.0
         t.on_suspect = lambda eg, h, exp: suspects.append((eg, h, exp))
+        emitters[t] = ReferenceEmitter()  # one agent, numbering its samples
         return t, store, events, suspects
 
     yield mk
+    emitters.clear()
     for s in stores:
         s.close()
 
 
+emitters: dict = {}
+
+
 def _send(t, hops, now, header=HDR):
-    em = ReferenceEmitter()
+    em = emitters[t]
     em.add(EGRESS, header, *tags_of(hops))
     for d in em.flush():
         t.process_datagram(d, now)

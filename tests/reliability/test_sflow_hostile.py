@@ -147,12 +147,14 @@ def test_a_thousand_forged_datagrams_add_at_most_a_thousand_to_lost(tester):
     assert t.stats.lost_datagrams <= 1000 + 5, t.stats
 
 
-def _fault_datagram(seq: int) -> bytes:
+def _fault_datagram(seq: int, sample: int = 1) -> bytes:
+    """A datagram numbered seq with the fault's report, the agent's sample number `sample`."""
     from tester.emit import ReferenceEmitter, agent_of
     from tests.tester.tester_helpers import BAD, EGRESS, HDR, tags_of
 
     em = ReferenceEmitter()
     em._dg_seq[agent_of(EGRESS[0])] = seq - 1  # the datagram's sequence number is seq
+    em._sample_seq[(agent_of(EGRESS[0]), em.base + EGRESS[1])] = sample - 1
     em.add(EGRESS, HDR, *tags_of(BAD))
     (dg,) = em.flush()
     return dg
@@ -178,11 +180,11 @@ def test_a_repeated_or_replayed_datagram_corroborates_nothing(tmp_path):
         t.process_datagram(d5, now=1.0)
         t.process_datagram(d5, now=1.2)  # the same datagram again
         assert t.stats.duplicate_datagrams == 1 and store.faults("open") == []
-        t.process_datagram(_fault_datagram(9), now=1.4)
+        t.process_datagram(_fault_datagram(9, sample=2), now=1.4)
         t.process_datagram(_fault_datagram(5), now=1.6)  # a replay behind the latest
         assert t.stats.duplicate_datagrams == 2 and t.stats.fault_samples == 2
-        assert len(store.faults("open")) == 1  # 5 and 9: two datagrams, one fault
-        t.process_datagram(_fault_datagram(7), now=1.8)  # late, never seen: judged
+        assert len(store.faults("open")) == 1  # 5 and 9: two packets, one fault
+        t.process_datagram(_fault_datagram(7, sample=3), now=1.8)  # late, never seen: judged
         assert t.stats.reordered_datagrams == 1 and t.stats.fault_samples == 3
         # 6, 7, 8 were missing when 9 came, but only one datagram (5) had been received
         # from the agent: a gap counts at most the datagrams received.

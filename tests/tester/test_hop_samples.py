@@ -172,8 +172,8 @@ def test_hop_faults_are_corroborated_like_reports(tmp_path, net) -> None:
     t.corroborate = 2
     suspects = []
     t.on_suspect = lambda *a: suspects.append(a)
+    em = ReferenceEmitter(ovs_marking=True)  # one agent: two samples, numbered 1 and 2
     for now in (5000.0, 5001.0):  # wall-clock-like times: within the window
-        em = ReferenceEmitter(ovs_marking=True)
         em.add_arrivals([arr])
         for dg in em.flush():
             t.process_datagram(dg, now)
