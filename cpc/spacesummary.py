@@ -64,8 +64,31 @@ def _hull(space, u, fields) -> dict[str, tuple[int, int]]:
     return out
 
 
+MAX_SPLIT_BITS = 4  # a mask with up to this many holes is written as its 2^k prefixes
+
+
+def _as_prefixes(value: int, mask: int) -> list[tuple[int, int]]:
+    """A masked destination as prefixes: 10.0.1.0/255.255.251.0 is 10.0.1.0/24 and
+    10.0.5.0/24. Left as it is when that takes more than 2^MAX_SPLIT_BITS prefixes."""
+    if mask in PREFIX_LENGTH:
+        return [(value, mask)]
+    low = mask & -mask  # the prefix ends at the mask's lowest set bit
+    full = (0xFFFFFFFF ^ (low - 1)) & 0xFFFFFFFF
+    holes = [b for b in range(32) if full >> b & 1 and not mask >> b & 1]
+    if len(holes) > MAX_SPLIT_BITS:
+        return [(value, mask)]
+    out = []
+    for k in range(1 << len(holes)):
+        v = value
+        for i, b in enumerate(holes):
+            v |= (k >> i & 1) << b
+        out.append((v, full))
+    return out
+
+
 def _dst_text(dsts: list[tuple[int, int]], most: int) -> str:
     """Destinations (value, mask) as prefixes, collapsed, or as a cover and its holes."""
+    dsts = [x for v, m in dsts for x in _as_prefixes(v, m)]
     if not all(m in PREFIX_LENGTH for _, m in dsts):
         return _listed([format_value("ipv4_dst", v, m) for v, m in dsts], most)
     nets = list(

@@ -151,9 +151,10 @@ def reach_text(res: dict, names: PortNames, verbose: bool, limit: int) -> str:
     head = f"{names.named(res['from'])} -> {names.named(res['to'])}: "
     if not res["headers"]:
         return head + "no header is delivered"
+    n = len(sm["groups"]) + sm["more_groups"]
     out = [
-        head + f"{count_text(res['headers'])} headers in {len(sm['groups']) + sm['more_groups']} "
-        "groups by destination"
+        head + f"{count_text(res['headers'])} headers in {n} group{'s' if n != 1 else ''} "
+        "by destination"
     ]
     rows = [("nw_dst", "headers", "match", "except")]
     for g in sm["groups"]:
