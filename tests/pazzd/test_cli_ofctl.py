@@ -304,3 +304,73 @@ def test_input_errors_exit_2_on_files(files, capsys, argv):
         assert rc == 2, (argv, err)
         if extra and not err.startswith("usage"):
             assert json.loads(err)["status"] == 2
+
+
+# --- findings show, and headers written back ----------------------------------------------------
+def test_findings_show_is_readable(files, monkeypatch, capsys):
+    import datetime
+
+    from cpc.fields import parse_header
+    from pazzd.records import IntentFinding
+    from pazzd.ui.data import topology_json
+
+    wl, model, _ = files
+    t = datetime.datetime(2026, 11, 28, 5, 13, 7, tzinfo=datetime.UTC).timestamp()
+    witness = (
+        "ipv4_dst=10.0.1.9,ipv4_src=10.0.0.9,ip_proto=6,tp_dst=80,tp_src=49152,eth_type=0x0800"
+    )
+    f = IntentFinding(
+        id=4, name="web", summary="web: blocked", first_seen=t, last_seen=t, policy="web",
+        check="reachable", ingress=_port(wl, "h1"), witness=witness,
+    ).to_json()  # fmt: skip
+    topo = topology_json(wl.topo)
+    monkeypatch.setattr(cli, "_call", lambda args, cmd, **kw: topo if cmd == "topology" else f)
+    monkeypatch.setenv("TZ", "UTC")
+    import time
+
+    time.tzset()
+    try:
+        for argv in (["findings", "show", "4"], ["intents", "show", "4"]):
+            rc, out, _ = _run(capsys, *argv)
+            assert rc == 0
+            lines = {
+                ln.split(None, 1)[0]: ln.split(None, 1)[1]
+                for ln in out.splitlines()
+                if ln[:1].strip()
+            }
+            assert (
+                lines["first"]
+                == "seen   2026-11-28 05:13:07 UTC   last seen 2026-11-28 05:13:07 UTC"
+            )
+            shown, src = lines["witness"].split("  (from ")
+            assert shown.startswith("tcp,") and "ipv4_" not in shown
+            assert parse_header(shown) == parse_header(witness)
+            assert src == f"{_port(wl, 'h1')} (h1))"
+        rc, out, _ = _run(capsys, "findings", "show", "4", "--json")
+        assert rc == 0 and json.loads(out)["detail"]["witness"] == witness
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_headers_written_as_ofctl_read_back():
+    """pazzctl writes headers as ofctl matches (cpc.ofctl.format_header): read back, each
+    is the header it was."""
+    from cpc.fields import FIELDS, parse_header
+    from cpc.ofctl import format_header
+
+    rnd = random.Random(3)
+    for _ in range(300):
+        h = {f: rnd.choice([0, rnd.getrandbits(w)]) for f, w in FIELDS}
+        h["eth_type"] = rnd.choice([0x0800, 0x0806, 0x86DD, 0])
+        if h["eth_type"] != 0x0800:  # IPv4 fields only under IPv4, as a packet has them
+            h.update(ipv4_dst=0, ipv4_src=0, ip_proto=0, tp_dst=0, tp_src=0)
+        elif rnd.random() < 0.7:
+            h["ip_proto"] = rnd.choice([1, 6, 17, 47])
+        if h["ip_proto"] not in (6, 17):
+            h.update(tp_dst=0, tp_src=0)
+        if h["vlan_vid"]:
+            h["vlan_vid"] |= 0x1000
+        text = format_header(h)
+        assert "ipv4_" not in text and "eth_type" not in text
+        assert parse_header(text) == h, text
