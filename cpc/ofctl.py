@@ -480,7 +480,8 @@ OFCTL_NAMES = {
 
 def format_match(match: Match) -> str:
     """A match in ovs-ofctl syntax (OVS names: nw_dst, dl_type, vlan_tci, and tcp_dst or
-    udp_dst where the match fixes the protocol, tp_dst otherwise)."""
+    udp_dst where the match fixes the protocol, tp_dst otherwise; the protocol keywords
+    ip, tcp, udp, icmp and arp for their dl_type and nw_proto)."""
     parts = [] if match.in_port is None else [f"in_port={match.in_port}"]
     proto = match.get("ip_proto")
     tp = {(6, 0xFF): "tcp_", (17, 0xFF): "udp_"}.get(proto, "tp_")
@@ -491,8 +492,8 @@ def format_match(match: Match) -> str:
             parts.append(f"vlan_tci=0x{v:04x}/0x{m:04x}")
         elif f == "ip_proto" and m == 0xFF and match.get("eth_type") == (0x0800, 0xFFFF):
             continue  # written as the tcp/udp/ip keyword below
-        elif f == "eth_type" and m == 0xFFFF and v == 0x0800:
-            continue
+        elif f == "eth_type" and m == 0xFFFF and v in (0x0800, 0x0806):
+            continue  # the ip (tcp, udp, icmp) or arp keyword
         else:
             parts.append(f"{OFCTL_NAMES[f][0]}={format_value(f, v, m)}")
     if match.get("eth_type") == (0x0800, 0xFFFF):
@@ -500,6 +501,8 @@ def format_match(match: Match) -> str:
         if word is None and proto is not None:
             parts.insert(0, f"nw_proto={proto[0]}")
         parts.insert(0, word or "ip")
+    elif match.get("eth_type") == (0x0806, 0xFFFF):
+        parts.insert(0, "arp")
     return ",".join(parts)
 
 

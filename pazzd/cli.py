@@ -281,9 +281,6 @@ def follow_faults(args, sleep=time.sleep) -> int:
         nonlocal cursor
         for f in rows:
             cursor = max(cursor, f["last_seen"] or 0, f.get("resolved_at") or 0)
-            if args.open and f["state"] != "open" and f["id"] not in known:
-                known[f["id"]] = (f["state"], f["reopened"])
-                continue
             for ev in _changes(known, f):
                 if quiet:
                     continue
@@ -496,7 +493,7 @@ def add_daemon_commands(sub, common) -> None:
     f = sub.add_parser("faults", parents=[common], help="list faults, or `faults show ID`")
     f.add_argument("action", nargs="?", choices=["show"], help="show one fault")
     f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
-    f.add_argument("--open", action="store_true", help="only open faults")
+    f.add_argument("--open", action="store_true", help="only open faults (in the list)")
     f.add_argument("--since", type=int, metavar="ID", help="only faults with an ID above ID")
     f.add_argument(
         "--follow",
@@ -706,7 +703,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _limit(text: str) -> int:
-    n = int(text)  # argparse reports a ValueError as "invalid _limit value"
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 <= n <= 100000:
         raise argparse.ArgumentTypeError(f"{n} is not from 0 to 100000")
     return n

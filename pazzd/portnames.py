@@ -17,8 +17,10 @@ class PortNames:
         self.switch_names: dict[int, str] = {}
         self.hosts: dict[tuple[int, int], str] = {}
         self.peers: dict[tuple[int, int], str] = {}
+        self.dpids: dict[str, int] = {}
         for sw in (topology or {}).get("switches", ()):
             self.switch_names[sw["dpid"]] = sw["name"]
+            self.dpids[sw["name"]] = sw["dpid"]
             for p in sw["ports"]:
                 key = (sw["dpid"], p["port"])
                 if p.get("peer"):
@@ -48,10 +50,8 @@ class PortNames:
         if not text:
             return "-"
         sw, _, port = text.rpartition(":")
-        for dpid, name in self.switch_names.items():
-            if name == sw and port.isdigit():
-                return self.port(dpid, int(port))
-        return text
+        dpid = self.dpids.get(sw)
+        return self.port(dpid, int(port)) if dpid is not None and port.isdigit() else text
 
     def pair(self, p) -> str:
         """A port given as [dpid, port] (or as text: `s1:5`)."""

@@ -26,7 +26,6 @@ from typing import ClassVar
 
 from cpc.fields import parse_header
 from cpc.ofctl import format_header as ofctl_header
-from cpc.rules import PORT_NAMES
 
 from .portnames import PortNames
 
@@ -84,10 +83,6 @@ def table_text(rows, empty: str | None = None) -> str:
     return "\n".join(
         "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
-
-
-def port_text(p: int | None) -> str:
-    return "-" if p is None else PORT_NAMES.get(p, str(p))
 
 
 def outcomes_text(outcomes: list[dict], names: PortNames | None = None) -> str:
