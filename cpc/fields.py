@@ -160,31 +160,13 @@ def format_value(field: str, value: int, mask: int | None = None) -> str:
 
 
 def parse_header(text: str) -> dict[str, int]:
-    """Parse 'field=value,...' (exact values only) into a header dict.
+    """A header dict from ovs-ofctl match syntax with exact values ('tcp,nw_dst=10.0.1.5,
+    tp_dst=80' or 'ipv4_dst=10.0.1.5,tcp_dst=80'); unset fields are 0, and transport and
+    IP fields imply their prerequisites. The parser is cpc.ofctl's (one for flows and
+    headers); ValueError naming the item."""
+    from .ofctl import parse_header as parse  # ofctl imports this module
 
-    Unset fields default to 0; transport fields and IP fields imply the
-    prerequisites (tcp_dst implies ip_proto=6 and eth_type=0x0800).
-    """
-    header = dict.fromkeys(FIELD_NAMES, 0)
-    given: set[str] = set()
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise ValueError(f"header item {item!r} is not field=value")
-        if name not in ALIASES:
-            raise ValueError(f"unknown header field {name!r}; known: {', '.join(sorted(ALIASES))}")
-        field = ALIASES[name]
-        val, mask = parse_value(field, value)
-        if mask != full_mask(field):
-            raise ValueError(f"header field {name} needs an exact value, not a mask")
-        header[field] = val
-        given.add(field)
-        if name in PROTO_OF_ALIAS and "ip_proto" not in given:
-            header["ip_proto"] = PROTO_OF_ALIAS[name]
-    if given & (IP_FIELDS | TP_FIELDS) and "eth_type" not in given:
-        header["eth_type"] = ETH_TYPE_IPV4
-    return header
+    return parse(text)
 
 
 def format_header(header: dict[str, int]) -> str:

@@ -17,7 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import yamlpos
-from .fields import ALIASES, OFPVID_PRESENT, PROTO_OF_ALIAS, format_value, parse_value
+from .fields import (
+    ALIASES,
+    ETH_TYPE_IPV4,
+    FIELD_NAMES,
+    IP_FIELDS,
+    OFPVID_PRESENT,
+    PROTO_OF_ALIAS,
+    TP_FIELDS,
+    WIDTH,
+    format_value,
+    parse_value,
+)
 from .rules import (
     GROUP_TYPES,
     OFPFF_CHECK_OVERLAP,
@@ -202,18 +213,15 @@ def parse_flow(text: str, dpid: int, command: str = "add") -> FlowMod:
     values: dict[str, tuple[int, int]] = {}
     fm = FlowMod(command=command, dpid=dpid)
     in_port = None
-    for item in filter(None, (p.strip() for p in head.replace(" ", ",").split(","))):
+    for item in _items(head):
         key, sep, val = item.partition("=")
         key = key.strip().lower()
         if not sep:
-            if key in PROTOCOL_WORDS:
-                for f, v in PROTOCOL_WORDS[key].items():
-                    values[f] = (v, (1 << 16) - 1 if f == "eth_type" else 0xFF)
-                continue
             if key in FLAG_WORDS:
                 fm.flags |= FLAG_WORDS[key]
-                continue
-            raise ModelError(f"unknown match keyword {key!r}")
+            else:
+                add_match_item(values, key, sep, val)
+            continue
         if key in STAT_KEYS:
             continue
         if key == "table":
@@ -234,28 +242,105 @@ def parse_flow(text: str, dpid: int, command: str = "add") -> FlowMod:
             fm.out_group = _int(val, key)
         elif key == "in_port":
             in_port = parse_port(val)
-        elif key == "dl_vlan":
-            vid = _int(val, key)
-            values["vlan_vid"] = (0, 0x1FFF) if vid == 0xFFFF else (OFPVID_PRESENT | vid, 0x1FFF)
-        elif key == "vlan_tci":
-            tci, mask = _value_mask16(val)
-            if mask & 0xE000:
-                raise ModelError("matching VLAN PCP bits is not modelled")
-            values["vlan_vid"] = (tci & 0x1FFF, mask & 0x1FFF)
-        elif key in ALIASES:
-            field = ALIASES[key]
-            values[field] = _value(field, val)
-            if key in PROTO_OF_ALIAS:
-                values.setdefault("ip_proto", (PROTO_OF_ALIAS[key], 0xFF))
-                values.setdefault("eth_type", (0x0800, 0xFFFF))
         else:
-            raise ModelError(f"match field {key!r} is not modelled")
+            add_match_item(values, key, sep, val)
     if values.keys() & {"ipv4_dst", "ipv4_src", "ip_proto"}:
         values.setdefault("eth_type", (0x0800, 0xFFFF))
     fm.match = Match.build(values, in_port)
     if actions is not None:
         fm.instructions, fm.rule_id = parse_actions(actions)
     return fm
+
+
+def _items(text: str) -> list[str]:
+    return [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+
+
+# Implied by a protocol word or a transport alias: set twice, the values must agree.
+_IMPLIED_MASKS = {"eth_type": 0xFFFF, "ip_proto": 0xFF}
+IPV6_WORDS = {"ipv6", "tcp6", "udp6", "icmp6", "sctp6", "ipv6_src", "ipv6_dst", "ipv6_label"}
+
+
+def _imply(values: dict, field: str, value: int, item: str) -> None:
+    old = values.get(field)
+    if old is not None and old != (value, _IMPLIED_MASKS[field]):
+        given = f"{OFCTL_NAMES[field][0]}={format_value(field, old[0])}"
+        raise ModelError(f"{item!r} contradicts {given} given before")
+    values[field] = (value, _IMPLIED_MASKS[field])
+
+
+def add_match_item(values: dict[str, tuple[int, int]], key: str, sep: str, val: str) -> None:
+    """Add one item of an ovs-ofctl match to values (model field -> (value, mask)): a
+    protocol word (ip, tcp, udp, icmp, arp) or a field=value. in_port and the FlowMod's
+    own keys (table, priority, ...) are the caller's. ModelError for anything else."""
+    if not sep:
+        if key in PROTOCOL_WORDS:
+            for f, v in PROTOCOL_WORDS[key].items():
+                _imply(values, f, v, key)
+            return
+        if key in IPV6_WORDS:
+            raise ModelError(f"{key!r}: IPv6 is not modelled (the model's headers are IPv4)")
+        words = ", ".join(PROTOCOL_WORDS)
+        raise ModelError(f"unknown match keyword {key!r} (protocols: {words}; fields: NAME=VALUE)")
+    if key == "dl_vlan":
+        vid = _int(val, key)
+        values["vlan_vid"] = (0, 0x1FFF) if vid == 0xFFFF else (OFPVID_PRESENT | vid, 0x1FFF)
+    elif key == "vlan_tci":
+        tci, mask = _value_mask16(val)
+        if mask & 0xE000:
+            raise ModelError("matching VLAN PCP bits is not modelled")
+        values["vlan_vid"] = (tci & 0x1FFF, mask & 0x1FFF)
+    elif key in ALIASES:
+        field = ALIASES[key]
+        value = _value(field, val)
+        if field in _IMPLIED_MASKS and value[1] == _IMPLIED_MASKS[field]:
+            _imply(values, field, value[0], f"{key}={val}")
+        else:
+            values[field] = value
+        if key in PROTO_OF_ALIAS:
+            item = f"{key}={val}"
+            if "ip_proto" in values:
+                _imply(values, "ip_proto", PROTO_OF_ALIAS[key], item)
+            values.setdefault("ip_proto", (PROTO_OF_ALIAS[key], 0xFF))
+            values.setdefault("eth_type", (0x0800, 0xFFFF))
+    elif key in IPV6_WORDS:
+        raise ModelError(f"{key!r}: IPv6 is not modelled (the model's headers are IPv4)")
+    else:
+        raise ModelError(f"match field {key!r} is not modelled")
+
+
+def parse_header(text: str) -> dict[str, int]:
+    """One packet's header from ovs-ofctl match syntax, exact values only:
+    'tcp,nw_dst=10.0.1.5,tp_dst=80', 'ipv4_dst=10.0.1.5,tcp_dst=80', 'arp'. Every model
+    field not given is 0; the protocol words, tcp_*/udp_* and IPv4 fields imply their
+    prerequisites (eth_type, ip_proto). ValueError (ModelError) naming the item."""
+    values: dict[str, tuple[int, int]] = {}
+    for item in _items(text):
+        key, sep, val = item.partition("=")
+        key = key.strip().lower()
+        if key == "in_port":
+            raise ModelError(
+                "in_port is not a header field: the port where the packet enters is given apart"
+            )
+        if sep and key not in ALIASES and key not in ("dl_vlan", "vlan_tci", *IPV6_WORDS):
+            raise ModelError(f"unknown header field {key!r}; known: {', '.join(sorted(ALIASES))}")
+        add_match_item(values, key, sep, val)
+        if sep:
+            field = "vlan_vid" if key in ("dl_vlan", "vlan_tci") else ALIASES[key]
+            if values[field][1] != (1 << WIDTH[field]) - 1:
+                raise ModelError(f"header field {key} needs an exact value, not a mask")
+    header = dict.fromkeys(FIELD_NAMES, 0)
+    header.update((f, v) for f, (v, _) in values.items())
+    if values.keys() & (IP_FIELDS | TP_FIELDS) and "eth_type" not in values:
+        header["eth_type"] = ETH_TYPE_IPV4
+    return header
+
+
+def format_header(header: dict[str, int]) -> str:
+    """A header (model field -> value) as an ovs-ofctl match of its non-zero fields
+    ('tcp,nw_dst=10.0.1.5,tcp_dst=80'); parse_header reads it back."""
+    fields = tuple((f, header[f], (1 << WIDTH[f]) - 1) for f in FIELD_NAMES if header.get(f))
+    return format_match(Match(fields, None))
 
 
 def parse_group(text: str, dpid: int) -> Group:
@@ -395,7 +480,8 @@ OFCTL_NAMES = {
 
 def format_match(match: Match) -> str:
     """A match in ovs-ofctl syntax (OVS names: nw_dst, dl_type, vlan_tci, and tcp_dst or
-    udp_dst where the match fixes the protocol, tp_dst otherwise)."""
+    udp_dst where the match fixes the protocol, tp_dst otherwise; the protocol keywords
+    ip, tcp, udp, icmp and arp for their dl_type and nw_proto)."""
     parts = [] if match.in_port is None else [f"in_port={match.in_port}"]
     proto = match.get("ip_proto")
     tp = {(6, 0xFF): "tcp_", (17, 0xFF): "udp_"}.get(proto, "tp_")
@@ -406,8 +492,8 @@ def format_match(match: Match) -> str:
             parts.append(f"vlan_tci=0x{v:04x}/0x{m:04x}")
         elif f == "ip_proto" and m == 0xFF and match.get("eth_type") == (0x0800, 0xFFFF):
             continue  # written as the tcp/udp/ip keyword below
-        elif f == "eth_type" and m == 0xFFFF and v == 0x0800:
-            continue
+        elif f == "eth_type" and m == 0xFFFF and v in (0x0800, 0x0806):
+            continue  # the ip (tcp, udp, icmp) or arp keyword
         else:
             parts.append(f"{OFCTL_NAMES[f][0]}={format_value(f, v, m)}")
     if match.get("eth_type") == (0x0800, 0xFFFF):
@@ -415,6 +501,8 @@ def format_match(match: Match) -> str:
         if word is None and proto is not None:
             parts.insert(0, f"nw_proto={proto[0]}")
         parts.insert(0, word or "ip")
+    elif match.get("eth_type") == (0x0806, 0xFFFF):
+        parts.insert(0, "arp")
     return ",".join(parts)
 
 

@@ -11,8 +11,9 @@ YAML format (see examples/ for complete files):
       - s1:3                    # faces a host or the outside
       - {port: s2:2, name: host-a}
 
-A port is named `SWITCH:PORT` where SWITCH is a switch name or dpid. Every error
-names the file, the line and the field.
+A port is named `SWITCH:PORT` where SWITCH is a switch name or dpid, and an edge port
+also by the name it is given (`host-a`: a host). Every error names the file, the line and
+the field.
 """
 
 from __future__ import annotations
@@ -84,11 +85,47 @@ class Topology:
     def edge_ports(self) -> list[Port]:
         return sorted(self.edges)
 
+    def hosts(self) -> dict[str, Port]:
+        """Host name -> edge port: the names the topology gives its edge ports (`edge:
+        - {port: s1:5, name: h1}`); a name given to two ports names neither."""
+        seen: dict[str, list[Port]] = {}
+        for p, name in self.edges.items():
+            if name != self.port_name(p):
+                seen.setdefault(name, []).append(p)
+        return {n: ps[0] for n, ps in seen.items() if len(ps) == 1}
+
+    def host_of(self, p: Port) -> str | None:
+        """The name of the host on edge port p, if the topology names one."""
+        name = self.edges.get(p)
+        return name if name and name != self.port_name(p) else None
+
     def resolve_port(self, text: str) -> Port:
-        """'s1:3' or '1:3' or '0x1:3' -> (dpid, port)."""
-        sw_text, sep, port_text = str(text).rpartition(":")
-        if not sep:
-            raise TopologyError(f"port {text!r} is not SWITCH:PORT")
+        """'s1:3', '1:3' or '0x1:3' -> (dpid, port); a host's name ('h1') -> its edge port."""
+        text = str(text).strip()
+        sw_text, sep, port_text = text.rpartition(":")
+        error = None
+        if sep:
+            try:
+                return self._switch_port(text, sw_text, port_text)
+            except TopologyError as e:
+                error = e
+        named = [p for p, n in self.edges.items() if n == text and n != self.port_name(p)]
+        if len(named) > 1:
+            ports = ", ".join(self.port_name(p) for p in sorted(named))
+            raise TopologyError(
+                f"host {text!r} is on several edge ports ({ports}): give SWITCH:PORT"
+            )
+        if named:
+            return named[0]
+        if error is not None:
+            raise error
+        hosts = sorted(self.hosts())
+        known = f"; hosts: {', '.join(hosts[:12])}{', ...' if len(hosts) > 12 else ''}"
+        raise TopologyError(
+            f"port {text!r} is neither a host nor SWITCH:PORT" + (known if hosts else "")
+        )
+
+    def _switch_port(self, text: str, sw_text: str, port_text: str) -> Port:
         dpid = self.resolve_switch(sw_text)
         try:
             port = int(port_text, 0)

@@ -1,7 +1,7 @@
 """The answers of `trace` and `reach` as JSON objects: one builder for the daemon's API
 (the live model) and for pazzctl's offline mode (a model loaded from files), so that both
-give the same answer to the same question. Faults too: `fault_json` is the API's answer,
-`fault_text` and `fault_rows` what pazzctl prints of it.
+give the same answer to the same question. Faults too: `fault_json` is the API's answer
+(pazzd.faulttext is what pazzctl prints of it).
 
 A bad argument raises QueryError with the argument's name (`arg`: "ingress", "header",
 "src" or "dst", as in the API request) and the reason; each front end names the argument
@@ -10,14 +10,15 @@ its own way (the API by the request's argument, pazzctl by its option).
 
 from __future__ import annotations
 
-import json
-
-from cpc.fields import FIELD_NAMES, format_header, format_value, parse_header
+from cpc.fields import FIELD_NAMES, format_header, parse_header
+from cpc.hopentries import hop_entries
 from cpc.model import Model
+from cpc.ofctl import format_actions, format_match
+from cpc.ofctl import format_header as ofctl_header
 from cpc.results import Port
+from cpc.rules import Match
+from cpc.spacesummary import summarize
 from cpc.topology import Topology, TopologyError
-
-from .records import AuditFault, when
 
 
 class QueryError(ValueError):
@@ -43,7 +44,39 @@ def header_arg(text: str, arg: str = "header") -> dict[str, int]:
         raise QueryError(arg, str(e)) from None
 
 
-def delivery_json(topo: Topology, d) -> dict:
+def _rule_json(ref, entry) -> dict:
+    """A hop's entry: its RuleRef, and its match and actions in ovs-ofctl syntax (None
+    when the entry behind the RuleRef is not found)."""
+    return {
+        **ref._asdict(),
+        "match": None if entry is None else format_match(entry.match),
+        "actions": None if entry is None else format_actions(entry.instructions, entry.rule_id),
+    }
+
+
+def _hops_json(topo: Topology, model: Model | None, d, header: dict | None) -> list[dict]:
+    out = []
+    for h in d.hops:
+        if model is not None and header is not None:
+            entries, header = hop_entries(model, h, header)
+            rules = [_rule_json(r, e) for r, e in zip(h.rules, entries, strict=True)]
+        else:
+            rules = [r._asdict() for r in h.rules]
+        out.append(
+            {
+                "dpid": h.dpid,
+                "switch": topo.switches[h.dpid].name,
+                "in_port": h.in_port,
+                "rules": rules,
+                "out_port": h.out_port,
+            }
+        )
+    return out
+
+
+def delivery_json(topo: Topology, d, model: Model | None = None, header=None) -> dict:
+    """One outcome; with the model and the header sent, each hop's entries carry their
+    match and actions."""
     return {
         "ingress": topo.port_name(d.ingress),
         "kind": d.kind,
@@ -52,33 +85,33 @@ def delivery_json(topo: Topology, d) -> dict:
         "alternative": d.alternative,
         "verify_port": f"0x{d.verify_port:08x}",
         "verify_rule": f"0x{d.verify_rule:04x}",
-        "hops": [
-            {
-                "dpid": h.dpid,
-                "switch": topo.switches[h.dpid].name,
-                "in_port": h.in_port,
-                "rules": [r._asdict() for r in h.rules],
-                "out_port": h.out_port,
-            }
-            for h in d.hops
-        ],
+        "hops": _hops_json(topo, model, d, header),
     }
 
 
 def cube_text(cube: dict[str, tuple[int, int]]) -> str:
-    parts = [f"{f}={format_value(f, *cube[f])}" for f in FIELD_NAMES if f in cube]
-    return ",".join(parts) or "any"
+    """A cube of header space as an ovs-ofctl match ('tcp,nw_dst=10.0.1.0/24,tcp_dst=80')."""
+    fields = tuple((f, *cube[f]) for f in FIELD_NAMES if f in cube)
+    return format_match(Match(fields, None)) or "any"
 
 
 def trace(topo: Topology, model: Model, ingress: str, header: str) -> dict:
-    """{"header", "outcomes": [delivery_json, ...]} of one header sent in at ingress."""
+    """{"header", "ingress", "outcomes": [delivery_json, ...]} of one header sent in at
+    ingress; "header" as given, "flow" the header as an ovs-ofctl match."""
     port = port_arg(topo, ingress, "ingress")
-    deliveries = model.trace(port, header_arg(header))
-    return {"header": header, "outcomes": [delivery_json(topo, d) for d in deliveries]}
+    hdr = header_arg(header)
+    deliveries = model.trace(port, hdr)
+    return {
+        "header": header,
+        "flow": ofctl_header(hdr),
+        "ingress": topo.port_name(port),
+        "outcomes": [delivery_json(topo, d, model, hdr) for d in deliveries],
+    }
 
 
 def reach(topo: Topology, model: Model, src: str, dst: str, limit: int) -> dict:
-    """The header set the model delivers from src to dst: its size and up to `limit` cubes."""
+    """The header set the model delivers from src to dst: its size, a summary (up to
+    `limit` groups by destination, cpc.spacesummary) and up to `limit` of its cubes."""
     s, d = port_arg(topo, src, "src"), port_arg(topo, dst, "dst")
     u = model.reach(s, d)
     cubes = [cube_text(c) for c in model.space.cubes(u, limit=limit + 1)]
@@ -86,6 +119,7 @@ def reach(topo: Topology, model: Model, src: str, dst: str, limit: int) -> dict:
         "from": topo.port_name(s),
         "to": topo.port_name(d),
         "headers": model.space.count(u),
+        "summary": summarize(model.space, u, limit=max(limit, 1)),
         "cubes": cubes[:limit],
         "truncated": len(cubes) > limit,
     }
@@ -122,86 +156,3 @@ def header_text(header):
         return header
     fields = {k: v for k, v in header.items() if k != "text" and isinstance(v, int)}
     return header.get("text") or format_header(fields) or None
-
-
-def location_text(f: dict) -> str:
-    p = f.get("polled") or (f.get("audit") if f["kind"] == "audit" else None) or {}
-    if p.get("switch"):
-        return f"{p['switch']} ({p['finding']})"
-    return f["location"]
-
-
-def audit_lines(f: dict) -> list[str]:
-    """What the proxy's audit sees: an audit fault's finding, or one merged into a fault."""
-    a = f.get("audit")
-    return AuditFault.from_json(a).lines() if a else []
-
-
-def no_finding_text(a: dict) -> str:
-    """Why a localization names no entry: nothing differs, or the polls failed."""
-    errors = a.get("errors") or {}
-    failed = ", ".join(f"dpid {d} ({e})" for d, e in errors.items())
-    if errors and len(errors) >= len(a.get("polled") or ()):
-        return f"localization could not poll any switch: {failed}"
-    if errors:
-        return (
-            f"no difference on the switches polled, but the poll failed on {failed}: "
-            "the entry may be there"
-        )
-    return "no flow table differs from the intended entries for this header"
-
-
-def fault_text(f: dict) -> list[str]:
-    """The lines `pazzctl faults show` prints for a fault_json answer."""
-    out: list[str] = []
-    if f["kind"] == "audit":  # no header, tags or paths: the finding says it all
-        for k in ("id", "kind", "state", "location", "count", "reopened"):
-            out.append(f"{k:12} {f[k]}")
-        out.append(f"{'first seen':12} {when(f['first_seen'])}   last seen {when(f['last_seen'])}")
-        return out + audit_lines(f)
-    for k in ("id", "kind", "state", "location", "header", "egress", "count", "reopened"):
-        v = f[k]
-        if k == "header" and not v:  # a critical flow configured without a header
-            v = "(none)"
-        out.append(f"{k:12} {v}")
-    out.append(f"{'first seen':12} {when(f['first_seen'])}   last seen {when(f['last_seen'])}")
-    out.append(f"{'actual':12} {json.dumps(f['actual'])}")
-    for e in f["expected"] or []:
-        out.append(
-            f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
-            f"vr=0x{e['verify_rule']:04x} path {e['path']}"
-        )
-    out.append(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
-    if f["polled"] and not f["polled"].get("finding"):
-        out.append(f"{'localized':12} - {no_finding_text(f['polled'])}")
-    elif f["polled"]:
-        p = f["polled"]
-        out.append(
-            f"{'localized':12} {p.get('switch', '-')} {p['finding']}"
-            + (f" {p['cause']}" if p.get("cause") else "")
-        )
-        if p.get("header") and p["header"] != f["header"]:
-            out.append(f"{'  header':12} {p['header']}")
-        if p.get("entry"):
-            out.append(f"{'  entry':12} {p['entry']}")
-        if p.get("intended"):
-            out.append(f"{'  intended':12} {p['intended']}")
-    return out + audit_lines(f)
-
-
-def fault_rows(faults: list[dict]) -> list[tuple]:
-    """The table `pazzctl faults` prints (a header row first) for fault_json answers."""
-    rows = [("id", "state", "class", "location", "first seen", "count", "header")]
-    for f in faults:
-        rows.append(
-            (
-                "-" if f["id"] is None else str(f["id"]),
-                f["state"] if f.get("saved", True) else f"{f['state']}, unsaved",
-                f["kind"],
-                location_text(f),
-                when(f["first_seen"]),
-                str(f["count"]),
-                (f["header"] or "")[:60],
-            )
-        )
-    return rows

@@ -19,16 +19,18 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from pazzapi.framing import MAX_LINE, ApiError, parse_request, reply_line
+from pazzapi.framing import (
+    INPUT,
+    MAX_LINE,
+    ApiError,
+    error_reply,
+    parse_request,
+    reply_line,
+)
 
-__all__ = ["ApiServer", "ClientError", "group_id"]
+__all__ = ["ApiServer", "group_id"]
 
 log = logging.getLogger("pazzd.api")
-
-
-class ClientError(ApiError):
-    """A request that cannot be served as sent (bad argument): answered, not logged."""
-
 
 Handler = Callable[[dict], Awaitable[object]]
 
@@ -103,7 +105,7 @@ class ApiServer:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._make_room():
             with contextlib.suppress(Exception):
-                writer.write(reply_line({"ok": False, "error": "too many API clients busy"}))
+                writer.write(reply_line(error_reply("too many API clients busy")))
             writer.transport.abort()
             return
         st = self._clients[writer] = [time.monotonic(), False]
@@ -115,7 +117,7 @@ class ApiServer:
                     self.timed_out += 1
                     break
                 except (ValueError, asyncio.LimitOverrunError):
-                    await self._reply(writer, {"ok": False, "error": "request line too long"})
+                    await self._reply(writer, error_reply("request line too long", INPUT))
                     break
                 if not line:
                     break
@@ -124,7 +126,7 @@ class ApiServer:
                     req = parse_request(line)
                 except ValueError as e:
                     req = None
-                    msg = {"ok": False, "error": f"bad request: {e}"}
+                    msg = error_reply(f"bad request: {e}", INPUT)
                 if req is not None:
                     msg = await self._serve(req)
                 await self._reply(writer, msg)
@@ -142,21 +144,20 @@ class ApiServer:
         return await self._serve(req)
 
     async def _serve(self, req: dict) -> dict:
+        """The reply; an error's code says whose it is (pazzapi.framing): InputError and an
+        argument missing or of the wrong type are the client's, the rest the server's."""
         try:
             return {"ok": True, "result": await self.handler(req)}
         except ApiError as e:
-            return {"ok": False, "error": str(e)}
+            return error_reply(str(e), e.code)
         except (KeyError, ValueError, TypeError, RecursionError) as e:
-            # An argument missing or of the wrong type: the client's error, not ours.
             log.info("API command %s: bad request: %s: %s", req.get("cmd"), type(e).__name__, e)
-            return {"ok": False, "error": f"bad request: {type(e).__name__}: {e}"}
+            return error_reply(f"bad request: {type(e).__name__}: {e}", INPUT)
         except Exception as e:  # a bug: report it, keep serving
             log.exception("API command %s failed", req.get("cmd"))
-            return {
-                "ok": False,
-                "error": f"internal error in {req.get('cmd')}: {e} "
-                "(the traceback is in pazzd's log)",
-            }
+            return error_reply(
+                f"internal error in {req.get('cmd')}: {e} (the traceback is in pazzd's log)"
+            )
 
     async def _reply(self, writer, msg: dict) -> None:
         writer.write(reply_line(msg))

@@ -1,21 +1,24 @@
 """pazzctl: the operator's command line.
 
-    pazzctl trace --topology T.yaml --rules R --in DPID:PORT --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
-    pazzctl reach --topology T.yaml --rules R --from DPID:PORT --to DPID:PORT
+    pazzctl trace --topology T.yaml --rules R --in h1 --header 'tcp,nw_dst=10.0.1.5,tp_dst=80'
+    pazzctl reach --topology T.yaml --rules R --from s1:5 --to h2 [--verbose]
     pazzctl trace --in s1:5 --header ...      # without --topology/--rules: the live model
-    pazzctl status | faults [--open] | faults show ID | localize ID | reload | ui-url   # pazzd
-    pazzctl check-config FILE
+    pazzctl status | faults [--open] [--since ID] [--follow] | faults show ID | localize ID
+    pazzctl findings [--kind K] | findings show ID | reload | ui-url | check-config FILE
 
 pazzctl reaches pazzd over its Unix socket (--socket, $PAZZ_SOCKET, default
 /run/pazz/pazzd.sock). The global flags (--socket, --json) go before or after the
-subcommand.
+subcommand. Headers are ovs-ofctl matches with exact values (`tcp,nw_dst=10.0.1.5,
+tp_dst=80`); ports are SWITCH:PORT (a switch name or dpid) or a host's name from the
+topology's edge ports.
 
-Exit status, as ovs-appctl's, the same with and without --json: 0 success; 1 pazzd cannot
-be reached or answered with an error (a reload that failed, a localization that found
-nothing); 2 a usage or input error (flags, files, a bad config); 3 a reload that took
-effect with warnings (a switch's sFlow ifIndex map could not be read again: the old one
-stays in force and is retried). Errors go to stderr: a sentence, or with --json one
-object {"error": ..., "status": ...}.
+Exit status, the same with and without --json, with files and against pazzd: 0 success;
+1 pazzd cannot be reached, failed, or answered with a failure (a reload that failed, a
+localization that found nothing); 2 an input error: a bad flag, header, port, host,
+switch or ID, or a bad file; 3 a reload that took effect with warnings (a switch's sFlow
+ifIndex map could not be read again: the old one stays in force and is retried). pazzd's API tells the two kinds of error apart (the reply's
+code, pazzapi.framing). Errors go to stderr: a sentence, or with --json one object
+{"error": ..., "status": ...}.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ import time
 
 from cpc.model import Model
 from cpc.rules import ModelError
+from cpc.spacesummary import count_text
 from cpc.topology import Topology, TopologyError, load_topology
-from pazzapi import ApiError, call
+from pazzapi import ApiError, InputError, call
 
 from . import answers, version
 from .config import ConfigError, load_config
-from .records import outcomes_text, port_text, record_from_json, table_text
+from .faulttext import event_line, fault_rows, fault_text, no_finding_text
+from .portnames import PortNames
+from .records import outcomes_text, record_from_json, table_text, when
 
 DEFAULT_SOCKET = "/run/pazz/pazzd.sock"
 
@@ -74,6 +80,23 @@ def _answer(fn, *args):
         raise CliError(f"{OPTION_OF[e.arg]}: {e.reason}") from None
 
 
+def _live_answer(args, cmd: str, **kw):
+    """pazzd's answer to trace or reach; a bad argument is named by its option, as in file
+    mode (pazzd names it as the API request does: `ingress: ...`)."""
+    try:
+        return _call(args, cmd, **kw)
+    except InputError as e:
+        arg, sep, reason = str(e).partition(": ")
+        if sep and arg in OPTION_OF:
+            raise CliError(f"{OPTION_OF[arg]}: {reason}") from None
+        raise
+
+
+def _names(args, topo: Topology | None = None) -> PortNames:
+    """The ports' names: from the topology file, or pazzd's topology."""
+    return PortNames.of(topo) if topo is not None else PortNames(_call(args, "topology"))
+
+
 def _fuzz_line(fz: dict | None) -> str:
     """The status line of the fuzzer: areas probed lately and the detection bound."""
     if not fz:
@@ -92,74 +115,70 @@ def _fuzz_line(fz: dict | None) -> str:
 
 def cmd_trace(args) -> int:
     if _live(args):
-        res = _call(args, "trace", ingress=args.ingress, header=args.header)
-        if args.json:
-            print(json.dumps(res, indent=2))
-        else:
-            print_outcomes_json(res["outcomes"])
-        return 0
-    topo, model = _load(args)
-    if args.json:
+        res = _live_answer(args, "trace", ingress=args.ingress, header=args.header)
+        names = None if args.json else _names(args)
+    else:
+        topo, model = _load(args)
         res = _answer(answers.trace, topo, model, args.ingress, args.header)
+        names = PortNames.of(topo)
+    if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    ingress = _answer(answers.port_arg, topo, args.ingress, "ingress")
-    deliveries = model.trace(ingress, _answer(answers.header_arg, args.header))
-    for n, d in enumerate(deliveries, 1):
-        title = f"outcome {n}: {d.kind}"
-        if d.egress:
-            title += f" at {topo.port_name(d.egress)} ({topo.edges.get(d.egress, '')})"
-        if d.reason:
-            title += f" - {d.reason}"
-        if d.alternative:
-            title += " [one of several SELECT choices]"
-        print(title)
-        rows = [("switch", "in_port", "table", "priority", "cookie", "rule_id", "out_port")]
-        for h in d.hops:
-            for i, r in enumerate(h.rules or [None]):
-                last = i == max(0, len(h.rules) - 1)
-                rows.append(
-                    (
-                        topo.switches[h.dpid].name if i == 0 else "",
-                        str(h.in_port) if i == 0 else "",
-                        "-" if r is None else str(r.table),
-                        "-" if r is None else str(r.priority),
-                        "-" if r is None else f"0x{r.cookie:x}",
-                        "-" if r is None else str(r.rule_id),
-                        port_text(h.out_port) if last else "",
-                    )
-                )
-        _table(rows)
-        print(f"  expected Verify_Port 0x{d.verify_port:08x}  Verify_Rule 0x{d.verify_rule:04x}\n")
-    if not deliveries:
-        print("no outcome (ingress port is down)")
+    print(f"Flow: {res['flow']}")
+    print(f"in:   {names.named(res['ingress'])}\n")
+    print(outcomes_text(res["outcomes"], names))
     return 0
 
 
 def cmd_reach(args) -> int:
     if _live(args):
-        res = _call(args, "reach", src=args.src, dst=args.dst, limit=args.limit)
+        res = _live_answer(args, "reach", src=args.src, dst=args.dst, limit=args.limit)
+        names = None if args.json else _names(args)
     else:
         topo, model = _load(args)
         res = _answer(answers.reach, topo, model, args.src, args.dst, args.limit)
+        names = PortNames.of(topo)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"{res['from']} -> {res['to']}: {res['headers']} headers ({res['headers']:.3e})")
-    for c in res["cubes"]:
-        print(f"  {c}")
-    if res["truncated"]:
-        print(f"  ... more cubes (raise --limit above {args.limit})")
+    print(reach_text(res, names, args.verbose, args.limit))
     return 0
+
+
+def reach_text(res: dict, names: PortNames, verbose: bool, limit: int) -> str:
+    """The summary of a reach answer: its size, then its groups by destination (the
+    headers of one match, less its exceptions); the cubes themselves under --verbose."""
+    sm = res["summary"]
+    head = f"{names.named(res['from'])} -> {names.named(res['to'])}: "
+    if not res["headers"]:
+        return head + "no header is delivered"
+    n = len(sm["groups"]) + sm["more_groups"]
+    out = [
+        head + f"{count_text(res['headers'])} headers in {n} group{'s' if n != 1 else ''} "
+        "by destination"
+    ]
+    rows = [("nw_dst", "headers", "match", "except")]
+    for g in sm["groups"]:
+        ex = g["except"] + ([f"... {g['more_except']} more"] if g["more_except"] else [])
+        rows.append((g["nw_dst"], count_text(g["headers"]), g["match"], ex[0] if ex else ""))
+        rows += [("", "", "", x) for x in ex[1:]]
+    out.append(table_text(rows))
+    if sm["more_groups"]:
+        out.append(f"  ... {sm['more_groups']} more groups (raise --limit above {limit})")
+    if not sm["complete"]:
+        out.append("  (more destinations than the summary looks at: the groups cover the first)")
+    if verbose:
+        out.append(f"\nthe header space as {len(res['cubes'])} disjoint matches:")
+        out += [f"  {c}" for c in res["cubes"]]
+        if res["truncated"]:
+            out.append(f"  ... more (raise --limit above {limit})")
+    elif res["cubes"]:
+        out.append("(--verbose lists the header space as disjoint matches)")
+    return "\n".join(out)
 
 
 def _call(args, cmd: str, **kw):
     return call(args.socket, cmd, **kw)
-
-
-def print_outcomes_json(outcomes: list[dict]) -> None:
-    """The human view of trace outcomes given as JSON (the live model's answer)."""
-    print(outcomes_text(outcomes))
 
 
 def cmd_status(args) -> int:
@@ -226,6 +245,9 @@ def _ifmap_line(m: dict | None) -> str:
     return out
 
 
+FOLLOW_EVERY = 1.0  # seconds between polls of `faults --follow`: one request each
+
+
 def cmd_faults(args) -> int:
     if args.action == "show":
         if args.id is None:
@@ -234,16 +256,19 @@ def cmd_faults(args) -> int:
         if args.json:
             print(json.dumps(f, indent=2))
             return 0
-        print("\n".join(answers.fault_text(f)))
+        print("\n".join(fault_text(f, _names(args))))
         return 0
     if args.action is not None:
         raise CliError(f"unknown faults action {args.action!r} (use: faults show ID)")
-    faults = _call(args, "faults", state="open" if args.open else None)
+    if args.id is not None:
+        raise CliError(f"faults takes an ID only with show (faults show {args.id})")
+    if args.follow:
+        return follow_faults(args)
+    faults = _call(args, "faults", state="open" if args.open else None, since=args.since)
     if args.json:
         print(json.dumps(faults, indent=2))
         return 0
-    rows = answers.fault_rows(faults)
-    _table(rows, empty="no faults")
+    _table(fault_rows(faults, _names(args)), empty="no faults")
     unsaved = sum(1 for f in faults if not f.get("saved", True))
     if unsaved:
         print(
@@ -253,13 +278,96 @@ def cmd_faults(args) -> int:
     return 0
 
 
+def _changes(known: dict, f: dict) -> list[str]:
+    """What happened to fault f since it was seen as known[id] (state, reopened)."""
+    prev = known.get(f["id"])
+    now = (f["state"], f["reopened"])
+    known[f["id"]] = now
+    if prev is None:
+        return ["opened"] + (["resolved"] if f["state"] == "resolved" else [])
+    if prev == now:
+        return []
+    if now[1] != prev[1]:
+        return ["reopened"] + (["resolved"] if f["state"] == "resolved" else [])
+    return [f["state"] if f["state"] == "resolved" else "reopened"]
+
+
+def follow_faults(args, sleep=time.sleep) -> int:
+    """Print faults as they open, resolve and reopen, one line each (with --json, one
+    object per line), until interrupted. Polls pazzd once a second for the faults seen
+    or resolved since the latest time it has seen; --since ID first prints the faults
+    above ID."""
+    names = None if args.json else _names(args)
+    known: dict[int, tuple] = {}
+    cursor = 0.0
+
+    def emit(rows, quiet: bool) -> None:
+        nonlocal cursor
+        for f in rows:
+            if f["id"] is None:  # waiting for the store: followed once it has an id
+                continue
+            cursor = max(cursor, f["last_seen"] or 0, f.get("resolved_at") or 0)
+            for ev in _changes(known, f):
+                if quiet:
+                    continue
+                if args.json:
+                    print(json.dumps({"event": ev, "fault": f}), flush=True)
+                else:
+                    print(event_line(ev, f, names), flush=True)
+
+    try:
+        if args.since is None:
+            emit(_call(args, "faults"), quiet=True)  # what is there already
+        else:
+            emit(_call(args, "faults", since=args.since), quiet=False)
+        while True:
+            sleep(FOLLOW_EVERY)
+            emit(_call(args, "faults", changed_since=cursor, since=args.since), quiet=False)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_findings(args) -> int:
+    """Findings of every kind (intent, interference, agent), or `findings show ID`."""
+    if args.action == "show":
+        if args.id is None:
+            raise CliError("findings show needs a finding ID")
+        f = _call(args, "finding", id=args.id)
+        if args.json:
+            print(json.dumps(f, indent=2))
+        else:
+            print(record_from_json(f).text(_names(args)))
+        return 0
+    found = _call(args, "findings", kind=args.kind, state="open" if args.open else None)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    rows = [("id", "kind", "state", "severity", "first seen", "finding")]
+    rows += [
+        (
+            str(f["id"]),
+            f["kind"],
+            f["state"],
+            f["severity"],
+            when(f["first_seen"]),
+            f["summary"][:80],
+        )
+        for f in found
+    ]
+    _table(rows, empty="no findings")
+    return 0
+
+
 def _finding_to_show(args, kind: str) -> dict | None:
     """`pazzctl KIND show ID`: the finding to print, or None once printed as JSON."""
     if args.id is None:
         raise CliError(f"{kind}s show needs a finding ID")
     f = _call(args, "finding", id=args.id)
     if f["kind"] != kind:
-        raise CliError(f"finding {args.id} is a {f['kind']} finding, not an {kind} finding")
+        raise CliError(
+            f"finding {args.id} is a {f['kind']} finding, not an {kind} finding "
+            f"(pazzctl findings show {args.id})"
+        )
     if args.json:
         print(json.dumps(f, indent=2))
         return None
@@ -282,7 +390,7 @@ def cmd_intents(args) -> int:
     if args.action == "show":
         f = _finding_to_show(args, "intent")
         if f is not None:
-            print(record_from_json(f).text())
+            print(record_from_json(f).text(_names(args)))
         return 0
     found = _findings_to_list(args, "intent")
     if found is not None:
@@ -304,7 +412,7 @@ def cmd_agents(args) -> int:
     if args.action == "show":
         f = _finding_to_show(args, "agent")
         if f is not None:
-            print(record_from_json(f).text())
+            print(record_from_json(f).text(_names(args)))
         return 0
     found = _findings_to_list(args, "agent")
     if found is not None:
@@ -345,7 +453,7 @@ def cmd_localize(args) -> int:
     for d, err in a["errors"].items():
         print(f"  dpid {d}: poll failed: {err}")
     if not a["findings"]:
-        print(f"  {answers.no_finding_text(a)}")
+        print(f"  {no_finding_text(a)}")
         return 1
     rows = [("switch", "finding", "entry on the switch", "intended entry")]
     for f in a["findings"]:
@@ -428,8 +536,23 @@ def add_daemon_commands(sub, common) -> None:
     f = sub.add_parser("faults", parents=[common], help="list faults, or `faults show ID`")
     f.add_argument("action", nargs="?", choices=["show"], help="show one fault")
     f.add_argument("id", nargs="?", type=int, help="the fault's ID (with show)")
-    f.add_argument("--open", action="store_true", help="only open faults")
+    f.add_argument("--open", action="store_true", help="only open faults (in the list)")
+    f.add_argument("--since", type=int, metavar="ID", help="only faults with an ID above ID")
+    f.add_argument(
+        "--follow",
+        action="store_true",
+        help="print faults as they open, resolve and reopen, one line each, until Ctrl-C "
+        "(with --json one object per line; pazzd is asked once a second)",
+    )
     f.set_defaults(func=cmd_faults)
+    fd = sub.add_parser(
+        "findings", parents=[common], help="findings of every kind, or `findings show ID`"
+    )
+    fd.add_argument("action", nargs="?", choices=["show"], help="show one finding")
+    fd.add_argument("id", nargs="?", type=int, help="the finding's ID (with show)")
+    fd.add_argument("--kind", choices=["intent", "interference", "agent"], help="only this kind")
+    fd.add_argument("--open", action="store_true", help="only open findings")
+    fd.set_defaults(func=cmd_findings)
     for name, what, func in (
         ("intents", "where the intended state breaks a policy", cmd_intents),
         ("agents", "entries a switch accepted and forwards otherwise", cmd_agents),
@@ -493,7 +616,8 @@ examples:
   pazzctl status
   pazzctl faults --open
   pazzctl faults show 12
-  pazzctl intents --open
+  pazzctl faults --follow --since 12
+  pazzctl findings --open
   pazzctl intents show 3 --json
   pazzctl interference --app acl --open
   pazzctl agents --open
@@ -501,13 +625,23 @@ examples:
   pazzctl reload
   pazzctl check-config /etc/pazz/pazzd.yaml
   pazzctl ui-url
-  pazzctl trace --in s1:5 --header 'ipv4_dst=10.0.1.5,tcp_dst=80'
-  pazzctl reach --topology net.yaml --rules rules.jsonl --from s1:5 --to s2:5
+  pazzctl trace --in h1 --header 'tcp,nw_dst=10.0.1.5,tp_dst=80'
+  pazzctl trace --in s1:5 --header 'arp'
+  pazzctl reach --topology net.yaml --rules rules.jsonl --from s1:5 --to h2 --verbose
   pazzctl --socket /tmp/pazzd.sock --json status
 
-exit status: 0 success; 1 pazzd cannot be reached or answered with an error (a failed
-reload, a localization that found nothing); 2 a usage or input error; 3 a reload in force
-with warnings (a switch's sFlow ifIndex map is stale: pazzctl status says which).
+headers: an ovs-ofctl match with exact values: the protocols ip, tcp, udp, icmp, arp and
+  the fields nw_src, nw_dst, nw_proto, tp_src, tp_dst (tcp_*, udp_*), dl_src, dl_dst,
+  dl_type, dl_vlan (or their OpenFlow names: ipv4_dst, ...). IPv6 is not modelled.
+ports: SWITCH:PORT (a switch name or dpid: s1:5, 1:5, 0x1:5) or a host's name (h1).
+
+exit status, the same with and without --json, on files and against pazzd:
+  0  success
+  1  pazzd cannot be reached or failed, or its answer is a failure (a failed reload, a
+     localization that found nothing)
+  2  an input error: a bad flag, header, port, host, switch, ID or file
+  3  a reload in force with warnings (a switch's sFlow ifIndex map is stale: pazzctl
+     status says which)
 """
 
 
@@ -573,10 +707,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--in",
         dest="ingress",
         required=True,
-        metavar="SWITCH:PORT",
-        help="the edge port where the packet enters",
+        metavar="PORT",
+        help="the edge port where the packet enters: SWITCH:PORT or a host's name",
     )
-    t.add_argument("--header", required=True, help="e.g. 'ipv4_dst=10.0.1.5,ip_proto=6,tcp_dst=80'")
+    t.add_argument(
+        "--header",
+        required=True,
+        metavar="MATCH",
+        help="the packet, as an ovs-ofctl match with exact values: 'tcp,nw_dst=10.0.1.5,tp_dst=80'",
+    )
     t.set_defaults(func=cmd_trace)
 
     r = sub.add_parser(
@@ -587,20 +726,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--from",
         dest="src",
         required=True,
-        metavar="SWITCH:PORT",
-        help="the edge port where headers enter",
+        metavar="PORT",
+        help="the edge port where headers enter: SWITCH:PORT or a host's name",
     )
     r.add_argument(
         "--to",
         dest="dst",
         required=True,
-        metavar="SWITCH:PORT",
-        help="the edge port where they leave",
+        metavar="PORT",
+        help="the edge port where they leave: SWITCH:PORT or a host's name",
     )
-    r.add_argument("--limit", type=int, default=20, help="cubes to list (default 20)")
+    r.add_argument(
+        "--limit",
+        type=_limit,
+        default=20,
+        help="groups, and with --verbose matches, to list (default 20, at most 100000)",
+    )
+    r.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also list the header space as disjoint matches",
+    )
     r.set_defaults(func=cmd_reach)
     add_daemon_commands(sub, common)
     return p
+
+
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= n <= 100000:
+        raise argparse.ArgumentTypeError(f"{n} is not from 0 to 100000")
+    return n
 
 
 def _error(args_json: bool, message: str, status: int) -> int:
@@ -619,9 +779,9 @@ def main(argv=None) -> int:
         rc = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
-    except (CliError, ModelError, TopologyError) as e:
+    except (CliError, ModelError, TopologyError, InputError) as e:
         return _error(args.json, str(e), 2)
-    except ApiError as e:
+    except ApiError as e:  # pazzd cannot be reached, or failed
         return _error(args.json, str(e), 1)
     except BrokenPipeError:
         # The reader went away (`pazzctl faults --json | head`): no traceback, no retry.

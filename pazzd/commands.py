@@ -1,6 +1,7 @@
 """The commands of pazzd's API socket (pazzctl, the web view, the lab), over the daemon's
 Services. Each `api_NAME(req)` answers the command NAME (dashes as underscores); a missing
-or bad argument is the caller's error, answered in words (ApiError)."""
+or bad argument is the caller's error, answered in words (InputError: the reply's code
+"input", which pazzctl exits 2 for)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 from cpc.ofctl import parse_flow
 from cpc.rules import ModelError
-from pazzapi import ApiError
+from pazzapi import ApiError, InputError
 
 from . import answers
 from .answers import fault_json
@@ -24,7 +25,7 @@ def _int_arg(req: dict, name: str) -> int:
     try:
         return int(req[name])
     except (TypeError, ValueError):
-        raise ApiError(f"{name} must be an integer, not {req[name]!r}") from None
+        raise InputError(f"{name} must be an integer, not {req[name]!r}") from None
 
 
 def url_host(host: str) -> str:
@@ -43,7 +44,7 @@ class Commands:
         cmd = req["cmd"]
         fn = getattr(self, f"api_{cmd.replace('-', '_')}", None)
         if fn is None:
-            raise ApiError(f"unknown command {cmd!r}")
+            raise InputError(f"unknown command {cmd!r}")
         # A request that lacks an argument or gives a bad value is the user's error: an
         # answer in words, no traceback in the log.
         try:
@@ -51,9 +52,9 @@ class Commands:
             if asyncio.iscoroutine(res):
                 res = await res
         except KeyError as e:
-            raise ApiError(f"the {cmd} request needs the argument {e.args[0]!r}") from None
+            raise InputError(f"the {cmd} request needs the argument {e.args[0]!r}") from None
         except ValueError as e:  # int("x"), and TopologyError, ModelError, ConfigError
-            raise ApiError(f"{cmd}: {e}") from None
+            raise InputError(f"{cmd}: {e}") from None
         return res
 
     def api_status(self, req) -> dict:
@@ -117,12 +118,26 @@ class Commands:
         }
 
     def api_faults(self, req) -> list:
-        return fault_list(self.svc.store, self.host.unsaved_faults(), req.get("state"))
+        """The faults; `state` (open or resolved), `since` (ids above it) and
+        `changed_since` (a time: seen or resolved then or later) narrow the list. Faults
+        waiting in memory for the store are in it too (saved: false)."""
+        state = req.get("state")
+        if state is not None and state not in ("open", "resolved"):
+            raise InputError(f"state must be open or resolved, not {state!r}")
+        since = None if req.get("since") is None else _int_arg(req, "since")
+        changed = req.get("changed_since")
+        if changed is not None and (
+            isinstance(changed, bool) or not isinstance(changed, int | float)
+        ):
+            raise InputError(f"changed_since must be a time in seconds, not {changed!r}")
+        return fault_list(
+            self.svc.store, self.host.unsaved_faults(), state, since=since, changed_since=changed
+        )
 
     def api_fault(self, req) -> dict:
         row = self.svc.store.get(_int_arg(req, "id"))
         if row is None:
-            raise ApiError(f"no fault with id {req['id']}")
+            raise InputError(f"no fault with id {req['id']}")
         return fault_json(row)
 
     async def api_localize(self, req) -> dict:
@@ -132,16 +147,16 @@ class Commands:
         try:
             return answers.trace(self.svc.topology, self.svc.model, req["ingress"], req["header"])
         except answers.QueryError as e:
-            raise ApiError(str(e)) from None
+            raise InputError(str(e)) from None
 
     def api_reach(self, req) -> dict:
         limit = req.get("limit", 20)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100000:
-            raise ApiError(f"limit must be an integer from 0 to 100000, not {limit!r}")
+            raise InputError(f"limit must be an integer from 0 to 100000, not {limit!r}")
         try:
             return answers.reach(self.svc.topology, self.svc.model, req["src"], req["dst"], limit)
         except answers.QueryError as e:
-            raise ApiError(str(e)) from None
+            raise InputError(str(e)) from None
 
     def api_flowmod(self, req) -> dict:
         """Apply a FlowMod to the model (when the controller does not go through the proxy)."""
@@ -160,7 +175,7 @@ class Commands:
             with svc.model.caused_by(cause):
                 upd = svc.model.apply(fm)
         except ModelError as e:
-            raise ApiError(str(e)) from None
+            raise InputError(str(e)) from None
         svc.changes.note(dpid, fm.table, fm.priority, fm.match)
         dt = time.perf_counter() - t0
         svc.metrics.model_update.observe(dt)
@@ -172,13 +187,13 @@ class Commands:
         kind, state = req.get("kind"), req.get("state")
         for name, v in (("kind", kind), ("state", state)):
             if v is not None and not isinstance(v, str):
-                raise ApiError(f"{name} must be a string, not {v!r}")
+                raise InputError(f"{name} must be a string, not {v!r}")
         return [f.to_json() for f in self.svc.findings.findings(kind, state)]
 
     def api_finding(self, req) -> dict:
         f = self.svc.findings.finding(_int_arg(req, "id"))
         if f is None:
-            raise ApiError(f"no finding with id {req['id']}")
+            raise InputError(f"no finding with id {req['id']}")
         return f.to_json()
 
     def api_topology(self, req) -> dict:

@@ -59,11 +59,20 @@ def _unsaved_json(f: dict, stored: dict | None) -> dict:
     }
 
 
-def fault_list(store, unsaved: list[dict], state: str | None = None) -> list[dict]:
-    """fault_json of the store's faults (state: only those), with the waiting ones: stored
-    rows first, by id, then new waiting faults, oldest first."""
+def fault_list(
+    store,
+    unsaved: list[dict],
+    state: str | None = None,
+    since: int | None = None,
+    changed_since: float | None = None,
+) -> list[dict]:
+    """fault_json of the store's faults (state: only those; since: ids above it;
+    changed_since: seen or resolved then or later), with the waiting ones: stored rows
+    first, by id, then new waiting faults (no id yet), oldest first."""
     if not unsaved:
-        return [fault_json(r) for r in store.faults(state)]
+        return [
+            fault_json(r) for r in store.faults(state, since_id=since, changed_since=changed_since)
+        ]
     waiting = _latest(unsaved)
     out = []
     for r in store.faults():  # all: a waiting sample may reopen a resolved fault
@@ -71,7 +80,16 @@ def fault_list(store, unsaved: list[dict], state: str | None = None) -> list[dic
         w = waiting.pop(key(r), None)
         out.append(f if w is None else _unsaved_json(w, f))
     out += [_unsaved_json(w, None) for w in sorted(waiting.values(), key=lambda w: w["seen"])]
-    return [f for f in out if state is None or f["state"] == state]
+    return [
+        f
+        for f in out
+        if (state is None or f["state"] == state)
+        and (since is None or f["id"] is None or f["id"] > since)
+        and (
+            changed_since is None
+            or max(f["last_seen"] or 0, f["resolved_at"] or 0) >= changed_since
+        )
+    ]
 
 
 def faults_open(store, unsaved: list[dict] = ()) -> dict[str, int]:

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 
-from pazzapi import ApiError
+from pazzapi import InputError
 from tester.detect import in_filter
 from tester.engine import MAX_REPLAY_INGRESSES, FaultEvent, LocalizationRequest
 from tester.store import OPEN
@@ -133,7 +133,7 @@ class FaultEvents:
     async def localize(self, fid: int) -> dict:
         row = self.store.get(fid)
         if row is None:
-            raise ApiError(f"no fault with id {fid}")
+            raise InputError(f"no fault with id {fid}")
         if row.kind == AUDIT:  # the audit compared the whole table: nothing to poll
             return audit_answer(row)
         t0 = time.monotonic()

@@ -24,7 +24,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from cpc.rules import PORT_NAMES
+from cpc.fields import parse_header
+from cpc.ofctl import format_header as ofctl_header
+
+from .portnames import PortNames
 
 __all__ = [
     "AgentFinding",
@@ -57,7 +60,19 @@ OPTIONAL = {"optional": True}  # a detail key left out when None
 
 
 def when(t) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+    """A time as an ISO date with the time zone: `2026-11-28 05:13:07 UTC`."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
+
+
+def header_ofctl(text: str | None) -> str:
+    """A header written 'ipv4_dst=10.0.1.5,ip_proto=6,...' (as pazzd stores it) in
+    ovs-ofctl match syntax ('tcp,nw_dst=10.0.1.5,...'); as given if it is not one."""
+    if not text:
+        return "(none)"
+    try:
+        return ofctl_header(parse_header(text))
+    except ValueError:
+        return text
 
 
 def table_text(rows, empty: str | None = None) -> str:
@@ -70,43 +85,45 @@ def table_text(rows, empty: str | None = None) -> str:
     )
 
 
-def port_text(p: int | None) -> str:
-    return "-" if p is None else PORT_NAMES.get(p, str(p))
-
-
-def outcomes_text(outcomes: list[dict]) -> str:
-    """The human view of trace outcomes given as JSON (the live model's answer)."""
+def outcomes_text(outcomes: list[dict], names: PortNames | None = None) -> str:
+    """Trace outcomes (the API's JSON) as `ovs-appctl ofproto/trace` shows a bridge: per
+    switch the port the packet entered by, each entry it matched (table, match, priority,
+    cookie; then its actions) and the port it left by."""
+    names = names or PortNames()
     out = []
     for n, d in enumerate(outcomes, 1):
         title = f"outcome {n}: {d['kind']}"
         if d["egress"]:
-            title += f" at {d['egress']}"
+            title += f" at {names.named(d['egress'])}"
         if d["reason"]:
             title += f" - {d['reason']}"
         if d["alternative"]:
             title += " [one of several SELECT choices]"
         out.append(title)
-        rows = [("switch", "in_port", "table", "priority", "cookie", "rule_id", "out_port")]
         for h in d["hops"]:
-            rules = h["rules"] or [None]
-            for i, r in enumerate(rules):
-                last = i == len(rules) - 1
-                rows.append(
-                    (
-                        h["switch"] if i == 0 else "",
-                        str(h["in_port"]) if i == 0 else "",
-                        "-" if r is None else str(r["table"]),
-                        "-" if r is None else str(r["priority"]),
-                        "-" if r is None else f"0x{r['cookie']:x}",
-                        "-" if r is None else str(r["rule_id"]),
-                        port_text(h["out_port"]) if last else "",
-                    )
-                )
-        out.append(table_text(rows))
+            dpid = h["dpid"]
+            out.append(f"  {h['switch']}: {names.in_port(dpid, h['in_port'])}")
+            for r in h["rules"]:
+                out += _rule_lines(r)
+            if not h["rules"]:
+                out.append("    no entry matched (table-miss): drop")
+            if h["out_port"] is not None:
+                out.append(f"    -> {names.out_port(dpid, h['out_port'])}")
         out.append(f"  expected Verify_Port {d['verify_port']}  Verify_Rule {d['verify_rule']}\n")
     if not outcomes:
         out.append("no outcome (ingress port is down)")
     return "\n".join(out)
+
+
+def _rule_lines(r: dict) -> list[str]:
+    """One matched entry, as ofproto/trace: `0. MATCH, priority P, cookie C` and its
+    actions below; an answer without them (a finding's paths) names the entry's RuleRef."""
+    head = f"{r['match']}, " if r.get("match") else ""
+    head += f"priority {r['priority']}, cookie 0x{r['cookie']:x}"
+    if r.get("actions") is not None:
+        return [f"    {r['table']}. {head}", f"       {r['actions']}"]
+    missing = " (entry not found in the model)" if "actions" in r else ""
+    return [f"    {r['table']}. {head}, rule_id {r['rule_id']}{missing}"]
 
 
 @dataclass(kw_only=True)
@@ -171,16 +188,15 @@ class Finding:
     def row(self) -> tuple[str, ...]:
         return (str(self.id), self.state, self.name, when(self.first_seen), self.verdict())
 
-    def text(self) -> str:
+    def text(self, names: PortNames | None = None) -> str:
+        """`pazzctl KIND show`; names: the ports' host names (pazzd.portnames)."""
         return "\n".join([*self.head(), f"{'finding':12} {self.summary}", self.seen()])
 
 
 def _entry_line(e: dict) -> str:
     """An entry a change named: {change, table, priority, cookie, match}."""
-    return (
-        f"{'':12}   {e['change']} table={e['table']} priority={e['priority']}"
-        f" cookie={e['cookie']} {e['match']}"
-    )
+    head = f"table={e['table']},priority={e['priority']},cookie={e['cookie']}"
+    return f"{'':12}   {e['change']} {head}" + (f",{e['match']}" if e["match"] else "")
 
 
 def _confirmation_lines(conf: dict | None) -> list[str]:
@@ -247,21 +263,24 @@ class IntentFinding(Finding):
                 out.append(_entry_line(e))
         return out
 
-    def text(self) -> str:
+    def text(self, names: PortNames | None = None) -> str:
+        names = names or PortNames()
         out = [
             *self.head(),
             f"{'policy':12} {self.policy} ({self.check}{', enforced' if self.enforce else ''})",
             f"{'finding':12} {self.summary}",
             self.seen(),
-            f"{'witness':12} {self.witness}  (from {self.ingress})",
+            f"{'witness':12} {header_ofctl(self.witness)}  (from {names.named(self.ingress)})",
         ]
         if self.reply:
-            out.append(f"{'reply':12} {self.reply}  (from {self.egress})")
+            out.append(
+                f"{'reply':12} {header_ofctl(self.reply)}  (from {names.named(self.egress)})"
+            )
         out += self.cause_lines()
         out += _confirmation_lines(self.confirmation)
-        out += ["\nthe model's paths for the witness:", outcomes_text(self.paths)]
+        out += ["\nthe model's paths for the witness:", outcomes_text(self.paths, names)]
         if self.reply_paths is not None and self.reply:
-            out += ["the model's paths for the reply:", outcomes_text(self.reply_paths)]
+            out += ["the model's paths for the reply:", outcomes_text(self.reply_paths, names)]
         return "\n".join(out)
 
 
@@ -303,16 +322,20 @@ class InterferenceFinding(Finding):
             self.obeyed(),
         )
 
-    def text(self) -> str:
+    def text(self, names: PortNames | None = None) -> str:
         out = [*self.head(), f"{'finding':12} {self.summary}", self.seen()]
         for side in ("a", "b"):
             s = getattr(self, side)
             won = " (wins)" if self.winner == side else ""
+            match = f"{s['match']}," if s["match"] else ""
             out.append(
-                f"{side:12} {s['owner']}{won} table={s['table']} priority={s['priority']} "
-                f"cookie={s['cookie']} {s['match']} actions={s['actions']}"
+                f"{side:12} {s['owner']}{won} table={s['table']},priority={s['priority']},"
+                f"cookie={s['cookie']},{match}actions={s['actions']}"
             )
-        out.append(f"{'witness':12} {self.witness_text}")
+        witness = header_ofctl(self.witness_text)
+        out.append(
+            f"{'witness':12} {witness}" + (f" in_port={self.in_port}" if self.in_port else "")
+        )
         out += _confirmation_lines(self.confirmation)
         if self.confirmation:
             out.append(f"{'obeyed':12} {self.obeyed()}")
@@ -346,7 +369,7 @@ class OverwriteFinding(Finding):
             "-",
         )
 
-    def text(self) -> str:
+    def text(self, names: PortNames | None = None) -> str:
         fm = self.flowmod
         out = [
             *self.head(),
@@ -383,12 +406,14 @@ class AgentFinding(Finding):
     def row(self) -> tuple[str, ...]:
         return (str(self.id), self.state, self.name, when(self.first_seen), self.reason or "-")
 
-    def text(self) -> str:
+    def text(self, names: PortNames | None = None) -> str:
+        names = names or PortNames()
+        match = f",{self.match}" if self.match else ""
         out = [
             *self.head(),
             f"{'finding':12} {self.summary}",
-            f"{'entry':12} {self.switch} table={self.table} priority={self.priority}"
-            f" cookie={self.cookie} rule_id={self.rule_id} {self.match}",
+            f"{'entry':12} {self.switch}: table={self.table},priority={self.priority},"
+            f"cookie={self.cookie}{match} (rule_id {self.rule_id})",
             f"{'committed':12} {when(self.committed_at)}",
             self.seen(),
         ]
@@ -398,8 +423,8 @@ class AgentFinding(Finding):
                 {f"{r['egress']}{'' if r['allowed'] else ' other tags'}" for r in p["reports"]}
             )
             out += [
-                f"\n{what} from {p['ingress']}: {p['verdict']}",
-                f"  header    {p['header']}",
+                f"\n{what} from {names.named(p['ingress'])}: {p['verdict']}",
+                f"  header    {header_ofctl(p['header'])}",
                 f"  expected  {', '.join(p['expected_exits']) or 'no exit'}",
                 f"  reported  {', '.join(seen) or 'nothing'}",
             ]

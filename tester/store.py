@@ -273,14 +273,27 @@ class FaultStore:
             r = self._db.execute(f"SELECT {_COLS} FROM faults WHERE id=?", (fault_id,)).fetchone()
         return _row(r) if r else None
 
-    def faults(self, state: str | None = None) -> list[FaultRow]:
+    def faults(
+        self,
+        state: str | None = None,
+        since_id: int | None = None,
+        changed_since: float | None = None,
+    ) -> list[FaultRow]:
+        """The faults by id; only those in `state`, with an id above since_id, or seen or
+        resolved at changed_since or later (what a follower polls for)."""
+        where, args = [], []
+        if state is not None:
+            where.append("state=?")
+            args.append(state)
+        if since_id is not None:
+            where.append("id>?")
+            args.append(since_id)
+        if changed_since is not None:
+            where.append("(last_seen>=? OR resolved_at>=?)")
+            args += [changed_since, changed_since]
+        cond = f" WHERE {' AND '.join(where)}" if where else ""
         with self._lock:
-            if state is None:
-                rs = self._db.execute(f"SELECT {_COLS} FROM faults ORDER BY id").fetchall()
-            else:
-                rs = self._db.execute(
-                    f"SELECT {_COLS} FROM faults WHERE state=? ORDER BY id", (state,)
-                ).fetchall()
+            rs = self._db.execute(f"SELECT {_COLS} FROM faults{cond} ORDER BY id", args).fetchall()
         return [_row(r) for r in rs]
 
     def open_by_class(self) -> dict[str, list[int]]:

@@ -6,7 +6,8 @@ on the daemon's event loop).
     GET /ui/static/NAME      ui.js, ui.css
     GET /ui/topology.svg     the topology drawn on the server (pazzd.ui.svg)
     GET /ui/api/CMD?ARG=...  {"ok": true, "result": ...} or {"ok": false, "error": ...}
-                             for CMD in READ_ONLY; anything else is 404
+                             for CMD in READ_ONLY (HTTP 400 for a bad request, 500 for
+                             pazzd's failure, 503 while it stops); anything else is 404
 
 Read-only by construction: GET and HEAD only, no command that changes pazzd (flowmod,
 reload) or makes it poll switches (localize). Bound to loopback, it answers only requests
@@ -30,6 +31,7 @@ from importlib import resources
 from urllib.parse import parse_qsl, urlsplit
 
 from cpc.topology import Topology
+from pazzapi.framing import INPUT
 from pazzd.addresses import is_loopback
 
 from .access import Throttle, check_token
@@ -87,7 +89,9 @@ def loop_answer(
             return 503, {"ok": False, "error": f"pazzd did not answer within {timeout:g} s"}
         except concurrent.futures.CancelledError:
             return 503, {"ok": False, "error": "pazzd is stopping"}
-        return (200 if reply.get("ok") else 400), reply
+        if reply.get("ok"):
+            return 200, reply
+        return (400 if reply.get("code") == INPUT else 500), reply
 
     return answer
 

@@ -3,7 +3,6 @@ wiring (proxy config, reload, localize, metrics) and how pazzctl shows audit fau
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 
@@ -288,10 +287,10 @@ def test_pazzctl_shows_audit_faults(store, monkeypatch, capsys):
     )
     rows = [fault_json(r) for r in store.faults()]
     monkeypatch.setattr(cli, "_call", lambda args, cmd, **kw: rows if cmd == "faults" else rows[0])
-    cli.cmd_faults(argparse.Namespace(action=None, id=None, open=False, json=False))
+    cli.cmd_faults(cli.build_parser().parse_args(["faults"]))
     out = capsys.readouterr().out
     assert "audit" in out and "s1 (changed)" in out and "nw_dst=10.0.3.0/24" in out
-    cli.cmd_faults(argparse.Namespace(action="show", id=rows[0]["id"], open=False, json=False))
+    cli.cmd_faults(cli.build_parser().parse_args(["faults", "show", str(rows[0]["id"])]))
     out = capsys.readouterr().out
     assert "changed entry on s1" in out
     assert "table=0,priority=100,ip,nw_dst=10.0.3.0/24,actions=output:1" in out

@@ -166,12 +166,13 @@ def test_pazzctl_live_and_file_forms(daemon, tmp_path):
         ).stdout
     )
     assert fm["version"] > st["model"]["version"]
-    # The server's error and a socket nobody listens on: exit 1, as ovs-appctl; the same
-    # status with --json, whose error is a JSON object on stderr.
+    # An ID pazzd does not know is an input error: exit 2, as in file mode; a socket
+    # nobody listens on exits 1. The same status with --json, whose error is a JSON
+    # object on stderr.
     p = pazzctl(d.sock, "faults", "show", "42", check=False)
-    assert p.returncode == 1 and "no fault with id 42" in p.stderr
+    assert p.returncode == 2 and "no fault with id 42" in p.stderr
     p = pazzctl(d.sock, "faults", "show", "42", "--json", check=False)
-    assert p.returncode == 1 and "no fault with id 42" in json.loads(p.stderr)["error"]
+    assert p.returncode == 2 and "no fault with id 42" in json.loads(p.stderr)["error"]
     for extra in ((), ("--json",)):
         p = pazzctl(str(tmp_path / "nope.sock"), "status", *extra, check=False)
         assert p.returncode == 1 and "cannot reach pazzd" in p.stderr, p.stderr

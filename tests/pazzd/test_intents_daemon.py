@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cpc.fields import parse_header
-from cpc.ofctl import parse_flow, read_rules
+from cpc.ofctl import format_header, parse_flow, read_rules
 from cpc.refdp import RefDataPlane
 from cpc.rules import FlowEntry
 from cpc.topology import load_topology
@@ -140,7 +140,8 @@ def test_findings_open_and_resolve_with_witnesses(pazzd):
     )
 
     out = pazzctl(d.sock, "intents", "show", str(rep["id"])).stdout
-    assert "reply-h1" in out and det["reply"] in out and "api flowmod at s4" in out
+    reply = format_header(parse_header(det["reply"]))  # pazzctl writes it as an ofctl match
+    assert "reply-h1" in out and reply in out and "api flowmod at s4" in out
     listing = json.loads(pazzctl(d.sock, "--json", "intents", "--open").stdout)
     assert [f["name"] for f in listing] == ["reply-h1"]
 

@@ -248,8 +248,11 @@ def test_faults_show_blackhole_header(monkeypatch, capsys) -> None:
     )
     rows = {fid: fault_json(s.get(fid)), nohdr: fault_json(s.get(nohdr))}
     assert rows[fid]["header"] == "ipv4_dst=10.0.1.5" and rows[nohdr]["header"] is None
-    monkeypatch.setattr(cli, "_call", lambda args, cmd, **kw: rows[int(kw["id"])])
-    for i, want in ((fid, "ipv4_dst=10.0.1.5"), (nohdr, "(none)")):
+    monkeypatch.setattr(
+        cli, "_call", lambda args, cmd, **kw: {} if cmd == "topology" else rows[int(kw["id"])]
+    )
+    # pazzctl writes the header as an ovs-ofctl match (an IPv4 field implies `ip`).
+    for i, want in ((fid, "ip,nw_dst=10.0.1.5"), (nohdr, "(none)")):
         assert cli.main(["faults", "show", str(i)]) == 0
         out = capsys.readouterr().out
         (line,) = [ln for ln in out.splitlines() if ln.startswith("header")]

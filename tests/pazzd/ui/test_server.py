@@ -64,7 +64,11 @@ def test_the_json_is_the_api_sockets(pazzd):
         status, reply = _api(port, cmd, **args)
         assert status == 200 and reply == {"ok": True, "result": pz.call(cmd, **args)}, cmd
     status, reply = _api(port, "fault", id=999)
-    assert status == 400 and reply == {"ok": False, "error": "no fault with id 999"}
+    assert status == 400 and reply == {
+        "ok": False,
+        "error": "no fault with id 999",
+        "code": "input",
+    }
     status, reply = _api(port, "trace", ingress="s9:1", header="x")
     assert status == 400 and "s9" in reply["error"]
 
