@@ -44,6 +44,7 @@ def exported_labels() -> dict[str, dict[str, set[str]]]:
         "proxy": {"stalled": 0},
         "switches": {1: True},
         "controller_connected": True,
+        "ifmap_stale": {"s1": False},
         "intents": {"no_loops": 0},
         "interference": {("acl,router", r): 0 for r in (*RELATIONS, OVERWRITE)},  # as open_counts
         "agents": {"confirmed": 1, "diverged": 0, "pending": 0, "confirm_seconds_median": 1.5},
