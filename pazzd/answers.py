@@ -14,10 +14,12 @@ import json
 
 from cpc.fields import FIELD_NAMES, format_header, format_value, parse_header
 from cpc.model import Model
+from cpc.ofctl import format_actions, format_match
 from cpc.results import Port
 from cpc.topology import Topology, TopologyError
 
 from .records import AuditFault, when
+from .ui.entrydiff import entry_difference
 
 
 class QueryError(ValueError):
@@ -71,10 +73,38 @@ def cube_text(cube: dict[str, tuple[int, int]]) -> str:
 
 
 def trace(topo: Topology, model: Model, ingress: str, header: str) -> dict:
-    """{"header", "outcomes": [delivery_json, ...]} of one header sent in at ingress."""
+    """{"header", "outcomes": [delivery_json, ...]} of one header sent in at ingress; each
+    hop's rules also carry the matched entry's match and actions (as ovs-appctl
+    ofproto/trace shows them)."""
     port = port_arg(topo, ingress, "ingress")
-    deliveries = model.trace(port, header_arg(header))
-    return {"header": header, "outcomes": [delivery_json(topo, d) for d in deliveries]}
+    hdr = header_arg(header)
+    deliveries = model.trace(port, hdr)
+    outcomes = [delivery_json(topo, d) for d in deliveries]
+    for o in outcomes:
+        for h in o["hops"]:
+            for r in h["rules"]:
+                e = matched_entry(model, h["dpid"], h["in_port"], r, hdr)
+                r["match"] = None if e is None else format_match(e.match) or "any"
+                r["actions"] = None if e is None else format_actions(e.instructions, e.rule_id)
+    return {"header": header, "outcomes": outcomes}
+
+
+def matched_entry(model: Model, dpid: int, in_port: int, ref: dict, header: dict):
+    """The model's entry behind a hop's rule (table, priority, cookie, rule_id) that the
+    header matches there; None if none does. When no entry with that identity matches the
+    header as sent (a set_field earlier on the path rewrote it), the one entry with it."""
+    same = [
+        e
+        for e in model.entries(dpid)
+        if e.table == ref["table"]
+        and e.priority == ref["priority"]
+        and e.cookie == ref["cookie"]
+        and e.rule_id == ref["rule_id"]
+    ]
+    hit = [e for e in same if e.match.contains(header, in_port)]
+    if hit:
+        return hit[0]
+    return same[0] if len(same) == 1 else None
 
 
 def reach(topo: Topology, model: Model, src: str, dst: str, limit: int) -> dict:
@@ -110,8 +140,22 @@ def fault_json(row) -> dict:
         "localization": row.localization,
         "polled": row.polled,
         "audit": row.audit,
+        "difference": _difference(row),
         "resolved_at": row.resolved_at,
     }
+
+
+def _difference(row) -> dict | None:
+    """What differs between the localized entry and the intended one (entrydiff)."""
+    found = row.polled if row.polled and row.polled.get("finding") else None
+    if found is None and row.kind == "audit" and row.audit:
+        found = row.audit
+    if not found:
+        return None
+    try:
+        return entry_difference(found.get("entry"), found.get("intended"))
+    except Exception:  # noqa: BLE001 - a text no parser expected: the entries still show
+        return None
 
 
 def _header_text(header):
@@ -170,6 +214,7 @@ def fault_text(f: dict) -> list[str]:
             f"{'expected':12} ingress {e['ingress']} vp=0x{e['verify_port']:08x} "
             f"vr=0x{e['verify_rule']:04x} path {e['path']}"
         )
+    out.extend(path_lines(f.get("path")))
     out.append(f"{'candidates':12} {(f['localization'] or {}).get('candidates')}")
     if f["polled"] and not f["polled"].get("finding"):
         out.append(f"{'localized':12} - {no_finding_text(f['polled'])}")
@@ -185,7 +230,23 @@ def fault_text(f: dict) -> list[str]:
             out.append(f"{'  entry':12} {p['entry']}")
         if p.get("intended"):
             out.append(f"{'  intended':12} {p['intended']}")
+    if f.get("difference"):
+        out.append(f"{'  differs':12} {f['difference']['text']}")
     return out + audit_lines(f)
+
+
+def path_lines(p: dict | None) -> list[str]:
+    """The actual path that the report's Verify_Port gives (pazzd.ui.paths)."""
+    if not p:
+        return []
+    if p["status"] == "none":
+        return [f"{'actual path':12} none fits Verify_Port {p['verify_port']}"]
+    if p["status"] == "unique":
+        return [f"{'actual path':12} {p['chains'][0]['text']}"]
+    n = f"more than {p['chain_count']}" if p["more"] else str(p["chain_count"])
+    out = [f"{'actual path':12} ambiguous: {n} paths fit Verify_Port {p['verify_port']}"]
+    out += [f"{'':12} {c['text']}" for c in p["chains"]]
+    return out
 
 
 def fault_rows(faults: list[dict]) -> list[tuple]:
