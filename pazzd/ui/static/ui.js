@@ -565,7 +565,7 @@ function placeCallout() {
   const [sx, sy] = toScreen(at[0], at[1]);
   // The corner whose box covers the fewest switches and path arrows drawn; of equals, the
   // one farthest from the switch.
-  const marks = [...document.querySelectorAll("#overlay line.ov, g.switch.faulty, g.switch[class*=on-]")]
+  const marks = [...document.querySelectorAll("#overlay line.ov, g.switch.faulty, g.switch[class*=on-], g.host")]
     .map((e) => e.getBoundingClientRect()).map((b) => [b.left + b.width / 2, b.top + b.height / 2]);
   const bw = box.offsetWidth, bh = box.offsetHeight;
   let best = null;
