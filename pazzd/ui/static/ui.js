@@ -7,6 +7,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const FAULT_POLL_MS = 2000;
 const COVERAGE_POLL_MS = 5000;
 const RESOLVED_KEPT = 20;
+const EXPECTED_LISTED = 10; // expected alternatives listed in a fault's detail (all are drawn)
 
 const S = {
   topo: null,
@@ -453,7 +454,9 @@ function showFault(f, redraw) {
   if (f.resolved_at) t.append(row("resolved", fmtTime(f.resolved_at), "resolved"));
   if (f.actual) t.append(row("actual", `Verify_Port ${hex(f.actual.verify_port, 8)}, Verify_Rule ${hex(f.actual.verify_rule, 4)}`, "actual"));
   if (f.path) t.append(row("actual path", actualText(f.path), "path"));
-  for (const e of expectedShown(f)) {
+  const exp = expectedShown(f);
+  if (exp.length > EXPECTED_LISTED) t.append(row("expected", `${exp.length} alternatives from the packet's ingress; the first ${EXPECTED_LISTED}:`, "expected-count"));
+  for (const e of exp.slice(0, EXPECTED_LISTED)) {
     t.append(row("expected", `from ${portText(e.ingress.join(":"))}: Verify_Port ${hex(e.verify_port, 8)}, Verify_Rule ${hex(e.verify_rule, 4)}; path ${pathText(e.path)}`, "expected"));
   }
   t.append(row("candidates", ((f.localization || {}).candidates || []).map((d) => S.names.get(d) || d).join(", "), "candidates"));

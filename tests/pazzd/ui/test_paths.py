@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cpc.tags import port_bits
 from cpc.topology import Topology
+from pazzd.answers import path_lines
 from pazzd.ui.paths import MAX_CHAINS, PathFinder, actual_path_json
 from pazzdata.workloads import fattree, grid, next_hops, random_links
 
@@ -238,3 +239,16 @@ def test_no_chain_and_no_report():
     assert [2, 4] in ans["possible"]
     assert actual_path_json(finder, {"actual": None, "egress": None}) is None
     assert actual_path_json(finder, {"actual": {"verify_port": vp}, "egress": None}) is None
+
+
+def test_pazzctl_prints_the_path():
+    topo, _ = grid(2)
+    finder = PathFinder(topo)
+    hops = ((1, 5, 2), (2, 4, 5))  # h1 in at s1, over the link to s2, out to h2
+    f = {"actual": {"verify_port": _filter(hops)}, "egress": [2, 5]}
+    lines = path_lines(actual_path_json(finder, f))
+    assert lines == ["actual path  s1(5→2) s2(4→5)"]
+    two = {"status": "ambiguous", "more": False, "chain_count": 2, "verify_port": "0x1"}
+    two["chains"] = [{"text": "A"}, {"text": "B"}]
+    assert path_lines(two)[0].endswith("ambiguous: 2 paths fit Verify_Port 0x1")
+    assert path_lines(None) == []

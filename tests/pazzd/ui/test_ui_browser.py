@@ -60,7 +60,8 @@ def _viewbox(drv) -> list[float]:
 def test_a_misroute_on_a_large_network(tmp_path, kind, size, name):
     wl, model = network(kind, size)
     m = make_misroute(wl, model)
-    ui = serve(wl, [m.fault], model)
+    gone = dict(m.fault, id=2, state="resolved", resolved_at=m.fault["last_seen"] + 1)
+    ui = serve(wl, [m.fault, gone], model)
     drv = chrome(tmp_path / "profile", (1280, 800))
     try:
         base = f"http://127.0.0.1:{ui.port}/ui/"
@@ -148,6 +149,12 @@ def test_a_misroute_on_a_large_network(tmp_path, kind, size, name):
         drv.get(base)
         drv.get(url)
         wait_for(drv, lambda d: css(d, "#trace-result table[data-outcome]"), 10, "trace by link")
+        # A resolved fault by its link: drawn the same, faded.
+        drv.get(base + "#fault=2")
+        wait_for(drv, lambda d: css(d, '#callout[data-fault="2"]'), 20, "the resolved fault")
+        assert "resolved" in css(drv, "#callout")[0].get_attribute("class")
+        assert "resolved" in css(drv, "#overlay")[0].get_attribute("class")
+        assert _keys(css(drv, "#overlay line.ov-actual.solid[data-dir=in]")) == real_in
         assert console_errors(drv) == []
     finally:
         drv.quit()
