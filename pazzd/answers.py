@@ -20,6 +20,8 @@ from cpc.rules import Match
 from cpc.spacesummary import summarize
 from cpc.topology import Topology, TopologyError
 
+from .ui.entrydiff import entry_difference
+
 
 class QueryError(ValueError):
     """An argument of a trace or reach request is not a port or a header."""
@@ -144,9 +146,23 @@ def fault_json(row) -> dict:
         "localization": row.localization,
         "polled": row.polled,
         "audit": row.audit,
+        "difference": _difference(row),
         "resolved_at": row.resolved_at,
         "saved": True,  # pazzd.faultlist: False for faults waiting in memory for the store
     }
+
+
+def _difference(row) -> dict | None:
+    """What differs between the localized entry and the intended one (entrydiff)."""
+    found = row.polled if row.polled and row.polled.get("finding") else None
+    if found is None and row.kind == "audit" and row.audit:
+        found = row.audit
+    if not found:
+        return None
+    try:
+        return entry_difference(found.get("entry"), found.get("intended"))
+    except Exception:  # noqa: BLE001 - a text no parser expected: the entries still show
+        return None
 
 
 def header_text(header):

@@ -17,6 +17,7 @@ from . import answers
 from .answers import fault_json
 from .faultlist import fault_list
 from .ui.data import coverage_json, topology_json
+from .ui.paths import PathFinder, actual_path_json
 
 __all__ = ["Commands"]
 
@@ -39,6 +40,7 @@ class Commands:
     def __init__(self, svc, host) -> None:
         self.svc = svc
         self.host = host
+        self._paths: PathFinder | None = None
 
     async def handle(self, req: dict):
         cmd = req["cmd"]
@@ -138,7 +140,15 @@ class Commands:
         row = self.svc.store.get(_int_arg(req, "id"))
         if row is None:
             raise InputError(f"no fault with id {req['id']}")
-        return fault_json(row)
+        out = fault_json(row)
+        out["path"] = actual_path_json(self._path_finder(), out)
+        return out
+
+    def _path_finder(self) -> PathFinder:
+        """One per topology (a reload may bring another); it caches its answers."""
+        if self._paths is None or self._paths.topo is not self.svc.topology:
+            self._paths = PathFinder(self.svc.topology)
+        return self._paths
 
     async def api_localize(self, req) -> dict:
         return await self.host.faults.localize(_int_arg(req, "id"))

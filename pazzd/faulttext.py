@@ -9,7 +9,16 @@ from __future__ import annotations
 from .portnames import PortNames
 from .records import AuditFault, header_ofctl, when
 
-__all__ = ["event_line", "fault_rows", "fault_text", "location_text", "no_finding_text"]
+__all__ = [
+    "event_line",
+    "fault_rows",
+    "fault_text",
+    "location_text",
+    "no_finding_text",
+    "path_lines",
+]
+
+MAX_EXPECTED = 10  # expected paths `faults show` prints; a large network has thousands
 
 
 def location_text(f: dict, names: PortNames) -> str:
@@ -63,11 +72,15 @@ def fault_text(f: dict, names: PortNames | None = None) -> list[str]:
     out.append(f"{'count':12} {f['count']}   reopened {f['reopened']}")
     out += _times(f)
     out.append(f"{'actual':12} {_tags(f['actual']) if f.get('actual') else '-'}")
-    for e in f["expected"] or []:
+    expected = f["expected"] or []
+    for e in expected[:MAX_EXPECTED]:
         out.append(f"{'expected':12} from {names.pair(e['ingress'])}: {names.path(e['path'])}")
         out.append(f"{'':12}   {_tags(e)}")
-    if not f["expected"]:
+    if len(expected) > MAX_EXPECTED:
+        out.append(f"{'':12} ... and {len(expected) - MAX_EXPECTED} more (--json lists all)")
+    if not expected:
         out.append(f"{'expected':12} - (the model delivers this header nowhere here)")
+    out += path_lines(f.get("path"))
     cands = (f["localization"] or {}).get("candidates")
     out.append(f"{'candidates':12} {names.switches(cands or ())}")
     if f["polled"] and not f["polled"].get("finding"):
@@ -84,7 +97,25 @@ def fault_text(f: dict, names: PortNames | None = None) -> list[str]:
             out.append(f"{'  entry':12} {p['entry']}")
         if p.get("intended"):
             out.append(f"{'  intended':12} {p['intended']}")
+        if p.get("merged_into"):
+            out.append(f"{'  merged':12} into fault {p['merged_into']} (the same entry)")
+    if f.get("difference"):
+        out.append(f"{'  differs':12} {f['difference']['text']}")
     return out + audit_lines(f)
+
+
+def path_lines(p: dict | None) -> list[str]:
+    """The actual path that the report's Verify_Port gives (pazzd.ui.paths)."""
+    if not p:
+        return []
+    if p["status"] == "none":
+        return [f"{'actual path':12} none fits Verify_Port {p['verify_port']}"]
+    if p["status"] == "unique":
+        return [f"{'actual path':12} {p['chains'][0]['text']}"]
+    n = f"more than {p['chain_count']}" if p["more"] else str(p["chain_count"])
+    out = [f"{'actual path':12} ambiguous: {n} paths fit Verify_Port {p['verify_port']}"]
+    out += [f"{'':12} {c['text']}" for c in p["chains"]]
+    return out
 
 
 def fault_rows(faults: list[dict], names: PortNames | None = None) -> list[tuple]:

@@ -36,6 +36,7 @@ def chrome(profile: Path, size: tuple[int, int] = (1500, 900)):
         f"--window-size={size[0]},{size[1]}",
     ):
         opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console_errors reads it
     return webdriver.Chrome(options=opts, service=Service(executable_path=driver))
 
 
@@ -62,3 +63,8 @@ def css(drv, selector: str) -> list:
     from selenium.webdriver.common.by import By
 
     return drv.find_elements(By.CSS_SELECTOR, selector)
+
+
+def console_errors(drv) -> list[str]:
+    """The page's console errors (and failed loads) since the last call."""
+    return [e["message"] for e in drv.get_log("browser") if e["level"] == "SEVERE"]
