@@ -119,7 +119,7 @@ class View:
                     f["kind"],
                     f["location"],
                     p.get("switch", "...") if p else "...",
-                    _tail(p.get("cause") or "", 70),
+                    p.get("cause") or "",  # in full, last: a long one wraps
                 )
             )
         out += _rows(rows) if len(rows) > 1 else ["  none"]
@@ -131,11 +131,6 @@ class View:
         out += ["  " + e for e in self.events[-10:]]
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
-
-
-def _tail(text: str, width: int) -> str:
-    """text cut to width from the left: an entry's actions, at its end, are what differs."""
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 def _rows(rows) -> list[str]:
@@ -1054,7 +1049,7 @@ def _run(args, prefix, workdir: Path, view: View, procs, labs: list[Lab]) -> int
                 EXPECT[f.key],
                 f.detected["kind"] if f.detected else "MISSED",
                 p.get("switch", "-"),
-                _tail(p.get("cause") or "-", 90),
+                p.get("cause") or "-",
                 f"{f.latency:.1f}s" if f.latency is not None else "-",
                 f"{f.loc_seconds:.2f}s" if f.loc_seconds is not None else "-",
             )

@@ -8,16 +8,20 @@ import socket
 import threading
 import time
 
-from pazzlab.demo import Interrupted, View, _hold, _tail, ui_port
+from pazzlab.demo import Interrupted, View, _hold, ui_port
 
 
-def test_a_long_entry_keeps_its_actions():
-    """The fault table cuts an entry from the left: the actions at its end are what a
-    misroute changed (`output:3`)."""
-    e = "table=0,priority=24,ip,nw_dst=10.0.1.0/24 actions=set_verify_rule:12,output:3"
-    cut = _tail(e, 40)
-    assert len(cut) == 40 and cut.endswith("output:3") and cut.startswith("…")
-    assert _tail("priority=1 actions=drop", 40) == "priority=1 actions=drop"
+def test_a_long_entry_is_shown_in_full(capsys):
+    """The fault table shows the localized entry whole: its actions, at the end, are what a
+    misroute changed (`output:3`), and its match says which traffic."""
+    e = (
+        "table=0,priority=24,cookie=0x10,ip,nw_src=10.0.3.0/24,nw_dst=10.0.12.0/24,"
+        "udp_dst=445,actions=set_verify_rule:12,output:3"
+    )
+    fault = {"id": 1, "state": "open", "kind": "type_p_action", "location": "dpid:2"}
+    view = View(tty=True)
+    view.draw(None, [{**fault, "polled": {"switch": "s2", "cause": e}}], [("h",)])
+    assert e in capsys.readouterr().out
 
 
 def test_a_port_left_in_time_wait_is_taken_again():
