@@ -28,6 +28,7 @@ import pytest
 from cpc.fields import parse_header
 from cpc.ofctl import parse_flow
 from cpc.refdp import RefDataPlane
+from pazzapi import call
 from pazzlab.demo import bring_up
 from pazzlab.lab import Lab
 from pazzlab.ovs import free_tcp_port, stop_processes
@@ -75,7 +76,7 @@ def test_the_drawn_path_is_the_packets_own(tmp_path, kind, size, rules, name):
             settle=1.5,
             ui_listen=f"127.0.0.1:{free_tcp_port()}",
         )
-        url = run.status["ui"]
+        url = call(run.sock, "ui-url", timeout=10)["url"]  # with the view's token
         drv = chrome(tmp_path / "profile", (1280, 800))
         drv.get(url)
         wait_for(drv, lambda d: d.execute_script("return document.body.dataset.ready"), 30, "page")
