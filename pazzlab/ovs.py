@@ -132,7 +132,7 @@ class DatapathLock:
             return False
         DATAPATH_LOCK.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(DATAPATH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
         told = False
         try:
             while True:
@@ -141,11 +141,13 @@ class DatapathLock:
                     break
                 except BlockingIOError:
                     holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-                    if not told:
+                    # The holder writes who it is just after it locks: wait a moment for it.
+                    waited = time.monotonic() - start
+                    if not told and (holder or waited > 1.0):
                         msg = f"waiting for the userspace datapath, held by {holder or 'another process'}"
                         (say or (lambda m: print(m, file=sys.stderr, flush=True)))(msg)
                         told = True
-                    if time.monotonic() > deadline:
+                    if waited > timeout:
                         raise RuntimeError(
                             f"the userspace datapath is still held after {timeout:.0f} s by "
                             f"{holder or 'another process'} ({DATAPATH_LOCK})"
