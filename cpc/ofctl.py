@@ -523,7 +523,8 @@ def format_action(a: tuple) -> str:
     return "push_vlan:0x8100" if a[0] == "push_vlan" else a[0]
 
 
-def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
+def action_parts(instructions: Instructions, rule_id: int = 0) -> list[str]:
+    """The instructions as ovs-ofctl action words, in order (empty: drop)."""
     ins = instructions
     parts = [f"set_verify_rule:{rule_id}"] if rule_id else []
     parts += [format_action(a) for a in ins.apply]
@@ -533,7 +534,11 @@ def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
         parts.append("write_actions(" + ",".join(format_action(a) for a in ins.write) + ")")
     if ins.goto is not None:
         parts.append(f"goto_table:{ins.goto}")
-    return ",".join(parts) or "drop"
+    return parts
+
+
+def format_actions(instructions: Instructions, rule_id: int = 0) -> str:
+    return ",".join(action_parts(instructions, rule_id)) or "drop"
 
 
 def format_group(g: Group) -> str:

@@ -6,7 +6,7 @@ short exactly where they differ."""
 
 from __future__ import annotations
 
-from cpc.ofctl import format_action, format_match, parse_flow
+from cpc.ofctl import action_parts, format_match, parse_flow
 from cpc.rules import FlowEntry, ModelError
 
 __all__ = ["entry_difference"]
@@ -44,15 +44,7 @@ def _show(items: dict[str, str]) -> str:
 
 def _actions(e: FlowEntry) -> list[str]:
     """The entry's actions without set_verify_rule (pazzd's proxy adds it: not a change)."""
-    ins = e.instructions
-    out = [format_action(a) for a in ins.apply]
-    if ins.clear:
-        out.append("clear_actions")
-    if ins.write:
-        out.append("write_actions(" + ",".join(format_action(a) for a in ins.write) + ")")
-    if ins.goto is not None:
-        out.append(f"goto_table:{ins.goto}")
-    return out or ["drop"]
+    return action_parts(e.instructions) or ["drop"]
 
 
 def _actions_part(got: list[str], want: list[str]) -> str:

@@ -17,7 +17,6 @@ a time, and the intended flow tables are restored between tests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 import socket
 import subprocess
@@ -146,29 +145,9 @@ def _free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-def _other_vswitchd() -> list[int]:
-    out = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        with contextlib.suppress(OSError):
-            if comm.read_text().strip() == "ovs-vswitchd":
-                out.append(int(comm.parent.name))
-    return out
-
-
-def _wait_for_datapath_free(timeout: float = 120.0) -> None:
-    """The userspace datapath opens one persistent tap device, ovs-netdev, in the root
-    namespace; a second ovs-vswitchd (another OVS test running beside this one) cannot
-    open it and fails to create its bridges. Wait for the other one to exit."""
-    deadline = time.monotonic() + timeout
-    while pids := _other_vswitchd():
-        if time.monotonic() > deadline:
-            pytest.fail(f"another userspace ovs-vswitchd is running: {pids}")
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def grid(ovs_prefix):
-    _wait_for_datapath_free()
+    # OvsInstance.start waits its turn for the userspace datapath (pazzlab.ovs.DatapathLock).
     t0 = time.monotonic()
     c = Cleanup()
     try:
