@@ -53,10 +53,7 @@ class FaultEvents:
         if not ev.new:
             return
         row = self.store.get(ev.fault_id)
-        into = (
-            (row.polled or {}).get("merged_into") if row and isinstance(row.polled, dict) else None
-        )
-        if into is not None and (host := self.store.get(into)) is not None and host.state == OPEN:
+        if self._folded(row):
             # Reopened by another sample of a fault merged into one still open: fold again.
             self.store.resolve(ev.fault_id, time.time())
             return
@@ -115,8 +112,16 @@ class FaultEvents:
     def localize_soon(self, req: LocalizationRequest) -> None:
         self.spawn(self._auto_localize(req.fault_id))
 
+    def _folded(self, row) -> bool:
+        """Is row a fault merged into another (polled.merged_into) that is still open?"""
+        into = row.polled.get("merged_into") if row and isinstance(row.polled, dict) else None
+        host = self.store.get(into) if into is not None else None
+        return host is not None and host.state == OPEN
+
     async def _auto_localize(self, fid: int) -> None:
         await asyncio.sleep(0.2)  # let OVS finish the change that caused it
+        if self._folded(self.store.get(fid)):
+            return  # its entry is the open fault's: no need to poll the switches again
         try:
             ans = await self.localize(fid)
             if ans.get("switch"):

@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 
 from pazzd.faults import FaultEvents
-from tester.engine import FaultEvent
+from tester.engine import FaultEvent, LocalizationRequest
 from tester.store import OPEN, RESOLVED, FaultStore
 
 CAUSE = "table=0,priority=24,ip,nw_dst=10.0.1.0/24,actions=set_verify_rule:7,output:3"
@@ -34,8 +34,10 @@ class Localizer:
 
     def __init__(self, answers: dict) -> None:
         self.answers = answers
+        self.polls = 0
 
     async def localize(self, row):
+        self.polls += 1
         return self.answers[row.location]
 
 
@@ -79,6 +81,11 @@ def test_a_second_fault_with_the_same_cause_is_folded_into_the_first(tmp_path):
     assert (fid, new) == (b, True) and store.get(b).state == OPEN
     ev.fault(FaultEvent(b, "type_p_action", "detour:1,2,3", "cls:3", (3, 5), {}, (1,), True))
     assert store.get(b).state == RESOLVED and metrics.faults_detected.n == 0
+    # ... and its localization request polls no switch: the entry is the open fault's.
+    polls = loc.polls
+    ev.spawn = asyncio.run
+    ev.localize_soon(LocalizationRequest(b, "type_p_action", (1,), {}, (3, 5), "detour:1,2,3"))
+    assert loc.polls == polls
     # Once the first fault is gone, the second stands on its own again.
     store.resolve(a, time.time())
     _record(store, "detour:1,2,3")
