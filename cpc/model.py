@@ -327,16 +327,6 @@ class Model:
                 self._move_deferred(d)
         return self._commit(), errors
 
-    def affected(self, fm: FlowMod) -> list[FlowEntry]:
-        """The entries fm would change or remove if applied now: the entry an ADD replaces
-        (same table, match and priority), or those a MODIFY or DELETE selects."""
-        if fm.command == "add":
-            el = self._elements.get((fm.dpid, fm.table, fm.match.in_port))
-            e = el.entries.get((fm.match.fields, fm.priority)) if el is not None else None
-            return [e] if e is not None else []
-        strict = fm.command.endswith("_strict")
-        return flowmod.select(self._elems_of.get(fm.dpid, ()), fm, strict)
-
     def _apply_one(self, fm: FlowMod) -> None:
         self._check_switch(fm.dpid, fm.source)
         has_group = lambda gid: (fm.dpid, gid) in self._groups  # noqa: E731

@@ -85,7 +85,6 @@ class IntentGuard:
         self._batch = 0
         self.judged = 0
         self.refused = 0
-        self.updates = 0  # model updates made by trials, undoing included (bench)
         self.seconds: list[float] = []  # the latest judgement times (bench, status)
 
     def collect(self, changes) -> bool:
@@ -199,7 +198,6 @@ class IntentGuard:
         will)."""
         with self.model.trial():  # the checks' subscribers know not to store these
             upd, errors = self.model.apply_many(fms)
-        self.updates += 1
         self._stack.append(_Step(keys, _undo(upd.changes)))
         return len(errors) < len(fms)
 
@@ -220,7 +218,6 @@ class IntentGuard:
             return
         with self.model.trial():
             _, errors = self.model.apply_many(undo)
-        self.updates += 1
         if errors:  # cannot happen: these entries were in the model a moment ago
             log.error("guard: the model did not take its entries back: %s", errors)
 
