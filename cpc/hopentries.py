@@ -16,12 +16,6 @@ from .rules import FlowEntry
 __all__ = ["hop_entries"]
 
 
-def _matches(e: FlowEntry, header: dict, in_port: int) -> bool:
-    if e.match.in_port is not None and e.match.in_port != in_port:
-        return False
-    return all((header.get(f, 0) & m) == v for f, v, m in e.match.fields)
-
-
 def _rewrite(header: dict, actions) -> None:
     for a in actions:
         if a[0] == "set_field":
@@ -42,7 +36,7 @@ def hop_entries(model, hop: Hop, header: dict) -> tuple[list[FlowEntry | None], 
             for e in el.entries.values() if el is not None else ():
                 if (e.priority, e.cookie, e.rule_id) == (ref.priority, ref.cookie, ref.rule_id):
                     cands.append(e)
-        hits = [e for e in cands if _matches(e, hdr, hop.in_port)]
+        hits = [e for e in cands if e.match.contains(hdr, hop.in_port)]
         e = hits[0] if hits else (cands[0] if len(cands) == 1 else None)
         found.append(e)
         if e is None:
