@@ -13,7 +13,14 @@ import struct
 from cpc.fields import ETH_TYPE_IPV4, OFPVID_PRESENT
 from cpc.tags import VERIFY_ETHERTYPE, VERIFY_ETHERTYPE_MARKED
 
-__all__ = ["is_report", "parse_frame", "build_frame", "ParsedFrame", "REPORT_MARK_ETHERTYPE"]
+__all__ = [
+    "is_report",
+    "parse_frame",
+    "build_frame",
+    "ip_checksum",
+    "ParsedFrame",
+    "REPORT_MARK_ETHERTYPE",
+]
 
 REPORT_MARK_ETHERTYPE = VERIFY_ETHERTYPE
 _VLAN_TPIDS = (0x8100, 0x88A8)
@@ -117,7 +124,8 @@ def parse_frame(data: bytes) -> ParsedFrame:
     return ParsedFrame(hdr, vport, vrule, has_verify, True, marked)
 
 
-def _ip_checksum(b: bytes) -> int:
+def ip_checksum(b: bytes) -> int:
+    """The Internet checksum of b (0 over a header whose checksum field is right)."""
     s = sum(struct.unpack(f">{len(b) // 2}H", b))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
@@ -182,5 +190,5 @@ def build_frame(
             header.get("ipv4_dst", 0).to_bytes(4, "big"),
         )
     )
-    ip[10:12] = _H.pack(_ip_checksum(bytes(ip)))
+    ip[10:12] = _H.pack(ip_checksum(bytes(ip)))
     return bytes(out) + bytes(ip) + body

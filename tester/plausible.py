@@ -22,7 +22,6 @@ the corroboration rule (a fault needs two distinct packets), not here.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 
 from cpc.fields import ETH_TYPE_IPV4
@@ -30,6 +29,7 @@ from cpc.results import Port
 from cpc.tags import VERIFY_ETHERTYPE, VERIFY_ETHERTYPE_MARKED
 
 from .detect import hop_bits
+from .packet import ip_checksum
 from .sflow import HEADER_PROTO_ETHERNET
 
 __all__ = ["bloom_explained", "implausible", "port_masks"]
@@ -37,7 +37,6 @@ __all__ = ["bloom_explained", "implausible", "port_masks"]
 OFPP_LOCAL, OFPP_CONTROLLER = 0xFFFFFFFE, 0xFFFFFFFD
 _VERIFY = (VERIFY_ETHERTYPE, VERIFY_ETHERTYPE_MARKED)
 _VLAN = (0x8100, 0x88A8)
-_WORDS = struct.Struct(">10H")
 
 
 def port_masks(ports: Iterable[Port]) -> tuple[int, ...]:
@@ -80,10 +79,7 @@ def _payload(raw: bytes) -> tuple[int | None, int]:
 
 
 def _checksum_ok(raw: bytes, off: int) -> bool:
-    s = sum(_WORDS.unpack_from(raw, off))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s == 0xFFFF
+    return ip_checksum(raw[off : off + 20]) == 0
 
 
 def _ipv4_problem(raw: bytes) -> str | None:
