@@ -79,12 +79,13 @@ def _payload(raw: bytes) -> tuple[int | None, int]:
 
 
 def _checksum_ok(raw: bytes, off: int) -> bool:
-    return ip_checksum(raw[off : off + 20]) == 0
+    """The header's checksum over its whole length (options included)."""
+    return ip_checksum(raw[off : off + (raw[off] & 15) * 4]) == 0
 
 
 def _ipv4_problem(raw: bytes) -> str | None:
     off, etype = _payload(raw)
-    if off is None or len(raw) < off + 20:
+    if off is None or len(raw) < off + 20 or len(raw) < off + (raw[off] & 15) * 4:
         return None  # not sampled whole: nothing to check
     vihl = raw[off]
     if etype != ETH_TYPE_IPV4:

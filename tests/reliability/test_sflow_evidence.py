@@ -162,3 +162,23 @@ def test_each_implausible_sample_is_counted_not_judged(tmp_path, net, what):
         assert len(store.faults()) == 1 and t.stats.samples_implausible == 1
     finally:
         store.close()
+
+
+def test_an_ipv4_header_with_options_is_checked_whole():
+    """The checksum covers the whole IPv4 header, options included (IHL 6 here): a right
+    one passes, one flipped bit in the options is caught."""
+    import struct
+
+    from tester.packet import ip_checksum
+    from tester.plausible import _ipv4_problem
+
+    ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x46, 0, 44, 1, 0, 64, 17, 0, bytes(4), bytes(4)))
+    ip[12:20] = bytes([10, 0, 0, 1, 10, 0, 1, 5])
+    ip += bytes([1, 1, 1, 0])  # options: NOP, NOP, NOP, end
+    ip[10:12] = struct.pack(">H", ip_checksum(bytes(ip)))
+    eth = bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00"
+    frame = eth + bytes(ip) + bytes(20)
+    assert _ipv4_problem(frame) is None
+    bad = bytearray(frame)
+    bad[14 + 21] ^= 0x04  # a bit of the options
+    assert _ipv4_problem(bytes(bad)) == "IPv4 header checksum wrong"
