@@ -72,6 +72,10 @@ class Update:
     reshaped: frozenset[int] = frozenset()
     # The entries changed, in order: (old, new) with None for an entry added or removed.
     changes: tuple[tuple[FlowEntry | None, FlowEntry | None], ...] = ()
+    # The group and port changes, in order, before the entry changes: ("group", Group),
+    # ("ungroup", dpid, group id) (its entries are in `changes` too), ("port", dpid,
+    # port, up). With `changes` they replay the update on a copy of the model.
+    ops: tuple[tuple, ...] = ()
     # What caused it, as the caller of `Model.caused_by` said (the proxy's batch, an API
     # call); None when nobody said.
     cause: object = None
@@ -167,6 +171,7 @@ class Model:
         self._subscribers: list[Callable[[Update], None]] = []
         self._touched: list = []  # match BDDs of this update: Update.region is their union
         self._changes: list = []  # (old, new) entries of this update: Update.changes
+        self._ops: list[tuple] = []  # group and port changes of this update: Update.ops
         self._id_region = self.space.false  # where only the matched entry's identity changed
         self._id_groups: set[int] = set()  # the groups of the elements where it did
         self._touched_exits: set[Port] = set()
@@ -360,6 +365,7 @@ class Model:
         self._check_switch(group.dpid, group.source)
         flowmod.check_group(group)
         self._groups[(group.dpid, group.group_id)] = group
+        self._ops.append(("group", group))
         self.walker.forget_groups()
         self._touch_switch(group.dpid)
         return self._commit_classes(self.index.group_users.get((group.dpid, group.group_id), set()))
@@ -368,6 +374,7 @@ class Model:
     def delete_group(self, dpid: int, group_id: int) -> Update:
         """GroupMod DELETE: the group and the entries that use it (OpenFlow 1.3.5 6.5)."""
         self._groups.pop((dpid, group_id), None)
+        self._ops.append(("ungroup", dpid, group_id))
         self.walker.forget_groups()
         for e in list(self._group_refs.get((dpid, group_id), {}).values()):
             self._remove(e)
@@ -378,6 +385,7 @@ class Model:
     def port_status(self, dpid: int, port: int, up: bool) -> Update:
         """A port went up or down: outputs to a down port are dropped."""
         loc = (dpid, port)
+        self._ops.append(("port", dpid, port, up))
         if up:
             self.topo.down.discard(loc)
         else:
@@ -703,11 +711,13 @@ class Model:
             space=self.space,
             reshaped=frozenset(reshaped - gone - named),
             changes=tuple(self._changes),
+            ops=tuple(self._ops),
             cause=self._cause,
             trial=self._trial,
         )
         self._touched.clear()
         self._changes.clear()
+        self._ops.clear()
         self._touched_exits.clear()
         for fn in self._subscribers:
             fn(upd)

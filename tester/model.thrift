@@ -127,3 +127,105 @@ service ModelService {
   list<IfEntry> ifmap(),
   void report(1: WorkerReport report),
 }
+
+// --- Scale-out over NATS JetStream (pazzd/scaleout), compact protocol --------------------
+// sFlow as a collector decoded it (tester.sflow), published to pazz.samples.<shard>.
+// Unsigned 32-bit sFlow fields travel as i64.
+
+struct WireFlowSample {
+  1: i64 seq,
+  2: i64 source_type,
+  3: i64 source_index,
+  4: i64 sampling_rate,
+  5: i64 sample_pool,
+  6: i64 drops,
+  7: i64 input_format,
+  8: i64 input,
+  9: i64 output_format,
+  10: i64 output,
+  11: i64 header_protocol,
+  12: i64 frame_length,
+  13: i64 stripped,
+  14: binary header,
+  15: bool expanded,
+}
+
+struct WireCounterSample {
+  1: i64 seq,
+  2: i64 source_type,
+  3: i64 source_index,
+  4: list<i64> generic,       // tester.sflow.IfCounters' values in order; empty: none
+  5: bool expanded,
+}
+
+struct SampleDatagram {
+  1: string agent,
+  2: i64 sub_agent,
+  3: i64 seq,
+  4: i64 uptime,
+  5: list<WireFlowSample> flows,
+  6: list<WireCounterSample> counters,
+  7: double received,         // the collector's wall time: the sample's time
+  8: string source,           // the UDP source address
+}
+
+// One change of the model, replayed on the replicas: an entry added or removed (ovs-ofctl
+// text, cpc.ofctl.format_flow), a group set or deleted, a port up or down.
+struct ModelChange {
+  1: string kind,             // add | remove | group | ungroup | port_up | port_down
+  2: i64 dpid,
+  3: string text = "",        // add, remove: the flow; group: the group
+  4: i64 number = 0,          // ungroup: the group id; port_*: the port
+}
+
+// A committed model update (pazz.model.log), or the state at a version in parts
+// (pazz.model.snapshot.part, then pazz.model.snapshot.head naming them).
+struct ModelRecord {
+  1: string epoch,            // one run of the primary: versions count within it
+  2: i64 version,
+  3: double time,             // the primary's wall time of the commit
+  4: list<ModelChange> changes,
+  5: list<IfEntry> ifmap = [],  // the whole sFlow ifIndex map, when it changed
+  6: bool has_ifmap = false,
+}
+
+struct SnapshotHead {
+  1: string epoch,
+  2: i64 version,
+  3: double time,
+  4: i64 first_part,          // stream sequence of the first part
+  5: i32 parts,
+  6: string topology,         // the topology's fingerprint: replicas must have the same
+  7: list<IfEntry> ifmap,
+}
+
+// "At `time` the model of `epoch` was at `version`" (pazz.model.tick, core NATS, 10/s):
+// a replica at that version may judge samples up to that time.
+struct Tick {
+  1: string epoch,
+  2: i64 version,
+  3: double time,
+}
+
+// A sample a worker judged a fault: the primary judges it again against its own model and
+// records it (pazz.faults, with the worker's report).
+struct Evidence {
+  1: string agent,
+  2: i64 sub_agent,
+  3: WireFlowSample sample,
+  4: i64 dpid,                // the egress (a report) or where the sample was taken (hop)
+  5: i32 port,
+  6: bool hop,
+  7: double time,
+}
+
+struct ScaleoutReport {
+  1: string worker,
+  2: map<string, i64> stats,
+  3: list<Evidence> evidence,
+  4: list<FlowSeen> flows,
+  5: list<Suspect> suspects,
+  6: double lag,              // seconds the worker's replica is behind the primary
+  7: i64 version,             // the replica's model version
+  8: list<i32> shards,
+}
