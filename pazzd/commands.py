@@ -89,6 +89,7 @@ class Commands:
                 }
                 for i in sorted(workers.procs)
             ],
+            "scaleout": st.get("scaleout"),
             "faults_open": st["faults_open"],
             "intents_open": st.get("intents", {}),
             "agents": st.get("agents", {}),

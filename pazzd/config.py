@@ -48,6 +48,7 @@ __all__ = [
     "IntentsConfig",
     "MetricsConfig",
     "OvsConfig",
+    "ScaleoutConfig",
     "SflowConfig",
     "SwitchCfg",
     "TesterConfig",
@@ -182,6 +183,17 @@ class AgentsConfig:
     group_twice: str = "refuse"  # or "warn": the proxy's group_twice, set at start
 
 
+@dataclass(slots=True)
+class ScaleoutConfig:
+    """Scale-out over NATS JetStream (pazzd/scaleout, docs/scaling.md): with `nats` set,
+    pazzd journals its model and reads the workers' reports; `pazzd collector` and
+    `pazzd worker` read the same section. None: single-host, no NATS."""
+
+    nats: str | None = field(default=None, metadata=RESTART)
+    shards: int = option(16, lo=1, hi=1024, restart=True)  # sample shards (by sFlow agent)
+    snapshot_every: int = option(1000, lo=1, hi=10_000_000)  # model updates per snapshot
+
+
 # The YAML sections, each a dataclass of its own: key -> (its type, the keys read by hand
 # besides its option() fields). The controller section is the proxy's own ProxyConfig
 # (its TLS contexts and database are filled in at start). Each is a field of Config.
@@ -199,6 +211,7 @@ SECTIONS: dict[str, tuple[type, set[str]]] = {
     "api": (ApiConfig, {"socket", "group"}),
     "intents": (IntentsConfig, {"no_loops", "no_blackholes", "policies"}),
     "agents": (AgentsConfig, {"group_twice"}),
+    "scaleout": (ScaleoutConfig, {"nats"}),
 }
 
 
@@ -218,6 +231,7 @@ class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     intents: IntentsConfig = field(default_factory=IntentsConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
+    scaleout: ScaleoutConfig = field(default_factory=ScaleoutConfig)
     edge_ports: list[tuple[int, int]] = field(default_factory=list)
     switches: list[SwitchCfg] = field(default_factory=list)
     critical_flows: list[CriticalFlow] = field(default_factory=list)
@@ -550,6 +564,7 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
         except KeyError:
             r.fail(a, "group", "api.group", f"no group {group!r} on this machine")
         cfg.api.group = str(group)
+    _read_nats(r, secs["scaleout"], cfg)
     db = doc.get("database", cfg.database)
     if not isinstance(db, str) or not db:
         r.fail(doc, "database", "database", "must be a file path or :memory:")
@@ -579,3 +594,12 @@ def load_config(path: str | Path, deep: bool = False) -> Config:
 
 def describe(cfg: Config) -> dict[str, Any]:
     return cfg.summary()
+
+
+def _read_nats(r: Reader, sec, cfg: Config) -> None:
+    url = sec.get("nats")
+    if url is None:
+        return
+    if not isinstance(url, str) or not url.startswith(("nats://", "tls://")):
+        r.fail(sec, "nats", "scaleout.nats", "must be a NATS URL, nats://HOST:PORT")
+    cfg.scaleout.nats = url

@@ -91,6 +91,7 @@ class Daemon:
         self.probes: ProbeService | None = None
         self.workers: WorkerPool | None = None
         self.model_server: ModelServer | None = None
+        self.scaleout = None  # pazzd.scaleout.primary.PrimaryLink, with scaleout.nats
         self.version_file: VersionFile | None = None
         self.collector: SflowCollector | None = None
         self.api: ApiServer | None = None
@@ -229,6 +230,13 @@ class Daemon:
             )
             with resource(f"sflow.listen {cfg.sflow.host}:{cfg.sflow.port} (UDP)"):
                 await self.collector.start()
+        if cfg.scaleout.nats:
+            from .scaleout.primary import PrimaryLink  # NATS only when configured
+
+            so = cfg.scaleout
+            self.scaleout = PrimaryLink(self, so.nats, so.shards, so.snapshot_every)
+            self._spawn(self.scaleout.run(self.stop_event))
+            log.info("scale-out: model journal and worker reports over NATS %s", so.nats)
         self.api = ApiServer(
             cfg.api.socket, Commands(self.svc, self).handle, group=wiring.api_group(cfg)
         )

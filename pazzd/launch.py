@@ -6,7 +6,7 @@ handlers take over (pazzd.main; from then on a stop ends the start at its next s
 They are also unblocked here: a launcher that must signal pazzd during the interpreter's
 own start (the few milliseconds before any of pazzd's code runs, when the kernel's default
 action still applies) starts it with them blocked, and pazzd then receives them pending.
-This module imports nothing but `os` and `signal`; the package's __init__ nothing.
+This module imports nothing but `os`, `signal` and `sys`; the package's __init__ nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ def hold_signals() -> list[int]:
 
 def run() -> int:
     """The `pazzd` command (pyproject's script; `python -m pazzd` is the same)."""
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] in ("collector", "worker"):
+        from pazzd.scaleout.cli import main as scaleout_main  # the scale-out components
+
+        return scaleout_main(sys.argv[1:])
     early = hold_signals()
     from pazzd.main import main
 

@@ -24,6 +24,10 @@ histograms and event counters are updated by the daemon as things happen.
 | pazz_sflow_samples_implausible_total | counter | (samples the model disallows that cannot be fault evidence: a broken IPv4 checksum, a Verify_Port no switch port explains...; not judged) |
 | pazz_sflow_samples_repeated_total | counter | (fault samples of a packet already held for that fault: not counted toward corroboration) |
 | pazz_model_rules, pazz_model_classes | gauge | |
+| pazz_scaleout_worker_lag_seconds | gauge | worker (each scale-out worker heard from in the last 10 s: how far its model replica is behind the primary) |
+| pazz_scaleout_journal_version | gauge | (the model journal's latest version in JetStream) |
+| pazz_scaleout_connected | gauge | (1 while the primary is connected to NATS) |
+| pazz_scaleout_evidence_total | counter | (fault samples from workers, judged again by the primary) |
 | pazz_model_update_seconds | histogram | (an API FlowMod, or one batch the proxy relayed) |
 | pazz_fuzz_probes_sent_total | counter | |
 | pazz_fuzz_areas, pazz_fuzz_areas_recent | gauge | ingress |
@@ -110,6 +114,30 @@ def _agent_metrics(a: dict):
         "pazz_agent_confirm_seconds",
         "median seconds from an entry's commit to its confirmation (latest 256)",
         value=float("nan") if med is None else med,
+    )
+
+
+def _scaleout_metrics(so: dict):
+    g = GaugeMetricFamily(
+        "pazz_scaleout_worker_lag_seconds",
+        "how far each scale-out worker's model replica is behind the primary",
+        labels=["worker"],
+    )
+    for w, lag in sorted(so["lag"].items()):
+        g.add_metric([w], lag)
+    yield g
+    yield GaugeMetricFamily(
+        "pazz_scaleout_journal_version",
+        "the model journal's latest version in JetStream",
+        value=so["journal_version"],
+    )
+    yield GaugeMetricFamily(
+        "pazz_scaleout_connected", "1 while connected to NATS", value=int(so["connected"])
+    )
+    yield CounterMetricFamily(
+        "pazz_scaleout_evidence",
+        "fault samples from the workers, judged again by the primary",
+        value=so["evidence"],
     )
 
 
@@ -323,6 +351,9 @@ class _StateCollector:
         for what in ("flow_removed", "closed_before_handshake"):
             c.add_metric([what], ig.get(what, 0))
         yield c
+        so = s.get("scaleout")
+        if so is not None:
+            yield from _scaleout_metrics(so)
         yield CounterMetricFamily(
             "pazz_fault_store_errors",
             "failed writes of the fault store (disk full, read-only, broken file)",

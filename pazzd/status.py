@@ -4,6 +4,8 @@ check's part."""
 
 from __future__ import annotations
 
+import time
+
 from .faultlist import faults_open
 
 __all__ = ["faults_open", "state", "tester_stats", "unsaved_faults"]
@@ -67,6 +69,19 @@ def state(d) -> dict:
         "ifmap_stale": d.ifmaps.stale_switches() if d.ifmaps is not None else {},
         **checks,
     }
+    so = getattr(d, "scaleout", None)
+    if so is not None:
+        out["scaleout"] = {
+            "connected": so.connected,
+            "journal_version": so.journal.published,
+            "snapshots": so.journal.snapshots,
+            "journal_dropped": so.journal.dropped,
+            "reports": so.reports,
+            "evidence": so.evidence,
+            "lag": so.lagging(time.time()),
+            "workers": {w: v["stats"] for w, v in so.workers.items()},
+            "shards": {w: v["shards"] for w, v in so.workers.items()},
+        }
     if d.svc is not None:
         out["findings_opened"] = dict(d.svc.sink.opened)
         out["startup"] = "done" if d.svc.startup.settled else "controller installing"

@@ -50,7 +50,7 @@ from .config import load_config
 from .notify import setup_logging
 from .wiring import tune_tester
 
-__all__ = ["ModelServer", "WorkerPool", "main"]
+__all__ = ["ModelServer", "WorkerPool", "main", "relay_flows_and_suspects"]
 
 log = logging.getLogger("pazzd.workers")
 REPORT_EVERY = 0.5  # seconds between a worker's counter reports
@@ -105,23 +105,29 @@ class _Handler:
         self.d.workers.stats[r.worker] = dict(r.stats)
         self.d.workers.unsaved[r.worker] = [json.loads(u) for u in r.unsaved or ()]
         self.d.workers.hello(r.worker)
-        t = self.d.tester
-        for f in r.flows:
-            if t.blackholes is None:
-                break
-            port = (f.dpid, f.port)
-            if f.report:
-                t.note_report(port, f.header, f.now, f.sampling_rate)
-            else:
-                t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
-        for s in r.suspects or ():
-            if s.unexplained_verify_port >= 0:
-                egress = (s.egress_dpid, s.egress_port)
-                self.d.faults.unexplained(egress, dict(s.header), s.unexplained_verify_port)
-            else:
-                ings = [(i.dpid, i.port) for i in s.ingresses]
-                self.d.faults.corroborate(dict(s.header), ings)
+        relay_flows_and_suspects(self.d, r.flows, r.suspects or ())
         self.d.faults.worker_report(r.last_datagram, [note_event(n) for n in r.faults])
+
+
+def relay_flows_and_suspects(daemon, flows, suspects) -> None:
+    """A worker's critical-flow samples to pazzd's blackhole timers, and its first fault
+    samples to the fuzzer (re-probes), as the tester in pazzd's process does itself."""
+    t = daemon.tester
+    for f in flows:
+        if t.blackholes is None:
+            break
+        port = (f.dpid, f.port)
+        if f.report:
+            t.note_report(port, f.header, f.now, f.sampling_rate)
+        else:
+            t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
+    for s in suspects:
+        if s.unexplained_verify_port >= 0:
+            egress = (s.egress_dpid, s.egress_port)
+            daemon.faults.unexplained(egress, dict(s.header), s.unexplained_verify_port)
+        else:
+            ings = [(i.dpid, i.port) for i in s.ingresses]
+            daemon.faults.corroborate(dict(s.header), ings)
 
 
 class ModelServer:

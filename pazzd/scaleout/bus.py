@@ -135,7 +135,7 @@ async def ensure_streams(js, shards: int) -> None:
             ConsumerConfig(
                 durable_name=f"shard-{n}",
                 filter_subject=shard_subject(n),
-                ack_policy=AckPolicy.EXPLICIT,
+                ack_policy=AckPolicy.EXPLICIT,  # a work queue's: each message its own
                 ack_wait=ACK_WAIT,
                 max_ack_pending=100_000,
             ),

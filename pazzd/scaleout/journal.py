@@ -125,6 +125,11 @@ class ModelJournal:
         version, now = self.version, self.clock()
         parts = snapshot_records(self.model, self.epoch, version, now)
         ifmap = ifmap_entries(self.ifmap())
+        # What came before is in the snapshot: the log and the old parts go first, the
+        # old heads after the new one (a replica between the two finds parts missing and
+        # takes the newest head instead).
+        await js.purge_stream(MODEL_STREAM, subject=MODEL_LOG)
+        await js.purge_stream(MODEL_STREAM, subject=MODEL_PART)
         first = None
         for rec in parts:
             ack = await js.publish(MODEL_PART, encode(rec), stream=MODEL_STREAM)
@@ -137,8 +142,7 @@ class ModelJournal:
         self.since_snapshot = 0
         self.published = version
         self.snapshots += 1
-        with contextlib.suppress(Exception):  # what came before is in the snapshot
-            await js.purge_stream(MODEL_STREAM, seq=first)
+        await js.purge_stream(MODEL_STREAM, subject=MODEL_HEAD, keep=1)
         log.info(
             "model snapshot %s/%d published: %d parts, %d entries",
             self.epoch,

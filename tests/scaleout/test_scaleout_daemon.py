@@ -1,0 +1,203 @@
+"""A real nats-server (JetStream, file storage), the primary pazzd, `pazzd collector` and two
+`pazzd worker`s as processes. Reports come from the reference data plane (cpc.refdp, not the
+model) in real sFlow datagrams over UDP to the collector. The workers judge them against
+their model replicas; the faults the tags betray are stored by the primary, once each,
+across a worker killed with SIGKILL and a nats-server restart."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cpc.refdp import RefDataPlane
+from pazzdata import workloads
+from pazzlab import natsserver
+from pazzlab.flowhash import select_bucket
+from tester.emit import ReferenceEmitter, agent_of
+from tests.pazzd.helpers import Pazzd, base_config, free_port, pazzctl, write_config
+from tests.pazzd.test_workers import BASE, _send, _traffic, _wait
+
+pytestmark = pytest.mark.skipif(not natsserver.available(), reason="nats-server not installed")
+
+
+class Proc:
+    def __init__(self, args: list[str], log) -> None:
+        self.config = args[args.index("--config") + 1]
+        self.log = open(log, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pazzd", *args], stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)  # as tests/pazzd/helpers
+    procs: list[Proc] = []
+    with natsserver.NatsServer() as srv:
+        cfg = base_config(tmp_path)
+        cfg["sflow"]["interfaces"] = [
+            {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
+            for d in sorted(wl.topo.switches)
+            for p in wl.topo.ports_of(d)
+        ]
+        cfg["scaleout"] = {"nats": srv.url, "shards": 4}
+        conf = write_config(tmp_path / "pazzd.yaml", cfg)
+        primary = Pazzd(conf)
+        try:
+            primary.wait_ready()
+            col_port = free_port(socket.SOCK_DGRAM)
+            procs.append(
+                Proc(
+                    ["collector", "--config", str(conf), "--listen", f"127.0.0.1:{col_port}"],
+                    tmp_path / "collector.log",
+                )
+            )
+            for name in ("w1", "w2"):
+                procs.append(
+                    Proc(
+                        ["worker", "--config", str(conf), "--name", name], tmp_path / f"{name}.log"
+                    )
+                )
+
+            def ready():
+                assert all(p.proc.poll() is None for p in procs), _logs(tmp_path)
+                return len(_scaleout(primary)["lag"]) == 2 and _scaleout(primary)
+
+            st = _wait(ready, 60)
+            assert st, primary.log_text()[-3000:] + _logs(tmp_path)
+            yield wl, primary, ("127.0.0.1", col_port), srv, procs, tmp_path
+        finally:
+            for p in procs:
+                p.stop()
+            primary.stop()
+
+
+def _logs(d) -> str:
+    return "".join(f"\n--- {p.name}\n" + p.read_text()[-1500:] for p in d.glob("w*.log")) + (
+        "\n--- collector\n" + (d / "collector.log").read_text()[-1500:]
+        if (d / "collector.log").exists()
+        else ""
+    )
+
+
+def _scaleout(d) -> dict:
+    return json.loads(pazzctl(d.sock, "status", "--json").stdout).get("scaleout") or {}
+
+
+def _sum(d, key: str) -> int:
+    return sum(w.get(key, 0) for w in _scaleout(d).get("workers", {}).values())
+
+
+def _faults(d) -> list:
+    return json.loads(pazzctl(d.sock, "faults", "--json").stdout)
+
+
+def test_workers_judge_and_the_primary_records_once_across_failures(cluster):
+    wl, primary, addr, srv, procs, tmp = cluster
+    ref = RefDataPlane(wl.topo, wl.entries, wl.groups, select=select_bucket)
+    em, socks = ReferenceEmitter(base=BASE), {}
+    n = 0
+    for ingress, h in _traffic(wl):
+        for dl, final in ref.send_with_headers(ingress, h):
+            n += em.add_delivery(dl, final)
+    _send(addr, em, socks)
+    assert n > 100
+    ok = _wait(lambda: _sum(primary, "reports") >= n, 30)
+    assert ok, (_scaleout(primary), _logs(tmp))
+    assert _sum(primary, "reports") == _sum(primary, "consistent") == n
+    assert _sum(primary, "fault_samples") == 0 and _faults(primary) == []
+    shards = [set(w) for w in _scaleout_shards(primary)]
+    assert len(shards) == 2 and all(shards) and not (shards[0] & shards[1]), shards
+
+    # Wrong Verify_Rules, two samples each (a fault opens on its second): one fault per
+    # flow, each stored by the primary with the tags the reference did not make.
+    # Flows of distinct paths (the reference's), so that each is a fault of its own.
+    flows, dls, paths = [], [], set()
+    for i, h in _traffic(wl):
+        dl = next(x for x in ref.send(i, h) if x.kind == "egress")
+        path = tuple(hop.dpid for hop in dl.hops)
+        if path not in paths:
+            paths.add(path)
+            flows.append((i, h))
+            dls.append(dl)
+    assert len(flows) >= 6
+
+    def wrong(k: int) -> None:
+        for (_i, h), dl in zip(flows[k : k + 1], dls[k : k + 1], strict=True):
+            for _ in range(2):
+                em.add(dl.egress, h, dl.verify_port, dl.verify_rule ^ 0x5A5A)
+        _send(addr, em, socks)
+
+    wrong(0)
+    rows = _wait(lambda: _faults(primary), 20)
+    assert len(rows) == 1, json.dumps([rows, _scaleout(primary), _status_tester(primary)])
+    assert rows[0]["egress"] == list(dls[0].egress)
+    assert rows[0]["actual"]["verify_rule"] == dls[0].verify_rule ^ 0x5A5A
+
+    # SIGKILL a worker, then more faults: the other takes its shards (leases expire) and
+    # JetStream redelivers what it had not acknowledged. Every fault arrives, once.
+    procs[1].proc.send_signal(signal.SIGKILL)
+    procs[1].proc.wait()
+    wrong(1)
+    wrong(2)
+    rows = _wait(lambda: len(_faults(primary)) >= 3 and _faults(primary), 40)
+    assert rows and len(rows) == 3, (_faults(primary), _logs(tmp))
+    assert sorted(tuple(r["egress"]) for r in rows) == sorted(tuple(d.egress) for d in dls[:3])
+
+    # nats-server restarts: the components reconnect, and a fault sent after is found.
+    srv.restart()
+    time.sleep(4.0)  # reconnect (2 s apart)
+    wrong(3)
+    rows = _wait(lambda: len(_faults(primary)) >= 4 and _faults(primary), 40)
+    assert rows and len(rows) == 4, (_faults(primary), _logs(tmp))
+    wrong(0)  # the first fault again: the same row, bumped
+    assert _wait(lambda: max(r["count"] for r in _faults(primary)) >= 3, 20), _faults(primary)
+    assert len(_faults(primary)) == 4
+
+    # No worker: samples JetStream acknowledged wait in the stream (file storage) across
+    # another restart, and a new worker judges them.
+    procs[2].proc.send_signal(signal.SIGKILL)
+    procs[2].proc.wait()
+    wrong(4)
+    time.sleep(1.0)
+    srv.stop()
+    wrong(5)  # the engine is away: the collector drops it, and counts
+    time.sleep(0.5)
+    srv.start()
+    procs.append(Proc(["worker", "--config", str(procs[0].config), "--name", "w3"], tmp / "w3.log"))
+    rows = _wait(lambda: len(_faults(primary)) >= 5 and _faults(primary), 60)
+    assert rows and len(rows) == 5, (_faults(primary), _logs(tmp))
+    assert tuple(dls[4].egress) in {tuple(r["egress"]) for r in rows}
+    procs[0].stop()
+    final = (tmp / "collector.log").read_text().rsplit("collector stopped: ", 1)[-1]
+    assert "dropped_unreachable=1," in final or "publish_failed=1," in final, final
+    for s in socks.values():
+        s.close()
+
+
+def _scaleout_shards(d) -> list:
+    out = []
+    so = _scaleout(d)
+    for w in so.get("workers", {}):
+        out.append(so.get("shards", {}).get(w, []))
+    return out
+
+
+def _status_tester(d) -> dict:
+    return json.loads(pazzctl(d.sock, "status", "--json").stdout)["tester"]
