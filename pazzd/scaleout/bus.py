@@ -5,11 +5,13 @@ Streams (file storage: what JetStream acknowledged survives a server restart):
 
 - PAZZ_SAMPLES, `pazz.samples.<shard>`: the collectors' datagrams, a shard per sFlow
   agent; work-queue retention (a message is gone once a worker acknowledged it) and one
-  durable pull consumer per shard, `shard-<n>`, read by the worker holding its lease.
+  durable push consumer per shard, `shard-<n>`, delivering to `pazz.deliver.shard.<n>`,
+  which only the worker holding the shard's lease subscribes to.
 - PAZZ_MODEL, `pazz.model.log` and `pazz.model.snapshot.{part,head}`: the primary's
   committed model updates and its snapshots; replicas catch up from the newest head.
 - PAZZ_FAULTS, `pazz.faults`: the workers' reports (fault evidence, critical-flow samples,
-  re-probe requests, counters); the primary's durable consumer `primary` reads them.
+  re-probe requests, counters, the sample sequences judged); the primary's durable
+  consumer `primary` reads them; they are kept an hour, for audits.
 
 Core NATS (nothing kept): `pazz.model.tick`, the primary's clock and model version.
 """
@@ -54,13 +56,19 @@ MODEL_PART = "pazz.model.snapshot.part"
 MODEL_HEAD = "pazz.model.snapshot.head"
 TICK = "pazz.model.tick"
 FAULTS = "pazz.faults"
+PRIMARY_DELIVER = "pazz.deliver.primary"  # the primary's consumer of pazz.faults pushes here
 LEASES = "pazz_leases"  # the KV bucket of worker and shard leases
 ACK_WAIT = 10.0  # seconds before an unacknowledged sample goes to another worker
+MAX_IN_FLIGHT = 4096  # datagrams of a shard delivered and not acknowledged yet
 SAMPLES_MAX_BYTES = 1 << 30  # beyond this the collectors' publishes fail: they drop
 
 
 def shard_subject(shard: int) -> str:
     return f"pazz.samples.{shard}"
+
+
+def deliver_subject(shard: int) -> str:
+    return f"pazz.deliver.shard.{shard}"
 
 
 def shard_of(agent: str, shards: int) -> int:
@@ -124,26 +132,46 @@ async def ensure_streams(js, shards: int) -> None:
         StreamConfig(
             name=FAULTS_STREAM,
             subjects=[FAULTS],
-            retention=RetentionPolicy.WORK_QUEUE,
+            # kept an hour whoever read them: the primary's consumer, and audits
+            retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             max_bytes=1 << 30,
+            max_age=3600.0,
         ),
     )
     for n in range(shards):
-        await js.add_consumer(
+        await _consumer(
+            js,
             SAMPLES_STREAM,
             ConsumerConfig(
                 durable_name=f"shard-{n}",
                 filter_subject=shard_subject(n),
+                # pushed to a subject only the shard's lease holder subscribes to
+                deliver_subject=deliver_subject(n),
                 ack_policy=AckPolicy.EXPLICIT,  # a work queue's: each message its own
                 ack_wait=ACK_WAIT,
-                max_ack_pending=100_000,
+                max_ack_pending=MAX_IN_FLIGHT,
             ),
         )
-    await js.add_consumer(
+    await _consumer(
+        js,
         FAULTS_STREAM,
-        ConsumerConfig(durable_name="primary", ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0),
+        ConsumerConfig(
+            durable_name="primary",
+            deliver_subject=PRIMARY_DELIVER,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=30.0,
+            max_ack_pending=1024,
+        ),
     )
+
+
+async def _consumer(js, stream: str, cfg: ConsumerConfig) -> None:
+    try:
+        await js.add_consumer(stream, cfg)
+    except nats.js.errors.BadRequestError:  # exists with other settings: make it ours
+        await js.delete_consumer(stream, cfg.durable_name)
+        await js.add_consumer(stream, cfg)
 
 
 async def _stream(js, cfg: StreamConfig) -> None:

@@ -1,5 +1,5 @@
 """The scale-out messages in Thrift's compact protocol (tester/model.thrift, the tester's one
-schema): sFlow datagrams as a collector decoded them, model changes and fault evidence."""
+schema): sFlow datagrams as a collector checked them, model changes and fault evidence."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ from thriftpy2.utils import deserialize, serialize
 from cpc import ofctl
 from cpc.rules import FlowEntry, Group
 from tester.remote import THRIFT
-from tester.sflow import CounterSample, Datagram, FlowSample, IfCounters
+from tester.sflow import FlowSample
 
 __all__ = [
     "THRIFT",
     "change_of_op",
     "changes_of_update",
-    "datagram_from_wire",
-    "datagram_to_wire",
     "decode",
     "encode",
     "sample_from_wire",
@@ -45,38 +43,6 @@ def sample_to_wire(s: FlowSample):
 
 def sample_from_wire(w) -> FlowSample:
     return FlowSample(*(getattr(w, f) for f in _FLOW_FIELDS))
-
-
-def datagram_to_wire(dg: Datagram, received: float, source: str):
-    counters = [
-        THRIFT.WireCounterSample(
-            c.seq,
-            c.source_type,
-            c.source_index,
-            list(c.generic.values()) if c.generic is not None else [],
-            c.expanded,
-        )
-        for c in dg.counters
-    ]
-    flows = [sample_to_wire(s) for s in dg.flows]
-    return THRIFT.SampleDatagram(
-        dg.agent, dg.sub_agent, dg.seq, dg.uptime, flows, counters, received, source
-    )
-
-
-def datagram_from_wire(w) -> Datagram:
-    counters = [
-        CounterSample(
-            c.seq,
-            c.source_type,
-            c.source_index,
-            IfCounters(*c.generic) if c.generic else None,
-            c.expanded,
-        )
-        for c in w.counters or ()
-    ]
-    flows = [sample_from_wire(s) for s in w.flows or ()]
-    return Datagram(w.agent, w.sub_agent, w.seq, w.uptime, flows, counters)
 
 
 def change_of_op(op: tuple):

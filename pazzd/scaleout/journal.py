@@ -1,6 +1,6 @@
 """The primary's model journal: every committed model update goes to PAZZ_MODEL in order
 (`pazz.model.log`), a snapshot every `snapshot_every` updates (and at the start, and after
-anything the log could not carry), and a tick 10 times a second on `pazz.model.tick`.
+anything the log could not carry), and a tick 50 times a second on `pazz.model.tick`.
 
 Versions count within an epoch, one run of the primary: a replica that sees a new epoch
 loads that epoch's first snapshot. Trial updates (the intent guard's) are not journalled:
@@ -29,7 +29,7 @@ __all__ = ["ModelJournal", "snapshot_records", "topology_fingerprint"]
 log = logging.getLogger("pazzd.scaleout")
 PART_CHANGES = 2000  # model changes per snapshot part (a part stays well under 1 MB)
 MAX_PENDING = 100_000  # unpublished records beyond this are dropped for a snapshot
-TICK_EVERY = 0.1
+TICK_EVERY = 0.02  # a sample waits for the tick after it: at most this long
 
 
 def topology_fingerprint(topo) -> str:
@@ -87,6 +87,7 @@ class ModelJournal:
         self.dropped = 0  # records dropped for a snapshot (the engine was unreachable)
         self._model_version = model.version
         self._ifmap_seen: list | None = None
+        self._wake: asyncio.Event | None = None  # set by an update: publish at once
         model.subscribe(self._on_update, weak=True)
 
     def _on_update(self, upd) -> None:
@@ -102,6 +103,8 @@ class ModelJournal:
         )
         self.pending.append((self.version, encode(rec)))
         self.since_snapshot += 1
+        if self._wake is not None:
+            self._wake.set()
         if len(self.pending) > MAX_PENDING:
             self.dropped += len(self.pending)
             self.pending.clear()
@@ -152,7 +155,9 @@ class ModelJournal:
         )
 
     async def run(self, js, nc, stop: asyncio.Event) -> None:
+        self._wake = asyncio.Event()
         while not stop.is_set():
+            self._wake.clear()
             try:
                 self._check()
                 if self.need_snapshot or self.since_snapshot >= self.snapshot_every:
@@ -171,9 +176,10 @@ class ModelJournal:
                 log.warning("model journal: %s", e)
                 await _sleep(stop, 1.0)
                 continue
-            await _sleep(stop, TICK_EVERY)
+            await _sleep(self._wake, TICK_EVERY)
 
 
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+async def _sleep(event: asyncio.Event, seconds: float) -> None:
+    """Up to `seconds`, or until the event is set."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        await asyncio.wait_for(event.wait(), seconds)

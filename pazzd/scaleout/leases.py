@@ -6,7 +6,8 @@ queue group does not give. Each worker renews `w.<id>` and the `s.<shard>` keys 
 every RENEW seconds; keys expire after TTL seconds without renewal, so the shards of a
 worker that died (kill -9) are free again after TTL and are claimed by the others, and
 JetStream redelivers what it had not acknowledged. Each worker holds about shards/workers:
-it releases the excess and claims free shards up to its share.
+it releases the excess and claims free shards up to its share, from its second renewal
+on (workers started together then split the shards from the start).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .bus import LEASES
 __all__ = ["RENEW", "TTL", "Leases", "open_bucket"]
 
 log = logging.getLogger("pazzd.worker")
-TTL = 3.0
+TTL = 5.0
 RENEW = 1.0
 
 
@@ -46,10 +47,14 @@ class Leases:
         # Each worker prefers its own order of shards (rendezvous hashing): claims spread.
         self.order = sorted(range(shards), key=lambda s: zlib.crc32(f"{worker}/{s}".encode()))
         self.workers = 1
+        self.renewals = 0
 
     async def renew(self) -> set[int]:
         kv, me = self.kv, self.worker.encode()
         await kv.put(f"w.{self.worker}", me)
+        self.renewals += 1
+        if self.renewals == 1:  # claims from the next: workers started together see each other
+            return set()
         try:
             keys = await kv.keys()
         except NoKeysError:

@@ -15,6 +15,8 @@ import contextlib
 import logging
 import time
 
+import nats.errors
+
 from ..workers import relay_flows_and_suspects
 from . import bus
 from .codec import THRIFT, decode, sample_from_wire
@@ -88,7 +90,7 @@ class PrimaryLink:
             await bus.ensure_streams(js, self.shards)
             journal = asyncio.create_task(self.journal.run(js, nc, stop))
             try:
-                await self._reports(js, stop)
+                await self._reports(nc, stop)
             finally:
                 journal.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -98,18 +100,14 @@ class PrimaryLink:
             with contextlib.suppress(Exception):
                 await nc.drain()
 
-    async def _reports(self, js, stop: asyncio.Event) -> None:
-        psub = await js.pull_subscribe_bind(durable="primary", stream=bus.FAULTS_STREAM)
-        while not stop.is_set():
-            try:
-                msgs = await psub.fetch(64, timeout=0.5)
-            except TimeoutError:
-                continue
-            except Exception as e:  # the engine away: the client reconnects
-                log.debug("scale-out: fetch: %s", e)
-                await asyncio.sleep(0.5)
-                continue
-            for msg in msgs:
+    async def _reports(self, nc, stop: asyncio.Event) -> None:
+        sub = await nc.subscribe(bus.PRIMARY_DELIVER, pending_msgs_limit=-1)
+        try:
+            while not stop.is_set():
+                try:
+                    msg = await sub.next_msg(timeout=0.5)
+                except nats.errors.TimeoutError:
+                    continue
                 try:
                     rep = decode(THRIFT.ScaleoutReport, msg.data)
                 except ValueError as e:
@@ -119,3 +117,6 @@ class PrimaryLink:
                     continue
                 self.handle(rep)
                 await msg.ack()
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()

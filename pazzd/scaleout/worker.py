@@ -3,8 +3,8 @@
 - The replica (pazzd.scaleout.replica) follows PAZZ_MODEL: the newest snapshot, then
   the log, and the primary's ticks. A sample newer than what the replica is known to
   match (`as_of`) waits: a lagging replica defers, it does not misjudge.
-- The shards it judges are leased (pazzd.scaleout.leases); each has its own durable pull
-  consumer. A batch is judged, the worker's report (fault evidence, critical-flow samples,
+- The shards it judges are leased (pazzd.scaleout.leases); each has its own durable
+  consumer, pushing to a subject only the lease holder subscribes to. A batch is judged, the worker's report (fault evidence, critical-flow samples,
   re-probe requests, counters) is published to `pazz.faults` and acknowledged by
   JetStream, and only then are the samples acknowledged: a worker killed at any point
   loses nothing, its samples go to the worker that takes its shards.
@@ -21,16 +21,19 @@ import os
 import socket
 import time
 
+import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from tester.engine import Tester
 from tester.remote import FlowRelay, Outbox
+from tester.sflow import SflowError
+from tester.sflow import decode as sflow_decode
 from tester.store import FaultStore
 
 from ..wiring import rules_at, tune_tester
 from . import bus
-from .codec import THRIFT, datagram_from_wire, decode, encode, sample_to_wire
+from .codec import THRIFT, decode, encode, sample_to_wire
 from .journal import topology_fingerprint
 from .leases import RENEW, Leases, open_bucket
 from .replica import Replica
@@ -108,9 +111,12 @@ class Worker:
         self.judged = 0  # datagrams judged
         self.deferred = 0  # datagrams that waited for the replica
         self.reports = 0
+        self.bad_messages = 0
+        self.judged_seqs: list[int] = []  # stream sequences (batches) judged since the last report
         self.leases: Leases | None = None
         self._tasks: dict[int, asyncio.Task] = {}
         self._ready = asyncio.Event()
+        self._ticked = asyncio.Event()  # a tick came: deferred samples look again
 
     # --- the replica ------------------------------------------------------------------
     def _new_tester(self) -> None:
@@ -201,36 +207,49 @@ class Worker:
     async def _on_tick(self, msg) -> None:
         with contextlib.suppress(ValueError):
             self.replica.tick(decode(THRIFT.Tick, msg.data))
+            self._ticked.set()
 
     # --- the shards -------------------------------------------------------------------
     async def _judge(self, msg) -> None:
-        w = decode(THRIFT.SampleDatagram, msg.data)
-        r = self.replica
-        if r.as_of < w.received:
-            self.deferred += 1
-            waited = 0.0
-            while r.as_of < w.received and waited < MAX_DEFER:
-                await asyncio.sleep(0.02)
-                waited += 0.02
-            if r.as_of < w.received:
-                raise TimeoutError("the replica lags: the sample is left for later")
-        t = self.tester
-        if self.cfg.sflow.agents is not None and not (
-            w.agent in self.cfg.sflow.agents and w.source in self.cfg.sflow.agents
-        ):
-            t.stats.unknown_agent += 1
+        try:
+            b = decode(THRIFT.SampleBatch, msg.data)
+        except ValueError as e:  # not a collector's: acknowledged, counted, never retried
+            self.bad_messages += 1
+            log.warning("worker %s: a sample message that does not parse: %s", self.name, e)
             return
-        t.stats.datagrams += 1
-        t.handle_datagram(datagram_from_wire(w), w.received)
-        self.judged += 1
+        r = self.replica
+        if r.as_of < b.received:
+            self.deferred += 1
+            deadline = time.monotonic() + MAX_DEFER
+            while r.as_of < b.received and time.monotonic() < deadline:
+                self._ticked.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ticked.wait(), 0.5)
+            if r.as_of < b.received:
+                raise TimeoutError("the replica lags: the samples are left for later")
+        t, agents = self.tester, self.cfg.sflow.agents
+        for data in b.datagrams:
+            t.stats.datagrams += 1
+            try:
+                dg = sflow_decode(data)
+            except SflowError:  # the collector decoded it: not from a collector of ours
+                t.stats.malformed += 1
+                continue
+            if agents is not None and not (dg.agent in agents and b.source in agents):
+                t.stats.unknown_agent += 1
+                continue
+            t.handle_datagram(dg, b.received)
+            self.judged += 1
+        self.judged_seqs.append(msg.metadata.sequence.stream)
 
     async def _report(self, js) -> None:
         t = self.tester
         faults, flows, suspects = self.outbox.take()
         del faults  # the primary judges the evidence again and makes its own
         evidence, self.evidence[:] = list(self.evidence), []
+        judged, self.judged_seqs = self.judged_seqs, []
         stats = {k: int(v) for k, v in t.stats.as_dict().items() if isinstance(v, int)}
-        stats |= {"judged": self.judged, "deferred": self.deferred}
+        stats |= {"judged": self.judged, "deferred": self.deferred, "bad": self.bad_messages}
         rep = THRIFT.ScaleoutReport(
             self.name,
             stats,
@@ -240,26 +259,32 @@ class Worker:
             self.replica.lag(time.time()),
             self.replica.version,
             sorted(self.leases.held) if self.leases else [],
+            judged,
         )
         try:
             await js.publish(bus.FAULTS, encode(rep), stream=bus.FAULTS_STREAM)
         except Exception:
             self.evidence[:0] = evidence  # kept for the next report: nothing is lost
+            self.judged_seqs[:0] = judged
             self.outbox.flows[:0], self.outbox.suspects[:0] = flows, suspects
             raise
         self.reports += 1
 
-    async def _shard(self, js, shard: int, stop: asyncio.Event) -> None:
-        psub = await js.pull_subscribe_bind(durable=f"shard-{shard}", stream=bus.SAMPLES_STREAM)
+    async def _shard(self, js, nc, shard: int, stop: asyncio.Event) -> None:
+        """Judge what the shard's consumer pushes, in batches of what has arrived, while
+        this worker holds the shard."""
+        sub = await nc.subscribe(bus.deliver_subject(shard), pending_msgs_limit=-1)
         try:
             while not stop.is_set() and self.leases and shard in self.leases.held:
                 try:
-                    msgs = await psub.fetch(BATCH, timeout=0.5)
-                except TimeoutError:
+                    batch = [await sub.next_msg(timeout=0.5)]
+                except nats.errors.TimeoutError:
                     continue
+                while sub.pending_msgs and len(batch) < BATCH:
+                    batch.append(await sub.next_msg(timeout=0.1))
                 done = []
                 try:
-                    for msg in msgs:
+                    for msg in batch:
                         await self._judge(msg)
                         done.append(msg)
                 finally:
@@ -269,7 +294,7 @@ class Worker:
                             await msg.ack()
         finally:
             with contextlib.suppress(Exception):
-                await psub.unsubscribe()
+                await sub.unsubscribe()
 
     async def run(self, stop: asyncio.Event, on_ready=None) -> None:
         nc = await bus.connect(self.url, f"pazzd-worker-{self.name}")
@@ -296,7 +321,7 @@ class Worker:
                 for s in held:
                     task = self._tasks.get(s)
                     if task is None or task.done():
-                        self._tasks[s] = asyncio.create_task(self._shard(js, s, stop))
+                        self._tasks[s] = asyncio.create_task(self._shard(js, nc, s, stop))
                 if time.monotonic() - last_report >= 1.0:
                     self.tester.tick()
                     with contextlib.suppress(Exception):
