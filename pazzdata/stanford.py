@@ -31,8 +31,8 @@ part of it becomes OpenFlow. In short:
 * `vlanN` outputs use an ALL group with group id N on that router, one bucket per port
   (`vlanN` without a vlan.txt line is the interface of that name, if topo.txt has it).
 * The trace must be consistent: priority = prefix length, no second install of an
-  installed route (the same prefix, priority and port) or ACL line, no delete of one
-  that is not installed.
+  installed route (the same prefix, priority and port; host bits do not count, in a
+  delete neither) or ACL line, no delete of one that is not installed.
 * ECMP: routes to the same prefix at the same priority on one router are one FIB entry
   with several next hops, so they become one flow entry whose action is a SELECT group
   (group id ECMP_GROUP_BASE + n, a bucket per route, in the order they came). The second
@@ -86,15 +86,12 @@ class FwdRule:
     priority: int
 
     def key(self) -> tuple:
-        return ("fwd", self.router, self.prefix, self.plen, self.port, self.priority)
+        """One route: its match key and next hop (host bits do not count)."""
+        return (*self.match_key(), self.port)
 
     def match_key(self) -> tuple:
         """What OpenFlow identifies the entry by: the routes of one key are one ECMP entry."""
         return ("fwd", self.router, self.prefix & PREFIX_MASKS[self.plen], self.plen, self.priority)
-
-    def route_key(self) -> tuple:
-        """One route of an entry: its match key and next hop (host bits do not count)."""
-        return (*self.match_key(), self.port)
 
 
 @dataclass(frozen=True)
@@ -624,14 +621,11 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
                 rule = parse_acl(t[2:])
             else:
                 raise ValueError(f"unknown update type {t[1]!r} (fwd or acl)")
-            key, mk = (
-                rule.route_key() if isinstance(rule, FwdRule) else rule.key(),
-                rule.match_key(),
-            )
+            key, mk = rule.key(), rule.match_key()
             if t[0] == "+" and key in present:
                 what = "route (prefix, priority and port)" if isinstance(rule, FwdRule) else "line"
                 raise ValueError(f"{present[key][1]} installed the same {what}, not deleted since")
-            if t[0] == "-" and (key not in present or rule not in routes.get(mk, [rule])):
+            if t[0] == "-" and key not in present:
                 raise ValueError("deletes a rule that is not installed")
         except ValueError as e:
             raise _err(upd_path, no, str(e)) from None
@@ -642,7 +636,10 @@ def load(directory: str | Path, rule_ids: bool = True, inject_ports: bool = Fals
             del present[key]
         if isinstance(rule, FwdRule):
             ms = routes[mk]
-            ms.append(rule) if t[0] == "+" else ms.remove(rule)
+            if t[0] == "+":
+                ms.append(rule)
+            else:  # the member installed, whose line may spell other host bits
+                del ms[next(i for i, m in enumerate(ms) if m.key() == key)]
             members = tuple(ms)
             if len(ms) > 1:
                 ecmp_gid.setdefault(mk, ECMP_GROUP_BASE + len(ecmp_gid))
