@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from cpc.model import Model
 from cpc.refdp import RefDataPlane
-from cpc.rules import FlowMod, Group, Instructions, Match
+from cpc.rules import OFPP_FLOOD, FlowEntry, FlowMod, Group, Instructions, Match
 from cpc.selecthash import group_bucket, pick_known
+from cpc.topology import Topology
 from cpc.walk import Node
 from pazzdata.workloads import generate
 from tests.cpc.netgen import DSTS, flowmods, groups_for, networks
@@ -279,3 +280,30 @@ def test_pick_known_reads_the_fields_of_the_hash():
     heavy = Group(1, 1, "select", g.buckets, weights=(300, 1))
     assert not pick_known(heavy, ip)
     assert pick_known(heavy, {**ip, "eth_src": 1, "eth_dst": 2, "vlan_vid": 0})
+
+
+def test_flood_next_to_a_select_group_reaches_every_port():
+    """An entry that floods and sends to a SELECT group: the flooded copies leave by every
+    port, the picked bucket's or not (a hop's port named by another bucket is not ruled
+    out when FLOOD sends there too)."""
+    topo = Topology()
+    topo.add_switch(1, "s1", [1, 2, 3])
+    for p in (1, 2, 3):
+        topo.add_edge((1, p))
+    group = Group(1, 1, "select", ((("output", 1),), (("output", 2),)))
+    entry = FlowEntry(
+        1, 0, 5, Match.build({}), Instructions((("output", OFPP_FLOOD), ("group", 1)))
+    )
+    model = Model(topo)
+    model.add_entries([entry], [group])
+    model.select = group_bucket
+    ref = RefDataPlane(topo, [entry], [group], select=pick)
+    picks = set()
+    for src in range(8):
+        h = {"eth_type": 0x0800, "ipv4_src": src, "ipv4_dst": 1, "ip_proto": 6}
+        h |= {"tp_src": 1000, "tp_dst": 80}
+        picks.add(group_bucket(group, h))
+        want = by_egress(ref, topo, h)
+        for eg in ((1, 1), (1, 2)):
+            assert answers(model.expected(eg, h)) == want[eg], (eg, h)
+    assert picks == {0, 1}
