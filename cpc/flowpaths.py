@@ -23,6 +23,9 @@ reached a group on the way is not kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from .results import Hop
 from .rules import OFPP_ALL, OFPP_FLOOD, OFPP_IN_PORT
 
@@ -54,7 +57,7 @@ class FlowPaths:
 
     def taken(self, hops) -> bool:
         """Does the header leave every one of these hops where the hop says?"""
-        return all(self._taken_one(hop) for hop in hops)
+        return all(map(self._taken_one, hops))
 
     def _taken_one(self, hop: Hop) -> bool:
         out = hop.out_port
@@ -167,70 +170,93 @@ class FlowPaths:
         return got
 
     # --- beginnings of paths: per-hop samples --------------------------------------------
-    def arrivals(self, walk, port) -> list[tuple]:
+    def arrivals(self, walk, port, verify_port: int | None = None, bits=None) -> list[tuple]:
         """(ingress, the hops before) of every distinct beginning of the header's paths in
         walk that arrives at port over a link (not at its first hop). The hops before are
-        taken; the arriving hop's own pick is not asked (it comes after the sample)."""
+        taken; the arriving hop's own pick is not asked (it comes after the sample). With
+        verify_port (and bits(dpid, in_port), a hop's Verify_Port bits), only beginnings
+        whose hops set no other bit are followed."""
         state = (port[0], port[1], None, None)  # as cpc.walk keys a class walk's states
-        found = self._prefixes(walk, lambda node: state in node.states, port, None)
-        return [x for x in found if x[1]]
+        q = _Question(lambda node: state in node.states, port, None, verify_port, bits)
+        return [x for x in self._prefixes(walk, q) if x[1]]
 
     def through(self, walk, dpid: int) -> list[tuple]:
         """(ingress, the hops up to and including one at dpid) of every distinct beginning
         of the header's paths in walk that goes on from dpid to another switch."""
-        return self._prefixes(walk, lambda node: dpid in node.dpids(), None, dpid)
+        return self._prefixes(walk, _Question(lambda node: dpid in node.dpids(), None, dpid))
 
-    def _prefixes(self, walk, reaches, port, dpid) -> list[tuple]:
+    def _prefixes(self, walk, q: _Question) -> list[tuple]:
         out: dict[tuple, None] = {}
         for o in walk.outcomes:
             if not o.rewritten:
-                for rel in self._scan(o.hops, True, port, dpid, {}):
+                found: dict[tuple, None] = {}
+                self._scan(o.hops, True, q, found)
+                for rel in found:
                     out[(o.ingress, rel)] = None
         for link in walk.links:
-            found: dict[tuple, None] = {}
-            if self._scan(link.hops, False, port, dpid, found) is not None and reaches(link.node):
-                for rel in self._hits(link.node, reaches, port, dpid):
+            found = {}
+            if self._scan(link.hops, False, q, found) and q.reaches(link.node):
+                for rel in self._hits(link.node, q):
                     found[link.hops + rel] = None
             for rel in found:
                 out[(link.ingress, rel)] = None
+        want = q.want
         for node, ings in walk.entries:
-            if not reaches(node):
+            if not q.reaches(node):
                 continue
-            rels = self._hits(node, reaches, port, dpid)
-            for ing, _ in ings:
+            rels = None
+            for ing, bit in ings:
+                if want is not None and bit & ~want:
+                    continue
+                if rels is None:
+                    rels = self._hits(node, q)
                 for rel in rels:
                     out[(ing, enter(rel, ing[1]) if rel else rel)] = None
         return list(out)
 
-    def _hits(self, node, reaches, port, dpid) -> list[tuple]:
+    def _hits(self, node, q: _Question) -> list[tuple]:
         """The distinct beginnings, relative to node, of its paths that the header takes."""
         got = self._memo.get(id(node))
         if got is not None:
             return got
         found: dict[tuple, None] = {}
         for o in node.outcomes:
-            self._scan(o.hops, True, port, dpid, found)
+            self._scan(o.hops, True, q, found)
         for link in node.links:
-            if self._scan(link.hops, False, port, dpid, found) is not None and reaches(link.node):
-                for rel in self._hits(link.node, reaches, port, dpid):
+            if self._scan(link.hops, False, q, found) and q.reaches(link.node):
+                for rel in self._hits(link.node, q):
                     found[link.hops + rel] = None
         got = self._memo[id(node)] = list(found)
         return got
 
-    def _scan(self, hops, ends: bool, port, dpid, found: dict):
+    def _scan(self, hops, ends: bool, q: _Question, found: dict) -> bool:
         """Add to found the beginnings of hops (a path's, or a part of one that goes on when
-        not `ends`) that answer: arriving at port (the hops before it), or going on from
-        dpid (that hop included). Returns found, or None where the header leaves a hop
-        another way (what follows is not its path)."""
+        not `ends`) that answer q: arriving at q.port (the hops before it), or going on
+        from q.dpid (that hop included). False where the header leaves a hop another way,
+        or a hop sets a bit q.want has not: what follows does not answer."""
+        port, dpid, want = q.port, q.dpid, q.want
         last = len(hops) - 1
         for j, h in enumerate(hops):
             if port is not None and h.dpid == port[0] and h.in_port == port[1]:
                 found[hops[:j]] = None
+            if want is not None and h.in_port is not None and q.bits(h.dpid, h.in_port) & ~want:
+                return False
             if not self._taken_one(h):
-                return None
+                return False
             if dpid is not None and h.dpid == dpid and (j < last or not ends):
                 found[hops[: j + 1]] = None
-        return found
+        return True
+
+
+class _Question(NamedTuple):
+    """What _prefixes looks for: beginnings that arrive at port, or go on from dpid, in
+    nodes where reaches(node); with want, only those whose hops' bits are all in it."""
+
+    reaches: Callable
+    port: tuple | None
+    dpid: int | None
+    want: int | None = None
+    bits: Callable | None = None
 
 
 def enter(hops: tuple, in_port: int) -> tuple:

@@ -855,19 +855,12 @@ class Model:
         """(start class, ingress) -> the fields rewritten, for the walks whose rewriting
         paths end at egress in class cls with header among their headers there."""
         again: dict[tuple[int, Port], set[str]] = {}
-        walks, contains = self.index.walks, self.space.contains
-        for start in dict.fromkeys((cls, *self.index.through.get(cls, ()))):
-            walk = walks.get(start)
-            for o in walk.outcomes if walk is not None else ():
-                if (
-                    o.final_hdr is not None
-                    and o.kind == "egress"
-                    and o.final_class == cls
-                    and o.egress == egress
-                    and (verify_port is None or o.verify_port == verify_port)
-                    and contains(o.final_hdr, header)
-                ):
-                    again.setdefault((start, o.ingress), set()).update(o.rw)
+        contains = self.space.contains
+        for o, start in self.index.rewritten_of(cls).get(egress, ()):
+            if (verify_port is None or o.verify_port == verify_port) and contains(
+                o.final_hdr, header
+            ):
+                again.setdefault((start, o.ingress), set()).update(o.rw)
         return again
 
     def _expected_again(self, again: dict, egress: Port, header, verify_port) -> list[Expected]:
@@ -929,7 +922,7 @@ class Model:
         if self.select is not None:
             fp = self._flow_paths(header)
             walk = self.index.walks.get(cls)
-            found = fp.arrivals(walk, port) if walk is not None else []
+            found = fp.arrivals(walk, port, verify_port, self.port_bits) if walk else []
             return self._prefixed(found, header, verify_port, 0, fp.seen)
         return self._prefixed(self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1)
 
