@@ -68,11 +68,19 @@ def ecmp_scenarios(draw, rewrite=False):
     return topo, groups, fms, hs
 
 
-def built(topo, groups, fms) -> Model:
+def built(topo, groups, fms, hs=()) -> Model:
+    """The model after fms, asked about hs at every egress after each of them: answers
+    kept from before an update must not outlive it."""
     model = Model(topo)
-    model.add_entries([], groups)
-    apply_flowmods(model, fms)
     model.select = group_bucket
+    model.add_entries([], groups)
+
+    def ask(_upd) -> None:
+        for h in hs:
+            for eg in topo.edge_ports():
+                model.expected(eg, h)
+
+    apply_flowmods(model, fms, ask)
     return model
 
 
@@ -157,7 +165,8 @@ def test_with_rewrites_every_delivery_is_allowed(sc):
     """A rewrite before a group leaves the pick unknown to the model (every bucket of the
     rewritten paths is allowed): it never refuses what the data plane delivers."""
     topo, groups, fms, hs = sc
-    model = built(topo, groups, fms)
+    # Asked after every update: each flow with every ipv4_dst a rewrite may give it.
+    model = built(topo, groups, fms, [dict(h, ipv4_dst=d) for h in hs for d in DSTS])
     ref = RefDataPlane(topo, model.entries(), model.groups(), select=pick)
     for ing in topo.edge_ports():
         for h in hs:
