@@ -5,6 +5,7 @@ built from the walks, and the re-walk of the classes an update touched.
     index.through[c]          start classes whose rewriting paths end in class c
     index.group_users[g]      classes whose walks use group g = (dpid, group_id)
     index.templates_of(c)     path templates ending in class c, by egress (built on use)
+    index.rewritten_of(c)     the rewriting ones alone (built on use)
     index.prefixes_of(c)      the beginnings of class c's paths, by where they arrive (on use)
     index.rewriting           classes with a walk that rewrites the header
 
@@ -111,6 +112,10 @@ class WalkIndex:
         # Path templates by the class a path ends in and its egress, built when first asked
         # for: final class -> egress -> [(Outcome, start class, the elements it consults)]
         self.expect: dict[int, dict[Port, list]] = {}
+        # The same for the rewriting paths alone (stored as they are, never shared), for
+        # the answers that do not read templates (cpc.flowpaths): final class -> egress ->
+        # [(Outcome, start class)].
+        self.rewritten_ends: dict[int, dict[Port, list]] = {}
         self.rewriting: set[int] = set()  # classes with a walk that rewrites the header
         self.prefixes: dict[int, Prefixes] = {}  # built when first asked for: prefixes_of
 
@@ -121,6 +126,7 @@ class WalkIndex:
         self.group_users.clear()
         self.groups_of.clear()
         self.expect.clear()
+        self.rewritten_ends.clear()
         self.prefixes.clear()
         self.rewriting.clear()
         self.walker.forget_suffixes()
@@ -270,10 +276,12 @@ class WalkIndex:
 
     def _forget_templates(self, class_id: int, outcomes) -> None:
         self.expect.pop(class_id, None)
+        self.rewritten_ends.pop(class_id, None)
         self.prefixes.pop(class_id, None)
         if class_id in self.rewriting or any(o.rewritten for o in outcomes):
             for o in outcomes:
                 self.expect.pop(o.final_class, None)
+                self.rewritten_ends.pop(o.final_class, None)
 
     def templates_of(self, cls: int) -> dict[Port, list]:
         """The path templates that end in class cls, by egress (indexed on first use)."""
@@ -292,6 +300,24 @@ class WalkIndex:
                     idx.setdefault(o.egress, []).append((o, start, elems))
         if idx:
             self.expect[cls] = idx
+        return idx
+
+    def rewritten_of(self, cls: int) -> dict[Port, list]:
+        """The rewriting paths that end in class cls, by egress: [(Outcome, start class)]
+        (indexed on first use; only the walks' own outcomes, no path spelled out)."""
+        idx = self.rewritten_ends.get(cls)
+        if idx is not None:
+            return idx
+        idx = {}
+        if self.prefixes_exact(cls):  # no rewrite makes or changes the class
+            return idx
+        for start in dict.fromkeys((cls, *self.through.get(cls, ()))):
+            walk = self.walks.get(start)
+            for o in walk.outcomes if walk is not None else ():
+                if o.rewritten and o.kind == "egress" and o.final_class == cls:
+                    idx.setdefault(o.egress, []).append((o, start))
+        if idx:
+            self.rewritten_ends[cls] = idx
         return idx
 
     def prefixes_of(self, cls: int) -> Prefixes:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import flowmod, ofctl
 from .fields import MAC_GROUP_BIT, parse_mac
+from .flowpaths import FlowPaths, enter
 from .gcpause import gc_paused, gc_paused_update
 from .index import WalkIndex, pair_changes
 from .partition import FILTER, FORWARDING, Partition
@@ -43,6 +44,7 @@ from .rules import (
     Group,
     ModelError,
 )
+from .selecthash import pick_known
 from .space import HeaderSpace
 from .tables import Behaviour, Element, Forwarding, dst_prefix
 from .tags import VERIFY_RULE_INIT, port_bits
@@ -181,9 +183,12 @@ class Model:
         self._configured_macs: dict[Port, int] = {}  # set_host_macs
         # How the switches pick a SELECT group's bucket for a packet: (group, header) ->
         # bucket index, one per flow (cpc.selecthash.group_bucket for Open vSwitch). With
-        # it, expected/allows and the per-hop answers keep only the path the switch's hash
-        # takes; None: every bucket is a path the model allows.
+        # it, expected/allows and the per-hop answers follow only the path the switch's
+        # hash takes from each ingress (cpc.flowpaths), never spelling out the others;
+        # None: every bucket is a path the model allows. select_known(group, header):
+        # whether header has every field the pick reads; where it has not, every bucket.
         self.select: Callable[[Group, dict], int] | None = None
+        self.select_known: Callable[[Group, dict], bool] = pick_known
         self._macs: tuple[int, dict[Port, int]] | None = None  # (version, host_macs())
 
     @contextmanager
@@ -772,9 +777,12 @@ class Model:
 
         The class's path templates name the elements each path consults; the entry the
         header matches at each of them gives the hop's rules and the Verify_Rule chain.
-        Paths that rewrote the header are walked again for the headers that can end as
-        this one.
+        With self.select, only the path the switches' pick sends the header along from
+        each ingress (cpc.flowpaths). Paths that rewrote the header are walked again for
+        the headers that can end as this one, every SELECT bucket a path.
         """
+        if self.select is not None:
+            return self._expected_picked(egress, header, verify_port)
         out: list[Expected] = []
         seen: dict[int, object] = {}  # element -> the Behaviour header matches there
         again: dict[tuple[int, Port], set[str]] = {}
@@ -785,23 +793,17 @@ class Model:
                 if self.space.contains(o.final_hdr, header):
                     again.setdefault((class_id, o.ingress), set()).update(o.rw)
                 continue
-            if self.select is not None and not self._picked(o.hops, header, seen):
-                continue
             hops, vrule = self._chain(o.hops, header, seen)
             out.append(Expected(o.ingress, hops, o.verify_port, vrule))
-        for (class_id, ingress), rw in again.items():
-            out += [
-                e
-                for e in self._expected_rewritten(class_id, ingress, egress, header, rw)
-                if verify_port is None or e.verify_port == verify_port
-            ]
-        return out
+        return out + self._expected_again(again, egress, header, verify_port)
 
     def allows(self, egress: Port, header, verify_port: int, verify_rule: int) -> bool:
         """Is (verify_port, verify_rule) a tag pair the model expects for header at egress?
 
         The tester's hot path: only the paths with this Verify_Port are chained.
         """
+        if self.select is not None:
+            return self._allows_picked(egress, header, verify_port, verify_rule)
         seen: dict[int, bytes] = {}  # element -> u_r of the entry the header matches there
         elems = self._elem_list
         rewritten = False
@@ -817,13 +819,70 @@ class Model:
                 if ur is None:
                     ur = seen[i] = elems[i].ident.identify(header).ur
                 vrule = crc_hqx(ur, vrule)
-            if vrule == verify_rule and (self.select is None or self._picked(o.hops, header, {})):
+            if vrule == verify_rule:
                 return True
         if rewritten:
             return any(
                 e.verify_rule == verify_rule for e in self.expected(egress, header, verify_port)
             )
         return False
+
+    def _flow_paths(self, header) -> FlowPaths:
+        return FlowPaths(header, self._elem_list, self.group, self.select, self.select_known)
+
+    def _expected_picked(self, egress: Port, header, verify_port: int | None) -> list[Expected]:
+        """expected() with the switches' SELECT pick: the class's stored walk followed for
+        header (cpc.flowpaths), no path of another bucket spelled out."""
+        cls = self.part.classify(header)
+        walk = self.index.walks.get(cls)
+        out: list[Expected] = []
+        if walk is not None:
+            fp = self._flow_paths(header)
+            for ings, tmpl, vport, entered in fp.to_egress(walk, egress, verify_port):
+                hops, vrule = self._chain(tmpl, header, fp.seen)
+                for ing, bit in ings:
+                    out.append(
+                        Expected(ing, enter(hops, ing[1]) if entered else hops, vport | bit, vrule)
+                    )
+        again = self._rewritten_ends(cls, egress, header, verify_port)
+        return out + self._expected_again(again, egress, header, verify_port)
+
+    def _allows_picked(self, egress: Port, header, verify_port: int, verify_rule: int) -> bool:
+        cls = self.part.classify(header)
+        walk = self.index.walks.get(cls)
+        if walk is not None:
+            fp = self._flow_paths(header)
+            for _, tmpl, _, _ in fp.to_egress(walk, egress, verify_port):
+                if self._chain(tmpl, header, fp.seen)[1] == verify_rule:
+                    return True
+        again = self._rewritten_ends(cls, egress, header, verify_port)
+        return any(
+            e.verify_rule == verify_rule
+            for e in self._expected_again(again, egress, header, verify_port)
+        )
+
+    def _rewritten_ends(self, cls: int, egress: Port, header, verify_port: int | None) -> dict:
+        """(start class, ingress) -> the fields rewritten, for the walks whose rewriting
+        paths end at egress in class cls with header among their headers there."""
+        again: dict[tuple[int, Port], set[str]] = {}
+        contains = self.space.contains
+        for o, start in self.index.rewritten_of(cls).get(egress, ()):
+            if (verify_port is None or o.verify_port == verify_port) and contains(
+                o.final_hdr, header
+            ):
+                again.setdefault((start, o.ingress), set()).update(o.rw)
+        return again
+
+    def _expected_again(self, again: dict, egress: Port, header, verify_port) -> list[Expected]:
+        """The rewriting paths of again (_rewritten_ends) walked again for header."""
+        out: list[Expected] = []
+        for (class_id, ingress), rw in again.items():
+            out += [
+                e
+                for e in self._expected_rewritten(class_id, ingress, egress, header, rw)
+                if verify_port is None or e.verify_port == verify_port
+            ]
+        return out
 
     # --- per-hop samples: what a packet carries when it arrives mid-path -----------------
     def expected_at(
@@ -841,7 +900,7 @@ class Model:
         cls = self.part.classify(header)
         if not self.index.prefixes_exact(cls):
             return None
-        return self._prefixed(self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1)
+        return self._arriving(cls, port, header, verify_port)
 
     def expected_via(self, dpid: int, header) -> list[Expected] | None:
         """Every beginning of a path that the model allows for header up to and including
@@ -850,24 +909,41 @@ class Model:
         cls = self.part.classify(header)
         if not self.index.prefixes_exact(cls):
             return None
+        if self.select is not None:
+            fp = self._flow_paths(header)
+            walk = self.index.walks.get(cls)
+            found = fp.through(walk, dpid) if walk is not None else []
+            return self._prefixed(found, header, None, 0, fp.seen)
         return self._prefixed(self.index.prefixes_of(cls).via.get(dpid, ()), header, None, 0)
 
     def allows_at(self, port: Port, header, verify_port: int, verify_rule: int) -> bool | None:
         """Is (verify_port, verify_rule) a tag pair the model allows for header arriving
         at port, the far end of a link? None when it cannot say (see expected_at)."""
         cls = self.part.classify(header)
-        for e in self._prefixed(
-            self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1
-        ):
+        for e in self._arriving(cls, port, header, verify_port):
             if e.verify_rule == verify_rule:
                 return True
         return False if self.index.prefixes_exact(cls) else None
 
-    def _prefixed(self, prefixes, header, verify_port: int | None, cut: int) -> list[Expected]:
+    def _arriving(self, cls: int, port: Port, header, verify_port: int | None) -> list[Expected]:
+        """The beginnings of class cls's own paths (those that keep the header unchanged)
+        that arrive at port, filled in for header; with self.select, only those the
+        switches' pick sends it along (cpc.flowpaths)."""
+        if self.select is not None:
+            fp = self._flow_paths(header)
+            walk = self.index.walks.get(cls)
+            found = fp.arrivals(walk, port, verify_port, self.port_bits) if walk else []
+            return self._prefixed(found, header, verify_port, 0, fp.seen)
+        return self._prefixed(self.index.prefixes_of(cls).at.get(port, ()), header, verify_port, 1)
+
+    def _prefixed(
+        self, prefixes, header, verify_port: int | None, cut: int, seen: dict | None = None
+    ) -> list[Expected]:
         """The prefixes' hops (less the last `cut`) filled in for header: the entries it
-        matches, the tags they build; distinct, only those with verify_port when given."""
+        matches, the tags they build; distinct, only those with verify_port when given.
+        seen: element -> the Behaviour header matches there, when known already."""
         out: dict[tuple, Expected] = {}
-        seen: dict[int, object] = {}  # element -> the Behaviour header matches there
+        seen = {} if seen is None else seen
         bits = self.port_bits
         for ingress, tmpl in prefixes:
             tmpl = tmpl[: len(tmpl) - cut]
@@ -878,53 +954,14 @@ class Model:
                 vport |= bits(h.dpid, h.in_port)
             if verify_port is not None and vport != verify_port:
                 continue
-            if self.select is not None and not self._picked(tmpl, header, seen):
-                continue
             hops, vrule = self._chain(tmpl, header, seen)
             out[(ingress, tmpl)] = Expected(ingress, hops, vport, vrule)
         return list(out.values())
 
-    def _picked(self, template, header, seen: dict) -> bool:
-        """Do switches that pick one SELECT bucket per flow (self.select) send header
-        along template? A hop's out_port must then be a direct output of an entry it
-        matched there, or in the picked bucket of a SELECT group, or in any bucket of
-        another group. An out_port none of these name (IN_PORT, FLOOD, a chained group)
-        is not judged. seen caches element -> the Behaviour header matches there."""
-        elems, groups, pick = self._elem_list, self._groups, self.select
-        for hop in template:
-            out_port = hop.out_port
-            if out_port is None:
-                continue
-            possible: set[int] = set()
-            allowed: set[int] = set()
-            for i in hop.rules:
-                b = seen.get(i)
-                if b is None:
-                    b = seen[i] = elems[i].ident.identify(header)
-                if b is None:
-                    continue
-                ins = b.instructions
-                direct = ins.outputs()
-                possible |= direct
-                allowed |= direct
-                for gid in ins.groups():
-                    g = groups.get((hop.dpid, gid))
-                    if g is None:
-                        continue
-                    outs = [{a[1] for a in bk if a[0] == "output"} for bk in g.buckets]
-                    possible.update(*outs)
-                    if g.type == "select" and len(outs) > 1:
-                        allowed |= outs[pick(g, header)]
-                    else:
-                        allowed.update(*outs)
-            if out_port in possible and out_port not in allowed:
-                return False
-        return True
-
     def _chain(self, template, header, seen: dict) -> tuple[tuple[Hop, ...], int]:
         """A path template's hops for header (the entry matched at each element) and its
         Verify_Rule chain; seen caches element -> the Behaviour header matches there,
-        across templates (and with _picked)."""
+        across templates (and with cpc.flowpaths' pick)."""
         elems = self._elem_list
         vrule = VERIFY_RULE_INIT
         hops = []

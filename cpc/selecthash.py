@@ -56,6 +56,7 @@ __all__ = [
     "hash_int",
     "group_bucket",
     "ovs_select_bucket",
+    "pick_known",
 ]
 
 M32 = 0xFFFFFFFF
@@ -113,22 +114,40 @@ def _mac_xor(h: dict[str, int]) -> bytes:
 def dp_hash(h: dict[str, int]) -> int:
     """flow_hash_symmetric_l3l4(flow, 0, false) (lib/flow.c): the datapath's sym_l4 hash."""
     et = h.get("eth_type", 0)
-    proto = h.get("ip_proto", 0) if et == ETH_IPV4 else 0
     if et == ETH_IPV4:
-        x = hash_add(0, _le32(h.get("ipv4_src", 0) ^ h.get("ipv4_dst", 0)))
-    elif et == ETH_IPV6:
+        proto = h.get("ip_proto", 0)
+        ports = h.get("tp_src", 0) ^ h.get("tp_dst", 0) if proto in PORT_HASHED else None
+        return _l3l4_hash(h.get("ipv4_src", 0) ^ h.get("ipv4_dst", 0), proto, ports)
+    if et == ETH_IPV6:
+        return _l3l4_hash(None, 0, None)
+    return _l2_hash(et, _vid(h), h.get("eth_src", 0) ^ h.get("eth_dst", 0))
+
+
+# Kept per flow: one packet meets a group at every switch of its path, and the model asks
+# for every group on the paths it follows for one header (cpc.flowpaths).
+@lru_cache(maxsize=4096)
+def _l3l4_hash(addr: int | None, proto: int, ports: int | None) -> int:
+    """addr: the XOR of the IPv4 addresses, None for IPv6 (all-zero addresses); ports:
+    their XOR, None when the protocol's ports are not hashed."""
+    if addr is not None:
+        x = hash_add(0, _le32(addr))
+    else:
         x = 0
         for _ in range(4):  # hash_add64 twice over the XOR of all-zero addresses
             x = hash_add(x, 0)
-    else:  # flow_hash_symmetric_l2: three words of {eth_type, vlan_tci, eth_addr, pad}
-        raw = et.to_bytes(2, "big") + _vid(h).to_bytes(2, "big") + _mac_xor(h) + b"\0\0"
-        x = 0
-        for i in range(0, 12, 4):
-            x = hash_add(x, int.from_bytes(raw[i : i + 4], "little"))
-        return hash_finish(x, 0)
     x = hash_add(x, proto)
-    if proto in PORT_HASHED:
-        x = hash_add(x, _le16(h.get("tp_src", 0) ^ h.get("tp_dst", 0)))
+    if ports is not None:
+        x = hash_add(x, _le16(ports))
+    return hash_finish(x, 0)
+
+
+@lru_cache(maxsize=4096)
+def _l2_hash(et: int, vid: int, mac_xor: int) -> int:
+    """flow_hash_symmetric_l2: three words of {eth_type, vlan_tci, eth_addr, pad}."""
+    raw = et.to_bytes(2, "big") + vid.to_bytes(2, "big") + mac_xor.to_bytes(6, "big") + b"\0\0"
+    x = 0
+    for i in range(0, 12, 4):
+        x = hash_add(x, int.from_bytes(raw[i : i + 4], "little"))
     return hash_finish(x, 0)
 
 
@@ -216,3 +235,25 @@ def group_bucket(group: Group, header: dict[str, int]) -> int:
     """ovs_select_bucket with the group's own weights (cpc.rules.Group.weights): the
     model's picker (cpc.model.Model.select) for switches that are Open vSwitch."""
     return ovs_select_bucket(group, header, group.weights or None)
+
+
+_L2 = ("eth_src", "eth_dst", "vlan_vid")
+_L3 = ("ipv4_src", "ipv4_dst", "ip_proto")
+_L4 = ("tp_src", "tp_dst")
+
+
+def pick_known(group: Group, header: dict[str, int]) -> bool:
+    """Whether header names every field group_bucket reads for this group: eth_type; for
+    IPv4 the addresses and ip_proto, and the ports for TCP and SCTP; for other EtherTypes
+    but IPv6 the MACs and VLAN ID, which the default method (a group whose weights
+    dp_hash_table cannot spread) reads for IPv4 and IPv6 too. A header without one of them
+    (elsewhere the model reads a missing field as 0) leaves the pick unknown: cpc.model
+    then allows every bucket, as without the pick."""
+    et = header.get("eth_type")
+    if et is None:
+        return False
+    default = _table(tuple(group.weights or (1,) * len(group.buckets))) is None
+    need: tuple[str, ...] = _L2 if default or et not in (ETH_IPV4, ETH_IPV6) else ()
+    if et == ETH_IPV4:
+        need += _L3 + _L4 if header.get("ip_proto") in PORT_HASHED else _L3
+    return all(f in header for f in need)
