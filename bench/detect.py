@@ -49,7 +49,8 @@ from pazzapi import ApiError, call  # noqa: E402
 from pazzdata.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzlab.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
 from pazzlab.lab import Lab, ovs_prefix  # noqa: E402
-from pazzlab.ovs import free_tcp_port, start_controller, stop_processes  # noqa: E402
+from pazzlab.natsserver import NatsServer  # noqa: E402
+from pazzlab.ovs import free_tcp_port, free_udp_port, start_controller, stop_processes  # noqa: E402
 
 AUDIT = "audit"
 
@@ -203,6 +204,7 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
     net.write(topo_file, rules_file)
     lab = Lab.from_files(prefix, workdir / "lab", topo_file, rules_file, sampling=a.sampling)
     procs: list[subprocess.Popen] = []
+    nats = None
     churn = ChurnThread(Churn(net, seed), workdir / "updates.jsonl", a.churn_rate)
     out = {
         "seed": seed,
@@ -236,8 +238,17 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         # blackhole threshold (5 expected report gaps, not 10), which at 1/64 sampling
         # raised false blackholes of a critical flow with a few packets per second.
         del cfg["tester"]["blackhole_k"]
+        if a.scaleout:  # the lab's sFlow to a collector; workers judge; pazzd stores
+            nats = NatsServer(str(workdir / "nats"))
+            nats.start()
+            cfg["scaleout"] = {"nats": nats.url, "shards": 4}
+            lab_target = cfg["sflow"]["listen"]
+            cfg["sflow"]["listen"] = f"127.0.0.1:{free_udp_port()}"
         pz = spawn_pazzd(cfg, workdir)
         procs.append(pz)
+        if a.scaleout:
+            conf = str(workdir / "pazzd.yaml")
+            procs += _scaleout(conf, lab_target, a.scaleout, workdir)
         t_start = time.time()
         wait_for_pazzd(pz, sock)
         lab.set_controller(f"tcp:127.0.0.1:{proxy_port}")
@@ -273,11 +284,32 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
     finally:
         churn.stop_event.set()
         stop_processes(procs)
+        if nats is not None:
+            nats.stop()
         lab.stop()
         if a.keep:
             say(f"work directory kept: {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def _scaleout(conf: str, listen: str, workers: int, workdir: Path) -> list[subprocess.Popen]:
+    """`pazzd collector` on the lab's sFlow target and `workers` `pazzd worker`s."""
+    out = []
+    for args, name in [
+        (["collector", "--config", conf, "--listen", listen], "collector"),
+        *((["worker", "--config", conf, "--name", f"w{i}"], f"w{i}") for i in range(workers)),
+    ]:
+        with open(workdir / f"{name}.log", "w") as log:
+            out.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "pazzd", *args],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
     return out
 
 
@@ -498,6 +530,13 @@ def options(argv=None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="seconds of steady state with churn and no fault after the faults",
+    )
+    ap.add_argument(
+        "--scaleout",
+        type=int,
+        default=0,
+        metavar="WORKERS",
+        help="judge in this many `pazzd worker`s over a private nats-server (0: pazzd alone)",
     )
     ap.add_argument("--out", help="write the JSON here too")
     ap.add_argument("--keep", action="store_true", help="keep the work directories")

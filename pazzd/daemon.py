@@ -220,7 +220,9 @@ class Daemon:
                 self._fuzz_critical(cfg)
                 self._spawn(self._fuzz_loop())
         await self._step()
-        self._start_checks(cfg, n_workers)
+        # The probes' watches need their reports judged in this process: so they are by
+        # the scale-out workers (they pass them on), not by the local Thrift workers.
+        self._start_checks(cfg, judged_here=n_workers == 1)
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
             await self._step()
@@ -309,10 +311,10 @@ class Daemon:
         self.faults.tester = t
         self.faults.sampling_rate = wiring.probe_sampling(cfg)
 
-    def _start_checks(self, cfg: Config, n_workers: int) -> None:
+    def _start_checks(self, cfg: Config, judged_here: bool) -> None:
         """The services every check gets, then each check the config turns on."""
         sink = FindingSink(self.findings)
-        if self.fuzzer is not None and n_workers == 1:  # the watches need the tester here
+        if self.fuzzer is not None and judged_here:  # the watches need the tester here
             self.fuzzer.confirm_share = cfg.agents.share
             self.probes = ProbeService(
                 self.tester,
@@ -325,8 +327,8 @@ class Daemon:
             )
             if cfg.intents.confirm:
                 sink.confirmations = Confirmations(self.findings, self.probes)
-        elif cfg.intents.confirm and n_workers > 1:
-            log.info("findings are not confirmed by probes with tester workers")
+        elif cfg.intents.confirm and not judged_here:
+            log.info("findings are not confirmed by probes with tester or scale-out workers")
         self.svc = Services(
             cfg=cfg,
             model=self.model,

@@ -197,8 +197,9 @@ struct Tick {
   3: double time,
 }
 
-// A sample a worker judged a fault: the primary judges it again against its own model and
-// records it (pazz.faults, with the worker's report).
+// A sample a worker judged a fault, or a probe's report (marked: the worker does not judge
+// it): the primary judges it against its own model and records it (pazz.faults, with the
+// worker's report). A probe's report reaches the primary's watches (confirmations).
 struct Evidence {
   1: string agent,
   2: i64 sub_agent,
@@ -207,6 +208,7 @@ struct Evidence {
   5: i32 port,
   6: bool hop,
   7: double time,
+  8: bool probe = false,
 }
 
 struct ScaleoutReport {

@@ -4,8 +4,10 @@ reads the workers' reports from `pazz.faults`.
 Each fault sample a worker sends is judged again here, against the primary's model and
 hold-back, and recorded by the primary's tester: the fault store, the fault keys, the
 localization and the notifications are those of single-host mode, and a sample that two
-workers judged (a redelivery) bumps one fault, it never opens a second. A report is
-acknowledged after what it carries is stored.
+workers judged (a redelivery) bumps one fault, it never opens a second. The probes'
+reports (marked), which the workers pass on unjudged, are judged here whole, so the checks
+that watch their probes (confirmations of findings and of entries) work as in single-host
+mode. A report is acknowledged after what it carries is stored.
 """
 
 from __future__ import annotations
@@ -52,12 +54,15 @@ class PrimaryLink:
         }
         relay_flows_and_suspects(self.d, rep.flows or (), rep.suspects or ())
         t = self.d.tester
-        # The worker asked for the re-probes already (its suspects): not twice.
+        # The worker asked for the re-probes of its fault samples already (its suspects):
+        # not twice. A probe's report is the primary's to judge whole (its watches too).
         suspect, unexplained = t.on_suspect, t.on_unexplained
-        t.on_suspect = t.on_unexplained = None
         try:
             for ev in rep.evidence or ():
                 self.evidence += 1
+                t.on_suspect, t.on_unexplained = (
+                    (suspect, unexplained) if ev.probe else (None, None)
+                )
                 s = sample_from_wire(ev.sample)
                 agent = (ev.agent, ev.sub_agent) if ev.agent else None
                 sample = s if agent is not None else None

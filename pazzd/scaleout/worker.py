@@ -25,6 +25,7 @@ import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from cpc.tags import VERIFY_ETHERTYPE_MARKED
 from tester.engine import Tester
 from tester.remote import FlowRelay, Outbox
 from tester.sflow import SflowError
@@ -39,6 +40,8 @@ from .leases import RENEW, Leases, open_bucket
 from .replica import Replica
 
 __all__ = ["Worker", "run_worker"]
+
+MARKED = VERIFY_ETHERTYPE_MARKED.to_bytes(2, "big")  # a probe's Verify header, after the MACs
 
 log = logging.getLogger("pazzd.worker")
 BATCH = 128
@@ -62,6 +65,7 @@ class ShardTester(Tester):
     def __init__(self, *a, evidence: list, **kw) -> None:
         super().__init__(*a, **kw)
         self.evidence = evidence
+        self.probe_reports = 0  # marked reports handed to the primary unjudged
 
     @staticmethod
     def _sampled(raw: bytes, sample, agent) -> bytes:
@@ -72,6 +76,15 @@ class ShardTester(Tester):
         return out
 
     def handle_report(self, egress, raw, now, sampling_rate=1, sample=None, agent=None):
+        if raw[12:14] == MARKED and sample is not None and agent is not None:
+            # A probe's report: the primary judges it, where the probes' watches are.
+            self.evidence.append(
+                THRIFT.Evidence(
+                    agent[0], agent[1], sample_to_wire(sample), *egress, False, now, True
+                )
+            )
+            self.probe_reports += 1
+            return None
         raw = self._sampled(raw, sample, agent)
         return super().handle_report(egress, raw, now, sampling_rate, sample, agent)
 
@@ -250,6 +263,7 @@ class Worker:
         judged, self.judged_seqs = self.judged_seqs, []
         stats = {k: int(v) for k, v in t.stats.as_dict().items() if isinstance(v, int)}
         stats |= {"judged": self.judged, "deferred": self.deferred, "bad": self.bad_messages}
+        stats["probe_reports"] = t.probe_reports
         rep = THRIFT.ScaleoutReport(
             self.name,
             stats,

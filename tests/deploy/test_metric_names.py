@@ -24,7 +24,7 @@ def exported() -> set[str]:
 
 def exported_labels() -> dict[str, dict[str, set[str]]]:
     """Sample name -> label -> the values it takes, in a scrape of a daemon state with every
-    part present (the proxy, the fuzzer, a tester)."""
+    part present (the proxy, the fuzzer, a tester, the scale-out)."""
     state = {
         "tester": {"datagrams": 1, "consistent": 1},
         "faults_open": {},
@@ -48,6 +48,7 @@ def exported_labels() -> dict[str, dict[str, set[str]]]:
         "intents": {"no_loops": 0},
         "interference": {("acl,router", r): 0 for r in (*RELATIONS, OVERWRITE)},  # as open_counts
         "agents": {"confirmed": 1, "diverged": 0, "pending": 0, "confirm_seconds_median": 1.5},
+        "scaleout": {"connected": True, "journal_version": 3, "evidence": 0, "lag": {"w1": 0.1}},
     }
     text = generate_latest(Metrics(lambda: state).registry).decode()
     out: dict[str, dict[str, set[str]]] = {}

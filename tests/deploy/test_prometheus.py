@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -27,6 +28,7 @@ from cpc.fields import parse_header
 from cpc.refdp import RefDataPlane
 from pazzdata import workloads
 from pazzlab.flowhash import select_bucket
+from pazzlab.natsserver import NatsServer
 from tester.emit import ReferenceEmitter, agent_of
 from tests.pazzd.helpers import Pazzd, base_config, free_port, write_config
 from tests.tools import require_tool
@@ -174,8 +176,9 @@ def _scenario(wl, sflow: tuple[str, int]) -> None:
 
 def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
     tool = require_tool("prometheus", "prometheus")
+    require_tool("nats-server", "nats-server")
     wl = workloads.generate("grid", 2, 40, rule_ids=True, acls=1)  # as base_config's
-    with probe_sink() as sink:
+    with probe_sink() as sink, NatsServer() as nats:
         cfg = base_config(tmp_path)
         cfg["sflow"]["interfaces"] = [
             {"agent": agent_of(d), "ifindex": BASE + p, "port": f"{d}:{p}"}
@@ -204,11 +207,17 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
             "pairs": [["s1:5", "s2:5"]],
             "inject": {"s1:5": sink},
         }
+        cfg["scaleout"] = {"nats": nats.url, "shards": 2}  # and one worker: its lag
         cfg_path = write_config(tmp_path / "pazzd.yaml", cfg)
         pz = Pazzd(cfg_path)
-        prom = None
+        prom = worker = None
         try:
             st = pz.wait_ready()
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "pazzd", "worker", "--config", str(cfg_path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             (tmp_path / "prom").mkdir()
             prom = Prom(tool, tmp_path / "prom", metrics_port)
             prom.wait("pazzd scraped", lambda: prom.query('up{job="pazzd"} == 1'))
@@ -219,6 +228,7 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
                 "the fault scraped",
                 lambda: prom.query('pazz_faults_open{class="type_p_match"} == 1'),
             )
+            prom.wait("the worker scraped", lambda: prom.query("pazz_scaleout_worker_lag_seconds"))
             time.sleep(3)  # a few scrapes with the scenario's counters
             _check_dashboard(prom)
             _check_alert_rules(prom)
@@ -238,6 +248,9 @@ def test_prometheus_scrapes_pazzd_and_evaluates_the_alerts(tmp_path):
         finally:
             if prom is not None:
                 prom.stop()
+            if worker is not None:
+                worker.terminate()
+                worker.wait(15)
             pz.stop()
 
 

@@ -170,3 +170,30 @@ def _run_as(d: Path, user, setpriv: str) -> None:
         assert os.stat(cfg["database"]).st_uid == nobody.pw_uid
     finally:
         assert pz.stop() == 0, pz.log_text()
+
+
+SCALEOUT_UNITS = [DEPLOY / "pazzd-collector.service", DEPLOY / "pazzd-worker@.service"]
+
+
+@pytest.mark.parametrize("unit", SCALEOUT_UNITS, ids=lambda p: p.name)
+def test_scaleout_units_verify_and_are_hardened(unit, tmp_path):
+    """pazzd collector and pazzd worker: valid units, no capability, exposure within the
+    bound of pazzd's own."""
+    tool = require_tool("systemd-analyze", "systemd")
+    name = unit.name.replace("@.", "@1.")  # an instance of the template
+    path = tmp_path / name
+    path.write_text(unit.read_text().replace("/opt/pazz/.venv/bin/python", sys.executable))
+    r = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and name not in r.stderr, r.stderr
+    r = subprocess.run(
+        [tool, "security", "--offline=yes", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    m = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+)", r.stdout)
+    assert m, r.stdout + r.stderr
+    assert float(m.group(1)) <= MAX_EXPOSURE, r.stdout
+    s = _settings(unit.read_text())
+    assert s["CapabilityBoundingSet"] == [""] and s["User"] == ["pazz"]
+    assert s["RestartPreventExitStatus"] == ["2"]

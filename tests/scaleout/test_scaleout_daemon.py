@@ -122,6 +122,18 @@ def test_workers_judge_and_the_primary_records_once_across_failures(cluster):
     assert ok, (_scaleout(primary), _logs(tmp))
     assert _sum(primary, "reports") == _sum(primary, "consistent") == n
     assert _sum(primary, "fault_samples") == 0 and _faults(primary) == []
+    # A probe's report (marked) is passed on unjudged, and judged by the primary (where
+    # the probes' watches are): its tester counts it, consistent.
+    before = _status_tester(primary)
+    (i0, h0), *_ = _traffic(wl)
+    d0 = next(x for x in ref.send(i0, h0) if x.kind == "egress")
+    em.add(d0.egress, h0, d0.verify_port, d0.verify_rule, marked=True)
+    _send(addr, em, socks)
+    assert _wait(lambda: _sum(primary, "probe_reports") == 1, 20), _scaleout(primary)
+    after = _wait(lambda: (x := _status_tester(primary))["consistent"] > before["consistent"] and x)
+    assert after and after["consistent"] == before["consistent"] + 1, (before, after)
+    assert after["fault_samples"] == before["fault_samples"]
+    assert _sum(primary, "consistent") == n  # received by a worker, not judged there
     shards = [set(w) for w in _scaleout_shards(primary)]
     assert len(shards) == 2 and all(shards) and not (shards[0] & shards[1]), shards
 
@@ -258,3 +270,27 @@ def test_model_updates_reach_the_workers_and_a_restarted_primary_is_followed(clu
         restarted.stop()
     for s in socks.values():
         s.close()
+
+
+def test_components_refuse_a_config_without_nats_or_with_a_bad_url(tmp_path):
+    cfg = base_config(tmp_path)
+    conf = write_config(tmp_path / "pazzd.yaml", cfg)
+    for cmd in ("collector", "worker"):
+        p = subprocess.run(
+            [sys.executable, "-m", "pazzd", cmd, "--config", str(conf)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert p.returncode == 2, p.stderr
+        assert f"{conf}: scaleout.nats: needed by pazzd {cmd}" in p.stderr, p.stderr
+    cfg["scaleout"] = {"nats": "http://127.0.0.1:4222"}
+    conf = write_config(tmp_path / "pazzd.yaml", cfg)
+    p = subprocess.run(
+        [sys.executable, "-m", "pazzd", "worker", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = next(i for i, t in enumerate(conf.read_text().splitlines(), 1) if "nats:" in t)
+    assert p.returncode == 2 and f"{conf}:{line}: scaleout.nats: must be a NATS URL" in p.stderr

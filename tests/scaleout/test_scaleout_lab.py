@@ -1,0 +1,66 @@
+"""The lab's steady-state faults (bench/detect.py: a random network, the real control path,
+patched OVS, benign churn) found through one `pazzd collector`, two `pazzd worker`s and the
+primary, as pazzd alone finds them on the same network and faults: the same kinds, each
+found and localized, and no false alarm in either."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.detect import options, run_seed
+from pazzlab import natsserver
+from tests.pazzd.helpers import lab_prefix
+
+pytestmark = [
+    pytest.mark.ovs,
+    pytest.mark.slow,
+    pytest.mark.skipif(not natsserver.available(), reason="nats-server not installed"),
+]
+SEED = 47
+
+
+@pytest.fixture
+def prefix():
+    return lab_prefix("tcpreplay")
+
+
+def _run(prefix, scaleout: int) -> dict:
+    a = options(
+        [
+            "--kinds",
+            "acl_bypass,delete_route",
+            "--gap",
+            "6",
+            "10",
+            "--warm",
+            "10",
+            "--horizon",
+            "30",
+            "--settle",
+            "9",
+            "--quiet",
+            "8",
+            "--churn-rate",
+            "3",
+            "--scaleout",
+            str(scaleout),
+        ]
+    )
+    return run_seed(SEED, a, prefix, print)
+
+
+def _findings(out: dict) -> list[tuple]:
+    return sorted((f["kind"], f["dpid"], bool(f["localized"])) for f in out["faults"])
+
+
+def test_scaleout_finds_what_pazzd_alone_finds(prefix):
+    alone = _run(prefix, 0)
+    scaled = _run(prefix, 2)
+    for out in (alone, scaled):
+        assert out["startup_false_alarms"] == [], out["startup_false_alarms"]
+        assert out["false_alarms"] == [], out["false_alarms"]
+        for f in out["faults"]:
+            assert f["dataplane_s"] is not None and f["dataplane_s"] <= 30, f
+            assert f["localized"], f
+    assert _findings(scaled) == _findings(alone)
+    assert sorted(f["kind"] for f in scaled["faults"]) == ["acl_bypass", "delete_route"]
