@@ -411,7 +411,7 @@ def main(argv=None) -> dict:
     m = Model(wl.topo)
     m.select = group_bucket  # the reports take the bucket Open vSwitch's hash takes
     m.add_entries(wl.entries, wl.groups)
-    n_dg = 3000 if quick else 9000
+    n_dg = 12_000 if quick else 40_000
     dgs = _datagrams(wl, m, 2000, n_dg)
     counts = [int(x) for x in a.workers.split(",")]
     if quick:
@@ -445,7 +445,7 @@ def main(argv=None) -> dict:
                     "n": len(upd),
                 }
                 b.stop_workers()
-                small = dgs[: len(dgs) // 3]
+                small = dgs[: len(dgs) // 10]
                 out["lost_after_worker_kill"] = await lost(b, js, audit, small, "kill")
                 out["lost_after_server_restart"] = await lost(b, js, audit, small, "restart")
                 await nc.drain()

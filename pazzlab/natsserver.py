@@ -30,6 +30,7 @@ class NatsServer:
     def __init__(self, store: str | None = None, max_payload: int = 8 << 20) -> None:
         self._own = store is None
         self.store = Path(store or tempfile.mkdtemp(prefix="pazz-nats-"))
+        self.store.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.max_payload = max_payload
         self.proc: subprocess.Popen | None = None
