@@ -165,7 +165,10 @@ class Bench:
     def start_workers(self, n: int, tag: str) -> None:
         for i in range(n):
             name = f"{tag}{i}"
-            args = ["worker", "--config", str(self.conf), "--name", name, "--log-level", "warning"]
+            level = {"1": "info", "2": "debug"}.get(
+                os.environ.get("PAZZ_BENCH_DEBUG", ""), "warning"
+            )
+            args = ["worker", "--config", str(self.conf), "--name", name, "--log-level", level]
             self.workers.append(_pazzd(args, self.d / f"{name}.log"))
 
     def stop_workers(self) -> None:
@@ -223,7 +226,7 @@ async def throughput(b: Bench, js, audit: Audit, dgs: list[bytes], n: int) -> di
     stream is empty."""
     b.stop_workers()
     t_fill = time.perf_counter()
-    b.send(dgs, FILL_RATE)
+    await asyncio.to_thread(b.send, dgs, FILL_RATE)  # the loop keeps its NATS connection
     got = await _settled(js)
     fill_s = time.perf_counter() - t_fill
     accepted = await _pending(js)  # messages: batches of an agent's datagrams
@@ -234,6 +237,9 @@ async def throughput(b: Bench, js, audit: Audit, dgs: list[bytes], n: int) -> di
     t0, base = time.time(), _judged_now(audit, tag)
     await _wait(lambda: _drained(js), 300, 0.02)
     await asyncio.sleep(0.3)  # the last reports
+    if not started:
+        logs = "".join(f.read_text()[-3000:] for f in b.d.glob(f"{tag}*.log"))
+        raise RuntimeError(f"{n} workers did not all judge within 120 s: {logs}")
     t1 = max(t for t, w, _ in audit.events if w.startswith(tag))
     done = _judged_now(audit, tag)
     b.stop_workers()
@@ -277,22 +283,24 @@ async def _drained(js) -> bool:
 
 
 async def sample_to_fault(b: Bench, wl, m, n: int) -> list[float]:
+    """Distinct faults one at a time: from sending the second sample to the fault in the
+    primary's store (asked for the faults after the newest known, every 5 ms)."""
     em = ReferenceEmitter(base=BASE)
     out = []
-    rows0 = len(call(b.sock, "faults"))
+    last = max((r["id"] for r in call(b.sock, "faults")), default=0)
     for egress, h, vp, vr in reports(wl, m, n * 4, seed=11):
         if len(out) >= n:
             break
         for _ in range(2):
             em.add(egress, h, vp, vr ^ 0x5A5A)
         t0 = time.perf_counter()
-        b.send(em.flush(per_datagram=PER), 10_000.0)
+        await asyncio.to_thread(b.send, em.flush(per_datagram=PER), 10_000.0)
         deadline = t0 + 5.0
         while time.perf_counter() < deadline:
-            rows = len(call(b.sock, "faults"))
-            if rows > rows0:
+            new = call(b.sock, "faults", since=last)
+            if new:  # a fault of its own (a flow of a fault's class and path bumps that one)
                 out.append((time.perf_counter() - t0) * 1000)
-                rows0 = rows
+                last = max(r["id"] for r in new)
                 break
             await asyncio.sleep(0.005)
     return out
@@ -335,13 +343,13 @@ async def lost(b: Bench, js, audit: Audit, dgs: list[bytes], what: str) -> int:
     info = await js.stream_info(bus.SAMPLES_STREAM)
     first = info.state.last_seq + 1
     half = len(dgs) // 2
-    b.send(dgs[:half], 2000.0)
+    await asyncio.to_thread(b.send, dgs[:half], 2000.0)
     if what == "kill":
         b.workers[0].send_signal(signal.SIGKILL)
     else:
         b.srv.restart()
         await asyncio.sleep(3.0)  # reconnects, 2 s apart
-    b.send(dgs[half:], 2000.0)
+    await asyncio.to_thread(b.send, dgs[half:], 2000.0)
     await asyncio.sleep(1.0)
     await _wait(lambda: _drained(js), 120, 0.1)
     await asyncio.sleep(2.0)  # the last reports
@@ -359,8 +367,10 @@ async def lost(b: Bench, js, audit: Audit, dgs: list[bytes], what: str) -> int:
 
 
 async def _all_judging_or_ready(b: Bench) -> bool:
+    """Every worker reports, and their shards cover all, none twice (leases settled)."""
     so = call(b.sock, "status").get("scaleout") or {}
-    return len(so.get("lag", {})) >= len(b.workers)
+    shards = [s for w in so.get("lag", {}) for s in so.get("shards", {}).get(w, [])]
+    return len(so.get("lag", {})) >= len(b.workers) and sorted(shards) == list(range(SHARDS))
 
 
 def snapshot_cost(model: Model, url: str) -> dict:

@@ -59,7 +59,9 @@ FAULTS = "pazz.faults"
 PRIMARY_DELIVER = "pazz.deliver.primary"  # the primary's consumer of pazz.faults pushes here
 LEASES = "pazz_leases"  # the KV bucket of worker and shard leases
 ACK_WAIT = 10.0  # seconds before an unacknowledged sample goes to another worker
-MAX_IN_FLIGHT = 4096  # datagrams of a shard delivered and not acknowledged yet
+# Messages (an agent's datagrams of a few ms each) of a shard delivered and not acknowledged
+# yet: enough to keep a worker busy, few enough that a backlog never floods its connection.
+MAX_IN_FLIGHT = 64
 SAMPLES_MAX_BYTES = 1 << 30  # beyond this the collectors' publishes fail: they drop
 
 

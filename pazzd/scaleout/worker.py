@@ -328,7 +328,9 @@ class Worker:
                 await sub.unsubscribe()
 
     async def run(self, stop: asyncio.Event, on_ready=None) -> None:
+        # Two connections: the model and its ticks never queue behind a backlog of samples.
         nc = await bus.connect(self.url, f"pazzd-worker-{self.name}")
+        data = await bus.connect(self.url, f"pazzd-worker-{self.name}-samples")
         js = nc.jetstream()
         await bus.ensure_streams(js, self.shards)
         follow = asyncio.create_task(self.follow_model(js, nc, stop))
@@ -336,6 +338,7 @@ class Worker:
         if stop.is_set():
             follow.cancel()
             await nc.drain()
+            await data.drain()
             return
         self.leases = Leases(await open_bucket(js), self.name, self.shards)
         log.info("worker %s: judging; NATS %s", self.name, self.url)
@@ -352,7 +355,7 @@ class Worker:
                 for s in held:
                     task = self._tasks.get(s)
                     if task is None or task.done():
-                        self._tasks[s] = asyncio.create_task(self._shard(js, nc, s, stop))
+                        self._tasks[s] = asyncio.create_task(self._shard(js, data, s, stop))
                 if time.monotonic() - last_report >= 1.0:
                     self.tester.tick()
                     with contextlib.suppress(Exception):
@@ -369,8 +372,9 @@ class Worker:
             await asyncio.gather(*self._tasks.values(), follow, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self.leases.release()
-            with contextlib.suppress(Exception):
-                await nc.drain()
+            for conn in (data, nc):
+                with contextlib.suppress(Exception):
+                    await conn.drain()
 
     async def _wait_ready(self, stop: asyncio.Event, follow: asyncio.Task) -> None:
         while not self._ready.is_set() and not stop.is_set():
