@@ -161,18 +161,22 @@ def test_faults_follow_streams_opened_and_resolved(daemon):
     with subprocess.Popen(
         [*cmd, "--since", str(last)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as f:
-        reader = threading.Thread(target=lambda: lines.extend(f.stdout), daemon=True)
-        reader.start()
-        # Opened before or after the follower's first request: printed once either way.
-        new = _record(store, "followed", time.time(), location="egress:2:5")
-        assert wait_for(lambda: len(lines) >= 1, timeout=10), lines
-        store.resolve(new, time.time())
-        assert wait_for(lambda: len(lines) >= 2, timeout=10), lines
-        time.sleep(1.5)  # another poll or so: nothing more to tell
-        f.send_signal(signal.SIGINT)
-        assert f.wait(timeout=10) == 0
-        err = f.stderr.read()
-        reader.join(5)
+        try:
+            reader = threading.Thread(target=lambda: lines.extend(f.stdout), daemon=True)
+            reader.start()
+            # Opened before or after the follower's first request: printed once either way.
+            new = _record(store, "followed", time.time(), location="egress:2:5")
+            assert wait_for(lambda: len(lines) >= 1, timeout=30), (lines, f.poll())
+            store.resolve(new, time.time())
+            assert wait_for(lambda: len(lines) >= 2, timeout=30), (lines, f.poll())
+            time.sleep(1.5)  # another poll or so: nothing more to tell
+            f.send_signal(signal.SIGINT)
+            assert f.wait(timeout=30) == 0
+            err = f.stderr.read()
+            reader.join(5)
+        finally:  # a failed assertion must not leave the follower (and the test) waiting
+            if f.poll() is None:
+                f.kill()
     assert "Traceback" not in err
     assert [(ln.split()[3], ln.split()[4]) for ln in lines] == [
         ("opened", str(new)),

@@ -86,7 +86,7 @@ def test_the_drawn_path_is_the_packets_own(tmp_path, kind, size, rules, name):
         badge = wait_for(
             drv,
             lambda d: css(d, f"#sw-{f.dpid} .badges .badge.kind-type_p_action"),
-            30,
+            60,  # a loaded machine: the 2-core CI runs it beside the whole suite
             f"a misroute badge on dpid {f.dpid}",
         )[0]
         fid = int(badge.get_attribute("data-fault"))
