@@ -38,12 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from bench.common import pct  # noqa: E402
 from bench.tester import reports  # noqa: E402
-from bench.workers import BASE, _free_udp  # noqa: E402
+from bench.workers import BASE, _config, _free_udp  # noqa: E402
 from bench.workers import run as thrift_run  # noqa: E402
 from cpc.model import Model  # noqa: E402
 from cpc.selecthash import group_bucket  # noqa: E402
@@ -56,40 +55,12 @@ from pazzd.scaleout.replica import Replica  # noqa: E402
 from pazzd.scaleout.worker import Worker  # noqa: E402
 from pazzdata import workloads  # noqa: E402
 from pazzlab.natsserver import NatsServer  # noqa: E402
-from tester.emit import ReferenceEmitter, agent_of  # noqa: E402
+from tester.emit import ReferenceEmitter  # noqa: E402
 
 PER = 8  # samples per datagram
 FILL_RATE = 3000.0  # datagrams/s into the collector while the stream fills
 SHARDS = 8
 THRIFT_OFFERED = 300_000.0  # samples/s offered to the Thrift workers: above what they judge
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
-
-
-def _config(d: Path, wl, url: str) -> Path:
-    topo, rules = d / "topology.yaml", d / "rules.jsonl"
-    wl.write(topo, rules)
-    ifs = [
-        {"agent": agent_of(s), "ifindex": BASE + p, "port": f"{s}:{p}"}
-        for s in sorted(wl.topo.switches)
-        for p in wl.topo.ports_of(s)
-    ]
-    cfg = {
-        "topology": str(topo),
-        "rules": str(rules),
-        "sflow": {"listen": f"127.0.0.1:{_free_udp()}", "interfaces": ifs},
-        "metrics": {"listen": "127.0.0.1:0"},
-        "api": {"socket": str(d / "pazzd.sock")},
-        "database": str(d / "faults.db"),
-        "log_level": "warning",
-        "scaleout": {"nats": url, "shards": SHARDS},
-    }
-    path = d / "pazzd.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def _pazzd(args: list[str], log: Path) -> subprocess.Popen:
@@ -130,7 +101,7 @@ class Audit:
 class Bench:
     def __init__(self, d: Path, wl, srv: NatsServer) -> None:
         self.d, self.wl, self.srv = d, wl, srv
-        self.conf = _config(d, wl, srv.url)
+        self.conf = _config(d, wl, _free_udp(), scaleout={"nats": srv.url, "shards": SHARDS})
         self.cfg = load_config(self.conf)
         self.sock = str(d / "pazzd.sock")
         self.col_port = _free_udp()
@@ -444,14 +415,14 @@ def main(argv=None) -> dict:
                 await _wait(lambda: _all_judging_or_ready(b), 30)
                 lat = await sample_to_fault(b, wl, m, 8 if quick else 30)
                 out["sample_to_fault_ms"] = {
-                    "p50": round(_pct(lat, 0.5), 1),
-                    "p99": round(_pct(lat, 0.99), 1),
+                    "p50": round(pct(lat, 50), 1),
+                    "p99": round(pct(lat, 99), 1),
                     "n": len(lat),
                 }
                 upd = await model_updates(b, js, nc, 20 if quick else 100)
                 out["model_update_ms"] = {
-                    "p50": round(_pct(upd, 0.5), 1),
-                    "p99": round(_pct(upd, 0.99), 1),
+                    "p50": round(pct(upd, 50), 1),
+                    "p99": round(pct(upd, 99), 1),
                     "n": len(upd),
                 }
                 b.stop_workers()

@@ -34,7 +34,8 @@ from tester.emit import ReferenceEmitter, agent_of  # noqa: E402
 BASE = 100
 
 
-def _config(d: Path, wl, port: int) -> Path:
+def _config(d: Path, wl, port: int, **sections) -> Path:
+    """pazzd.yaml for the workload, sFlow on port; sections: more config (scaleout: ...)."""
     topo, rules = d / "topology.yaml", d / "rules.jsonl"
     wl.write(topo, rules)
     ifs = [
@@ -50,6 +51,7 @@ def _config(d: Path, wl, port: int) -> Path:
         "api": {"socket": str(d / "pazzd.sock")},
         "database": str(d / "faults.db"),
         "log_level": "warning",
+        **sections,
     }
     path = d / "pazzd.yaml"
     path.write_text(yaml.safe_dump(cfg))

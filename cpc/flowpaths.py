@@ -120,15 +120,9 @@ class FlowPaths:
                 and self.taken(o.hops)
             ):
                 out.append((((o.ingress, 0),), o.hops, o.verify_port, False))
-        for link in walk.links:
-            lv = link.verify_port
-            if (want is not None and lv & ~want) or egress not in link.node.egresses():
-                continue
-            if not self.taken(link.hops):
-                continue
-            for hops, vp in self._to(link.node, egress, want):
-                if want is None or lv | vp == want:
-                    out.append((((link.ingress, 0),), link.hops + hops, lv | vp, False))
+        for link, hops, vp in self._via(walk.links, egress, want):
+            if want is None or vp == want:
+                out.append((((link.ingress, 0),), hops, vp, False))
         for node, ings in walk.entries:
             if egress not in node.egresses():
                 continue
@@ -157,7 +151,14 @@ class FlowPaths:
                 and self.taken(o.hops)
             ):
                 got.append((o.hops, o.verify_port))
-        for link in node.links:
+        got += [(hops, vp) for _, hops, vp in self._via(node.links, egress, want)]
+        self._memo[id(node)] = got
+        return got
+
+    def _via(self, links, egress, want: int | None):
+        """(link, hops, Verify_Port) of the paths to egress the header takes over these
+        links, from the link on; only those whose bits are all in want."""
+        for link in links:
             lv = link.verify_port
             if (want is not None and lv & ~want) or egress not in link.node.egresses():
                 continue
@@ -165,9 +166,7 @@ class FlowPaths:
                 continue
             for hops, vp in self._to(link.node, egress, want):
                 if want is None or not (lv | vp) & ~want:
-                    got.append((link.hops + hops, lv | vp))
-        self._memo[id(node)] = got
-        return got
+                    yield link, link.hops + hops, lv | vp
 
     # --- beginnings of paths: per-hop samples --------------------------------------------
     def arrivals(self, walk, port, verify_port: int | None = None, bits=None) -> list[tuple]:

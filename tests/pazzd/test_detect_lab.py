@@ -17,6 +17,12 @@ from tests.pazzd.helpers import lab_prefix
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 SEED = 31
+# Two faults, each after 6-10 s of steady state with benign churn at 3 FlowMods/s, 30 s to
+# find each, 10 s of steady state after the last (tests/scaleout/test_scaleout_lab.py too).
+STEADY_ARGS = [
+    *("--kinds", "acl_bypass,delete_route", "--gap", "6", "10", "--warm", "10"),
+    *("--horizon", "30", "--settle", "9", "--quiet", "10", "--churn-rate", "3"),
+]
 
 
 @pytest.fixture
@@ -25,25 +31,7 @@ def prefix():
 
 
 def test_faults_in_steady_state_with_churn_are_found_and_localized(prefix):
-    a = options(
-        [
-            "--kinds",
-            "acl_bypass,delete_route",
-            "--gap",
-            "6",
-            "10",
-            "--warm",
-            "10",
-            "--horizon",
-            "30",
-            "--settle",
-            "9",
-            "--quiet",
-            "10",
-            "--churn-rate",
-            "3",
-        ]
-    )
+    a = options(STEADY_ARGS)
     out = run_seed(SEED, a, prefix, print)
     assert out["startup_false_alarms"] == [], out["startup_false_alarms"]
     assert out["false_alarms"] == [], out["false_alarms"]

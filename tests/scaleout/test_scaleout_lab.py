@@ -10,13 +10,13 @@ import pytest
 from bench.detect import options, run_seed
 from pazzlab import natsserver
 from tests.pazzd.helpers import lab_prefix
+from tests.pazzd.test_detect_lab import SEED, STEADY_ARGS  # pazzd alone finds both there
 
 pytestmark = [
     pytest.mark.ovs,
     pytest.mark.slow,
     pytest.mark.skipif(not natsserver.available(), reason="nats-server not installed"),
 ]
-SEED = 31  # the network tests/pazzd/test_detect_lab.py finds both faults on, alone
 
 
 @pytest.fixture
@@ -25,27 +25,7 @@ def prefix():
 
 
 def _run(prefix, scaleout: int) -> dict:
-    a = options(
-        [
-            "--kinds",
-            "acl_bypass,delete_route",
-            "--gap",
-            "6",
-            "10",
-            "--warm",
-            "10",
-            "--horizon",
-            "30",
-            "--settle",
-            "9",
-            "--quiet",
-            "10",
-            "--churn-rate",
-            "3",
-            "--scaleout",
-            str(scaleout),
-        ]
-    )
+    a = options([*STEADY_ARGS, "--scaleout", str(scaleout)])
     return run_seed(SEED, a, prefix, print)
 
 
