@@ -728,7 +728,11 @@ def wait_for_model(lab: Lab, pz: subprocess.Popen, sock: str, timeout: float = 9
 
 
 def start_traffic(lab: Lab, extra: dict, workdir: Path, pps: int, procs: list) -> int:
-    pcaps = write_pcaps(lab, extra, workdir)
+    return replay(lab, write_pcaps(lab, extra, workdir), pps, procs)
+
+
+def replay(lab: Lab, pcaps: dict[str, Path], pps: float, procs: list) -> int:
+    """tcpreplay each host's pcap from its namespace at `pps`, looped, until stopped."""
     # --timer=nano: tcpreplay's default timer busy-waits (a whole core per process at
     # 25 pps); with nanosleep sixteen replays together cost about 1 % of a core.
     for h, path in pcaps.items():

@@ -68,6 +68,7 @@ __all__ = [
     "Net",
     "Scenario",
     "build_scenarios",
+    "production_packets",
     "fuzz_stream",
     "simulate",
 ]
@@ -150,6 +151,27 @@ class Net:
         return t
 
 
+def production_packets(wl: Workload, host: str, n: int, rng: random.Random) -> list[tuple]:
+    """n packets of `host`'s production traffic drawn as Net defines it (each field
+    uniform, as a uniform header of Net.prod is): from one of the host's own /24s to one of
+    every other host's, TCP or UDP, to port 80 or 443 from a port of 1024 and up.
+    (src, dst, ip_proto, tp_src, tp_dst) tuples; none if the host owns no prefix."""
+    mine = sorted(p for p, o in wl.prefixes.items() if o == host)
+    theirs = sorted(p for p, o in wl.prefixes.items() if o != host)
+    if not mine or not theirs:
+        return []
+    return [
+        (
+            (rng.choice(mine) & 0xFFFFFF00) | rng.randrange(256),
+            (rng.choice(theirs) & 0xFFFFFF00) | rng.randrange(256),
+            rng.choice((6, 17)),
+            rng.randrange(1024, 65536),
+            rng.choice(PROD_PORTS),
+        )
+        for _ in range(n)
+    ]
+
+
 @dataclass
 class Scenario:
     """One fault on one network: its reference data plane and its in-match shares."""
@@ -160,6 +182,7 @@ class Scenario:
     ovs: RefDataPlane = field(init=False)  # the outcomes OVS gives: one bucket per flow
     prod_rate: float = field(init=False)  # in-match production packets per second
     probe_ingresses: list | None = None  # where the baselines probe from (None: every edge)
+    prod_pps: float = PROD_PPS  # the network's production packets per second, all hosts
     uniform_p: float = field(init=False)  # in-match share of uniform valid headers
     deny_p: float = field(init=False)  # in-match share of the model's ACL deny sets
     uncovered_p: float = field(init=False)  # in-match share of the model's uncovered space
@@ -173,7 +196,7 @@ class Scenario:
         self.ovs = RefDataPlane(wl.topo, keep, wl.groups, select=select_bucket)
         sp = self.net.space
         mb = sp.match_bdd(m.fields)
-        per = PROD_PPS / len(self.net.prod)
+        per = self.prod_pps / len(self.net.prod)
         self._prod = []
         for ingress, u in self.net.prod.items():
             cell = u & mb

@@ -28,6 +28,7 @@ from pazzlab.papersim import (
     _points_given_one,
     build_scenarios,
     fuzz_stream,
+    production_packets,
     simulate,
 )
 
@@ -378,3 +379,37 @@ def test_pair_setting_faults_meet_the_pair(net):
                 found = True
                 break
         assert found, s.fault.name
+
+
+def test_lab_production_is_the_simulations(net, scenarios):
+    """The packets the lab replays (production_packets) lie in the simulation's production
+    space of their ingress, and every fault's in-match share among them is the share the
+    simulation computes from BDD counts (within 4 standard deviations)."""
+    sp, rng, n = net.space, random.Random(5), 3000
+    for host, ingress in sorted(net.wl.hosts.items()):
+        pkts = production_packets(net.wl, host, n, rng)
+        u = net.prod[ingress]
+        assert (len(pkts) > 0) == (u != sp.false), host
+        if not pkts:
+            continue
+        hdrs = [
+            {
+                "eth_type": 0x0800,
+                "ip_proto": proto,
+                "ipv4_src": src,
+                "ipv4_dst": dst,
+                "tp_src": sport,
+                "tp_dst": dport,
+                "vlan_vid": 0,
+                "eth_src": MAC_SRC,
+                "eth_dst": MAC_DST,
+                "in_port": ingress[1],
+            }
+            for src, dst, proto, sport, dport in pkts
+        ]
+        assert all(sp.contains(u, h) for h in hdrs), host
+        for sc in scenarios:
+            cell = u & sp.match_bdd(sc.fault.match.fields)
+            p = sp.count(cell) / sp.count(u)
+            got = sum(sc.fault.match.contains(h, ingress[1]) for h in hdrs) / n
+            assert abs(got - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (host, sc.fault.name)
