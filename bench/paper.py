@@ -26,6 +26,7 @@ Prints one JSON object (--out FILE writes it too); --figures DIR draws the figur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gzip
 import json
@@ -49,6 +50,7 @@ from pazzlab.papersim import (  # noqa: E402
     PROD_PPS,
     SYSTEMS,
     Net,
+    Scenario,
     build_scenarios,
     fuzz_stream,
     simulate,
@@ -117,6 +119,7 @@ def run_network(
     systems: tuple = SYSTEMS,
     settings: tuple = SETTINGS,
     samplings: tuple = SAMPLINGS,
+    clean_runs: int = 0,
 ) -> tuple[dict, list]:
     kind, size, _, paper_cpc = TOPOLOGIES[key]
     t = time.perf_counter()
@@ -161,6 +164,7 @@ def run_network(
             "fuzzer_sent_by_group": {k: _groups(v["sent_by_area"]) for k, v in streams.items()},
             "fuzzer_probes": {k: v["probes"] for k, v in streams.items()},
             "faults": [],
+            "clean": {"runs": 0, "false_alarms": []},
         }
         info["settings"][setting] = st
         for sc in scs:
@@ -219,10 +223,46 @@ def run_network(
                                     "seen": res["seen"],
                                 }
                             )
+            if clean_runs:
+                clean_control(sc, clean_runs, horizon, modes, probers, samplings, streams, st)
             say(f"{key} {setting}: {f.name} done at {time.perf_counter() - t:.0f} s")
     info["wall_s"] = round(time.perf_counter() - t, 1)
     say(f"{key}: done in {info['wall_s']} s")
     return info, rows
+
+
+def clean_control(sc, runs, horizon, modes, probers, samplings, streams, st) -> None:
+    """The fault's match with no hidden entry, simulated as the fault was: every fault the
+    tester opens there is a false alarm (recorded in st["clean"])."""
+    ctl = Scenario(
+        sc.net, dataclasses.replace(sc.fault, entries=[]), probe_ingresses=sc.probe_ingresses
+    )
+    name = sc.fault.name
+    for r in range(runs):
+        t0 = WARMUP_S + SPACING_S * r
+        for mode in modes:
+            for system in probers:
+                for n in samplings:
+                    tag = f"clean {name} {r} {mode} {system} {n}"
+                    res = simulate(
+                        ctl,
+                        system,
+                        n,
+                        t0,
+                        horizon,
+                        seed=zlib.crc32(tag.encode()),
+                        fuzz_hits=streams[_stream(streams, system, mode)]["hits"][name]
+                        if system in streams
+                        else None,
+                        mode=mode,
+                    )
+                    st["clean"]["runs"] += 1
+                    if res["detect_s"] is not None:
+                        st["clean"]["false_alarms"].append(
+                            {"match_of": name, "run": r, "mode": mode, "system": system}
+                            | {"sampling": n, "after_s": res["detect_s"]}
+                            | {"verdicts": res["verdicts"]}
+                        )
 
 
 def _groups(by_area: dict) -> dict:
@@ -343,6 +383,13 @@ def main(argv=None) -> int:
         action="store_true",
         help="also PAZZ with the fuzzer's shares for dense sampling (pazz_dense)",
     )
+    ap.add_argument(
+        "--clean-runs",
+        type=int,
+        default=None,
+        help="runs of each fault's match with no hidden entry, per mode, prober and "
+        "sampling: every fault opened there is a false alarm (default 2; 1 with --quick)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="networks simulated in parallel")
     ap.add_argument("--quick", action="store_true", help="grid4, 1,000 rules, 2 runs, 30 s")
     ap.add_argument("--out", help="write the JSON here too")
@@ -351,6 +398,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.networks, args.runs, args.horizon, args.rules = "grid4", 2, 30.0, 1000
+    if args.clean_runs is None:
+        args.clean_runs = 1 if args.quick else 2
     lists = {}
     for name, known in (("modes", MODES), ("systems", SYSTEMS), ("settings", SETTINGS)):
         lists[name] = tuple(x for x in getattr(args, name).split(",") if x)
@@ -379,7 +428,7 @@ def main(argv=None) -> int:
         (k, args.rules or TOPOLOGIES[k][2], args.runs, args.horizon, shares, args.dense)
         for k in keys
     ]
-    rest = (lists["modes"], lists["systems"], lists["settings"], samplings)
+    rest = (lists["modes"], lists["systems"], lists["settings"], samplings, args.clean_runs)
     if args.jobs > 1 and len(keys) > 1:
         # Biggest first, so that the last network to start is a small one.
         order = sorted(jobs, key=lambda j: -j[1])
@@ -408,10 +457,18 @@ def main(argv=None) -> int:
             "random_shares": list(shares),
             "dense": args.dense,
             "quick": args.quick,
+            "clean_runs": args.clean_runs,
         },
         "paper": {k: list(v) if isinstance(v, tuple) else v for k, v in PAPER.items()},
         "networks": nets,
         "summary": summarize(rows, args.horizon),
+        "false_alarms": {
+            k: {
+                s: {"runs": v["clean"]["runs"], "opened": len(v["clean"]["false_alarms"])}
+                for s, v in info["settings"].items()
+            }
+            for k, info in nets.items()
+        },
         "runs": rows,
         "wall_s": round(time.perf_counter() - t0, 1),
         "rss_mb": rss_mb(),

@@ -32,6 +32,11 @@ def test_paper_quick(tmp_path, capsys):
         assert s["pazz"]["mix"]["runs"] == 68
         assert s["pazz"]["type_p"]["detected"] == 20  # production traffic at 10^6 pps
         assert set(s["pazz"]["faults"]) == {f["name"] for f in net["all"]["faults"]}
+    # The clean control: each fault's match with no hidden entry, once per cell; no fault
+    # may open there.
+    alarms = doc["false_alarms"]["grid4"]
+    assert alarms["all"] == {"runs": 40 * cells, "opened": 0}
+    assert alarms["pair"] == {"runs": 34 * cells, "opened": 0}
     for name in ("fig9-all", "fig9-pair", "fig10-all", "fig10-pair"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"{name}.{ext}").stat().st_size > 1000
