@@ -234,6 +234,8 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
             controller=f"127.0.0.1:{ctl_port}",
         )
         cfg["fuzz"]["delivered_share"] = a.delivered_share
+        if a.audit_interval is not None:  # 0: the data plane and the checks alone
+            cfg["controller"]["audit_interval"] = a.audit_interval
         # pazzd's own defaults, as an operator runs it: the lab's demo config shortens the
         # blackhole threshold (5 expected report gaps, not 10), which at 1/64 sampling
         # raised false blackholes of a critical flow with a few packets per second.
@@ -272,6 +274,15 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         out["false_alarms"] = quiet_alarms
         st = call(sock, "status", timeout=10)
         out["churn_flowmods"] = churn.churn.count
+        # Entry confirmations (pazzd.entries): every churn FlowMod is checked; a diverged
+        # entry is an `agent` finding.
+        ent = st.get("agents") or {}
+        out["entries"] = {k: ent.get(k) for k in ("confirmed", "diverged", "unjudged", "unprobed")}
+        out["agent_findings"] = [
+            {"id": x.get("id"), "switch": x.get("switch"), "match": x.get("match")}
+            | {"reason": x.get("reason"), "summary": x.get("summary")}
+            for x in call(sock, "findings", timeout=10, kind="agent")
+        ]
         out["status"] = {
             "reports": st["tester"].get("reports"),
             "consistent": st["tester"].get("consistent"),
@@ -412,6 +423,11 @@ def summarize(runs: list[dict]) -> dict:
         "false_alarms": sum(len(r.get("false_alarms", [])) for r in runs),
         "unattributed": sum(len(f["unattributed"]) for f in faults),
         "churn_flowmods": sum(r.get("churn_flowmods", 0) for r in runs),
+        "entries": {
+            k: sum((r.get("entries") or {}).get(k) or 0 for r in runs)
+            for k in ("confirmed", "diverged", "unjudged", "unprobed")
+        },
+        "agent_findings": sum(len(r.get("agent_findings", [])) for r in runs),
     }
 
 
@@ -502,6 +518,12 @@ def options(argv=None) -> argparse.Namespace:
         default=0.0,
         help="fuzz.delivered_share: probes into the space the rules deliver",
     )
+    ap.add_argument(
+        "--audit-interval",
+        type=float,
+        default=None,
+        help="controller.audit_interval (0: no table audit; default: pazzd's)",
+    )
     ap.add_argument("--churn-rate", type=float, default=2.0, help="benign FlowMods per second")
     ap.add_argument("--horizon", type=float, default=60.0, help="seconds to wait per fault")
     ap.add_argument(
@@ -582,6 +604,7 @@ def main(argv=None) -> int:
         "fuzz_rate": a.fuzz_rate,
         "pps_per_host": a.pps,
         "delivered_share": a.delivered_share,
+        "audit_interval": a.audit_interval,
         "churn_flowmods_per_s": a.churn_rate,
         "horizon_s": a.horizon,
         "gap_s": list(a.gap),
