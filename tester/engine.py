@@ -310,6 +310,8 @@ class Tester:
         self._hop_allowed: dict[tuple, int] = {}  # (port, header, tags) -> model version
         self._hop_cache: dict[tuple, tuple] = {}  # (port, header) -> (version, here, via)
         self._cache: dict[tuple, tuple[int, Alternatives]] = {}  # (egress, header) -> alts
+        self._classes: dict[tuple, int] = {}  # header -> class, for _class_of's model version
+        self._class_of: tuple = (None, -1)  # (model, version) the classes are of
         self._allowed: dict[tuple, int] = {}  # (egress, header, tags) -> model version
         # (agent, sub-agent) -> [latest seq, seen bitmask back from it, received, lost]
         self._seq: OrderedDict[tuple[str, int], list[int]] = OrderedDict()
@@ -789,10 +791,23 @@ class Tester:
     def _parse(self, raw: bytes):
         return parse_frame(raw)
 
+    CLASS_CACHE_MAX = 1 << 16
+
     def _classify(self, hdr: dict, now: float) -> tuple[int, bool]:
         """The header's class, and whether its report is held back (a recent update of
-        this header's class that touched this header)."""
-        cls = self.model.classify(hdr)
+        this header's class that touched this header). Classes are remembered per model
+        version (every model change makes a new one): flows repeat, and classifying is
+        most of a consistent report's cost."""
+        m = self.model
+        if self._class_of[0] is not m or self._class_of[1] != m.version:
+            self._classes.clear()
+            self._class_of = (m, m.version)
+        elif len(self._classes) >= self.CLASS_CACHE_MAX:
+            self._classes.clear()
+        key = tuple(hdr.items())
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = self._classes[key] = m.classify(hdr)
         return cls, self.guard is not None and self.guard.held(cls, now, hdr)
 
     # ------------------------------------------------------------ faults

@@ -66,23 +66,6 @@ class ShardTester(Tester):
         super().__init__(*a, **kw)
         self.evidence = evidence
         self.probe_reports = 0  # marked reports handed to the primary unjudged
-        self._classes: dict[tuple, int] = {}
-        self._class_ver = -1
-
-    CLASS_CACHE_MAX = 1 << 16
-
-    def _classify(self, hdr: dict, now: float) -> tuple[int, bool]:
-        """The header's class, remembered for the model version (flows repeat: the
-        classification is most of a consistent report's cost), and its hold-back."""
-        m = self.model
-        if self._class_ver != m.version or len(self._classes) >= self.CLASS_CACHE_MAX:
-            self._classes.clear()
-            self._class_ver = m.version
-        key = tuple(hdr.items())
-        cls = self._classes.get(key)
-        if cls is None:
-            cls = self._classes[key] = m.classify(hdr)
-        return cls, self.guard is not None and self.guard.held(cls, now, hdr)
 
     @staticmethod
     def _sampled(raw: bytes, sample, agent) -> bytes:
