@@ -170,9 +170,9 @@ def lab_runs(a, faults, say) -> dict:
             say(f"clean stretch of {a.clean:.0f} s: {len(clean)} faults opened")
         for r in range(a.runs):
             for f in faults:
+                t_inj = time.time()  # before the first entry goes in: it may act at once
                 for e in f.entries:
                     lab.ofctl(e.dpid, "add-flow", format_flow(e))
-                t_inj = time.time()
                 got = None
                 while time.time() - t_inj < a.horizon and got is None:
                     for ev in polled.poll():
