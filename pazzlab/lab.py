@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -581,6 +582,14 @@ class Lab:
         if cmd in ("add-flow", "mod-flows", "del-flows", "add-flows", "replace-flows"):
             self.ovs.appctl("revalidator/purge")
         return out
+
+    def ofctl_many(self, calls) -> None:
+        """(dpid, cmd, *args) ovs-ofctl calls, run together (a change over many switches
+        lands within one call's time, not their sum), then one revalidator purge."""
+        calls = list(calls)
+        with ThreadPoolExecutor(max_workers=min(8, len(calls) or 1)) as ex:
+            list(ex.map(lambda c: self.ovs.ofctl(c[1], self.br(c[0]), *c[2:]), calls))
+        self.ovs.appctl("revalidator/purge")
 
     def stop(self) -> None:
         self.cleanup.run()
