@@ -137,6 +137,9 @@ class Fuzzer:
             model.set_host_macs(host_macs)
         # Critical flows probed every period_s: [flow, its header (canonical), next due].
         self.critical: list[list] = []
+        # on_critical(ingress, header): a critical flow's probe was handed to the injector
+        # (pazzd: the blackhole monitor counts the probes its egress should report).
+        self.on_critical: Callable[[Port, dict], None] | None = None
         self._reprobes: collections.deque[Probe] = collections.deque(maxlen=256)
         # Confirmation probes: [ingress, header, copies left]; at most CONFIRM_SHARE of a
         # batch, so that random fuzzing never stops (pazzd.confirm).
@@ -396,6 +399,10 @@ class Fuzzer:
             by_in.setdefault(pr.ingress, []).append(frame(pr.header, pr.seq))
         for ingress, frames in by_in.items():
             injector.inject(ingress, frames)
+        if self.on_critical is not None:
+            for pr in probes:
+                if pr.area == "critical":
+                    self.on_critical(pr.ingress, pr.header)
         self.record(probes)
         return len(probes)
 

@@ -421,9 +421,15 @@ class Daemon:
 
     def _fuzz_critical(self, cfg: Config) -> None:
         """The critical flows are probed from their ingress once a second too (those the
-        fuzzer can inject at)."""
+        fuzzer can inject at); the blackhole monitor is told of every probe sent."""
         ok = self._fuzz_ingresses
         self.fuzzer.set_critical(c for c in cfg.critical_flows if ok is None or c.ingress in ok)
+        self.fuzzer.on_critical = self._critical_probe_sent
+
+    def _critical_probe_sent(self, ingress, header: dict) -> None:
+        bh = self.tester.blackholes
+        if bh is not None:
+            bh.on_probe(ingress, header, self.tester.clock())
 
     async def _fuzz_loop(self) -> None:
         try:

@@ -175,6 +175,8 @@ def blackholes(cfg: Config, model) -> BlackholeMonitor | None:
         model=model,
         per_hour=cfg.tester.blackhole_false_alarms,
         max_silence=cfg.tester.blackhole_max_silence,
+        # The fuzzer's probes of the flows are reported 1 in 1: judged by the probe rule.
+        probe_reports=cfg.sflow.marked_reports and cfg.fuzz.enabled,
     )
 
 

@@ -165,3 +165,17 @@ class Series:
         if i > 0:
             self._base = self.cum[i - 1]
             del self.times[:i], self.cum[:i]
+
+
+# The share of a critical flow's probe reports (marked, reported 1 in 1) assumed lost on
+# the way to the tester: UDP loss and the switch's probe-report rate limit. A bound, not a
+# measurement: the probe rule's false-alarm rate scales with its `probe_run_needed`-th power.
+PROBE_LOSS = 0.01
+
+
+def probe_run_needed(period_s: float, per_hour: float, loss: float = PROBE_LOSS) -> int:
+    """Probes in a row sent and not reported that alarm: a delivering flow probed every
+    period_s shows such a run, each probe a possible start, at most (3600 / period_s) *
+    loss**m times an hour; the least m with that <= per_hour."""
+    starts = HOUR / period_s
+    return max(1, math.ceil(math.log(per_hour / starts) / math.log(loss)))

@@ -17,6 +17,13 @@ flow's measured rate (the derivation, with numbers, is in docs/tester.md):
 - Until the rate is known well enough (`min_samples` samples in the window) there is no
   alarm, except after `max_silence` seconds if the operator set one. `detection_time` and
   `poorly_sampled` tell a caller which flows to probe with marked probes instead.
+- A flow the fuzzer probes (its `period_s`) with marked probes, which the switches
+  report 1 in 1 (`probe_reports`), also alarms when `probe_run_needed` of its probes in a
+  row, sent after its last report and old enough for their reports to be in, have none:
+  at most `per_hour` false alarms per flow-hour if at most PROBE_LOSS of the probe reports
+  are lost on the way. The rule arms once a report of one of its probes has come (the
+  probe path works) and does not depend on the sampling rate: a blackhole is found in
+  about that many probe periods plus the batch allowances, at 1/100 and 1/1000 alike.
 - The flow's `timeout` is a floor on every silence that alarms.
 
 A flow's header is the header as it enters the network at its ingress. With a
@@ -46,7 +53,16 @@ from dataclasses import dataclass, field
 from cpc.critical import CriticalFlow
 from cpc.results import Port
 
-from .silence import HOUR, Series, poisson_lower, poisson_upper, run_needed, silence_threshold
+from .silence import (
+    HOUR,
+    PROBE_LOSS,
+    Series,
+    poisson_lower,
+    poisson_upper,
+    probe_run_needed,
+    run_needed,
+    silence_threshold,
+)
 
 __all__ = ["CriticalFlow", "BlackholeAlarm", "BlackholeMonitor", "TransientGuard"]
 
@@ -54,6 +70,7 @@ __all__ = ["CriticalFlow", "BlackholeAlarm", "BlackholeMonitor", "TransientGuard
 # least `min_samples` samples it costs at most half the false-alarm budget (docs/tester.md).
 CONFIDENCE = 1e-3
 _MAX_PPS = 1e7  # no flow is faster: caps the rate bound of a flow seen for an instant
+PROBE_FLIGHT = 0.5  # s: a probe's way from the fuzzer through the network to its exit
 
 
 @dataclass
@@ -69,6 +86,8 @@ class _FlowState:
     # What identifies the flow in reports at its egress (the model's egress headers).
     egress_match: tuple[dict, ...] = ()
     version: int | None = None  # model version egress_match was derived for
+    probes: deque = field(default_factory=lambda: deque(maxlen=256))  # when probes were sent
+    probe_reported: bool = False  # a report at sampling rate 1 came: the probe path works
 
 
 @dataclass(frozen=True)
@@ -80,7 +99,8 @@ class BlackholeAlarm:
     expected_gap: float | None  # the expected time between reports, when known
     detail: str = field(default="")
     ingress_samples: int = 0  # ingress samples during the silence (sampled ingress)
-    needed: int = 0  # how many of them were improbable enough
+    needed: int = 0  # how many of them (or of the probes) were improbable enough
+    probes: int = 0  # the flow's probes sent during the silence and not reported
 
 
 def flow_paths(model, flow: CriticalFlow) -> list[tuple]:
@@ -104,7 +124,10 @@ class BlackholeMonitor:
     rate window (s). min_samples: samples the window needs before the rate counts.
     max_silence: alarm after this silence whatever the rate (None: never). max_detect: a
     flow whose blackhole would take longer to find is `poorly_sampled`. k: a floor of k
-    expected report gaps on the silence (kept for old configs; it rarely binds)."""
+    expected report gaps on the silence (kept for old configs; it rarely binds).
+    probe_reports: the switches report marked probes 1 in 1, so the fuzzer's probes of a
+    flow (`on_probe`) are judged by the probe rule, which assumes at most probe_loss of
+    their reports lost."""
 
     def __init__(
         self,
@@ -121,6 +144,8 @@ class BlackholeMonitor:
         min_samples: int = 10,
         max_silence: float | None = None,
         max_detect: float = 60.0,
+        probe_reports: bool = False,
+        probe_loss: float = PROBE_LOSS,
     ):
         if not 0.0 < per_hour < 1.0:
             raise ValueError(f"per_hour must be in (0, 1), got {per_hour!r}")
@@ -136,6 +161,8 @@ class BlackholeMonitor:
         self.min_samples = min_samples
         self.max_silence = max_silence
         self.max_detect = max_detect
+        self.probe_reports = probe_reports
+        self.probe_loss = probe_loss  # the share of probe reports assumed lost on the way
         start = time.monotonic() if now is None else now
         self._states = [_FlowState(f, start) for f in flows]
         self._by_egress: dict[Port, list[_FlowState]] = {}
@@ -193,6 +220,7 @@ class BlackholeMonitor:
         for st in self._by_egress.get(egress, ()):
             if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
                 st.reports.add(now, max(1, sampling_rate))
+                st.probe_reported |= sampling_rate <= 1
                 self._keep(st.reports, now)
                 st.last_report = now if st.last_report is None else max(st.last_report, now)
                 if st.first_seen is None:
@@ -224,6 +252,20 @@ class BlackholeMonitor:
                 ok = True
             self._meant[key] = ok
         return ok
+
+    def on_probe(self, ingress: Port, header: dict, now: float) -> None:
+        """The fuzzer sent a marked probe of a flow (its header, from its ingress) at now.
+        Only probes the model delivers to the flow's egress count: a flow the controller
+        stopped delivering on purpose is not a blackhole."""
+        for st in self._by_ingress.get(ingress, ()):
+            if st.flow.matches(header) and self._meant_for_egress(st, header):
+                st.probes.append(now)
+
+    def _probes_unreported(self, st: _FlowState, since: float, now: float) -> int:
+        """The flow's probes sent after `since` (its last report) whose reports would be in
+        by now: the datagram's batch, its latency and the probe's own way through."""
+        late = self.batch + self.latency + PROBE_FLIGHT
+        return sum(1 for t in st.probes if since < t <= now - late)
 
     def on_ingress(self, ingress: Port, header: dict, now: float, sampling_rate: int) -> None:
         for st in self._by_ingress.get(ingress, ()):
@@ -304,6 +346,13 @@ class BlackholeMonitor:
     def _judge(self, st: _FlowState, since: float, now: float) -> BlackholeAlarm | None:
         silence = now - since
         gap = self.expected_gap(st)
+        if self.probe_reports and st.probe_reported and st.flow.period_s > 0:
+            need = probe_run_needed(st.flow.period_s, self.per_hour / 2, self.probe_loss)
+            m = self._probes_unreported(st, since, now)
+            if m >= need:
+                detail = "probes of the flow not reported at egress"
+                wait = need * st.flow.period_s + self.batch + self.latency + PROBE_FLIGHT
+                return BlackholeAlarm(st.flow, since, now, wait, gap, detail, 0, need, m)
         if st.ingress:
             # Ingress samples taken after the last report, whose own report would be in.
             late = self.batch + self.latency
