@@ -301,7 +301,7 @@ def test_class_walk_shortcut_equals_general_walk(sc):
     for ap in model.part.bdd_of:
         fast = walker.walk(ap, (), switches=switches)
         # this instance only (looked: whether the memo was searched, which it skips)
-        walker._suffix = lambda res, st, local, looked=False: walker._suffix_general(res, st, local)
+        walker._suffix = lambda res, st, local, *_: walker._suffix_general(res, st, local)
         try:
             general = walker.walk(ap, (), switches=switches)
         finally:
