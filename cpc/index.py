@@ -19,12 +19,12 @@ from collections import defaultdict
 from .results import Port
 from .walk import Walker, WalkResult, entry_changes, path_pairs, same_objects
 
-# Stored suffixes kept across updates: a generation holds what the last full build stored
-# and this many more nodes (the Stanford replay peaks at 42,574, 120 MB, for both
-# generations); beyond, they become the elder generation (cpc.walk.Walker.age_suffixes).
-# (A fixed limit aged a network whose build alone stored nearly as many at its first
-# updates: 46,208 on the k=8 fat-tree.)
-XMEMO_MAX_NODES = 25_000
+# Stored suffixes kept across updates: a generation holds this many nodes (the Stanford
+# replay peaks at 42,574, 120 MB), or what the last full build stored and XMEMO_AFTER_BUILD
+# more if that is more (a build alone can store nearly as many: 46,208 on the k=8
+# fat-tree); beyond, they become the elder generation (cpc.walk.Walker.age_suffixes).
+XMEMO_MAX_NODES = 50_000
+XMEMO_AFTER_BUILD = 25_000
 HOPS_MAX = 1_000_000
 
 
@@ -173,7 +173,8 @@ class WalkIndex:
         # Suffixes stay valid across updates (a node is stored by the actions it met), so a
         # commit finds those of earlier ones, even for its one class.
         walker = self.walker
-        if walker.stored > self.built_nodes + XMEMO_MAX_NODES:  # old nodes pile up
+        limit = max(XMEMO_MAX_NODES, self.built_nodes + XMEMO_AFTER_BUILD)
+        if walker.stored > limit:  # nodes of long-gone forwarding states pile up
             walker.age_suffixes()
         walker.xmemo = walker.suffixes
         if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up

@@ -38,6 +38,7 @@ def ageing_at_every_update(model: Model):
     model.index.built_nodes = 0
     with (
         mock.patch.object(cpc.index, "XMEMO_MAX_NODES", 0),
+        mock.patch.object(cpc.index, "XMEMO_AFTER_BUILD", 0),
         mock.patch.object(Walker, "_from_elder", counted),
     ):
         yield taken
