@@ -2,7 +2,9 @@
  *
  * split_via(outcomes, links, entries, dpids, crosses): WalkResult.split_via's partition of
  *     a class walk into what stays valid and what must be walked again.
- * trie_find(trie, owners, leaf): the cross-class suffix memo's lookup (Walker._suffix).
+ * trie_find(trie, owners, leaf): the cross-class suffix memo's lookup (Walker._suffix);
+ *     trie_add(trie, elems, actions, node, leaf), its store; merge_deps(frame, elems,
+ *     actions), a linked node's elements into the dependencies of the node being walked.
  * memo_entries(switches, owners, ...): Walker._memo_entries, a re-walk's switches entered
  *     through stored nodes (what Walker._edge_switch does when the memo has them).
  * pairs(outcomes, links, entries, whole, redo): WalkResult.pairs, the (ingress, egress)
@@ -639,6 +641,71 @@ trie_find(PyObject *self, PyObject *args)
     return Py_XNewRef(find_node(trie, owners, leaf));
 }
 
+/* trie[elems[0]][actions[0]][elems[1]][actions[1]]...[leaf] = node, each level made where
+ * missing and a node already stored under the same path kept (Walker._suffix's store, as
+ * cpc.walk._trie_add does it in Python). */
+static PyObject *
+trie_add(PyObject *self, PyObject *args)
+{
+    PyObject *trie, *elems, *actions, *node, *leaf;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO", &PyDict_Type, &trie, &PyTuple_Type, &elems,
+                          &PyTuple_Type, &actions, &node, &leaf))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(elems);
+    if (PyTuple_GET_SIZE(actions) != n) {
+        PyErr_SetString(PyExc_ValueError, "trie_add: as many actions as elements");
+        return NULL;
+    }
+    PyObject *level = trie;
+    for (Py_ssize_t i = 0; i < 2 * n; i++) {
+        PyObject *key = i % 2 ? PyTuple_GET_ITEM(actions, i / 2) : PyTuple_GET_ITEM(elems, i / 2);
+        if (!PyDict_Check(level)) {
+            PyErr_SetString(PyExc_TypeError, "a trie level must be a dict");
+            return NULL;
+        }
+        PyObject *next = PyDict_GetItemWithError(level, key);
+        if (next == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            next = PyDict_New();
+            if (next == NULL)
+                return NULL;
+            int rc = PyDict_SetItem(level, key, next);
+            Py_DECREF(next); /* the level holds it */
+            if (rc < 0)
+                return NULL;
+        }
+        level = next;
+    }
+    if (!PyDict_Check(level)) {
+        PyErr_SetString(PyExc_TypeError, "a trie level must be a dict");
+        return NULL;
+    }
+    if (PyDict_SetDefault(level, leaf, node) == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* frame.update(zip(elems, actions)) for a node's elements and their actions
+ * (Walker._linked: the node being computed depends on what a linked node depends on). */
+static PyObject *
+merge_deps(PyObject *self, PyObject *args)
+{
+    PyObject *frame, *elems, *actions;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyDict_Type, &frame, &PyTuple_Type, &elems,
+                          &PyTuple_Type, &actions))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(elems);
+    if (PyTuple_GET_SIZE(actions) != n) {
+        PyErr_SetString(PyExc_ValueError, "merge_deps: as many actions as elements");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyDict_SetItem(frame, PyTuple_GET_ITEM(elems, i), PyTuple_GET_ITEM(actions, i)) < 0)
+            return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *str_idx, *str_groups, *str_first_made, *str_first_ports; /* interned */
 static PyObject *zero;
 
@@ -812,6 +879,11 @@ static PyMethodDef methods[] = {
      "same_objects(a, b) -> whether the lists hold the same objects, as often, in any order."},
     {"trie_find", trie_find, METH_VARARGS,
      "trie_find(trie, owners, leaf) -> the node stored for these owners' actions, or None."},
+    {"trie_add", trie_add, METH_VARARGS,
+     "trie_add(trie, elems, actions, node, leaf) -> None; node stored under its elements and "
+     "their actions (a node already there is kept)."},
+    {"merge_deps", merge_deps, METH_VARARGS,
+     "merge_deps(frame, elems, actions) -> None; frame.update(zip(elems, actions))."},
     {"memo_entries", memo_entries, METH_VARARGS,
      "memo_entries(switches, owners, xmemo, elements, edge_groups, port_dpids, cache, leaf, "
      "entry_type) -> (one shared entry per switch, the groups their nodes use or None), or "

@@ -19,9 +19,12 @@ from collections import defaultdict
 from .results import Port
 from .walk import Walker, WalkResult, entry_changes, path_pairs, same_objects
 
-# Stored suffixes kept across updates (the Stanford replay peaks at 42,574, 120 MB);
-# beyond, the walker starts afresh.
+# Stored suffixes kept across updates: a generation holds this many nodes (the Stanford
+# replay peaks at 42,574, 120 MB), or what the last full build stored and XMEMO_AFTER_BUILD
+# more if that is more (a build alone can store nearly as many: 46,208 on the k=8
+# fat-tree); beyond, they become the elder generation (cpc.walk.Walker.age_suffixes).
 XMEMO_MAX_NODES = 50_000
+XMEMO_AFTER_BUILD = 25_000
 HOPS_MAX = 1_000_000
 
 
@@ -118,6 +121,7 @@ class WalkIndex:
         self.rewritten_ends: dict[int, dict[Port, list]] = {}
         self.rewriting: set[int] = set()  # classes with a walk that rewrites the header
         self.prefixes: dict[int, Prefixes] = {}  # built when first asked for: prefixes_of
+        self.built_nodes = 0  # suffixes stored by the last build (XMEMO_MAX_NODES)
 
     def build(self, classes) -> None:
         """Forget every walk and walk each class afresh."""
@@ -136,6 +140,7 @@ class WalkIndex:
                 self.walk(c)
         finally:
             self.walker.xmemo = None
+            self.built_nodes = self.walker.stored
 
     def commit(self, part, moved: set, reshaped: set, gone: set, extra, built: bool):
         """Re-walk the classes an update moved, reshaped (and `extra`); forget those gone.
@@ -168,8 +173,9 @@ class WalkIndex:
         # Suffixes stay valid across updates (a node is stored by the actions it met), so a
         # commit finds those of earlier ones, even for its one class.
         walker = self.walker
-        if walker.stored > XMEMO_MAX_NODES:  # nodes of long-gone forwarding states pile up
-            walker.forget_suffixes()
+        limit = max(XMEMO_MAX_NODES, self.built_nodes + XMEMO_AFTER_BUILD)
+        if walker.stored > limit:  # nodes of long-gone forwarding states pile up
+            walker.age_suffixes()
         walker.xmemo = walker.suffixes
         if len(self.walker.hops) > HOPS_MAX:  # hops of long-gone elements pile up
             self.walker.hops.clear()

@@ -26,9 +26,11 @@ from typing import NamedTuple, Protocol
 
 from ._walkc import entry_changes as _entry_changes
 from ._walkc import memo_entries as _memo_entries
+from ._walkc import merge_deps as _merge_deps
 from ._walkc import pairs as _pairs
 from ._walkc import same_objects as _same_objects
 from ._walkc import split_via as _split_via
+from ._walkc import trie_add as _trie_add_c
 from ._walkc import trie_find as _trie_find
 from .fields import OFPVID_PRESENT, WIDTH
 from .results import Delivery, Hop
@@ -497,6 +499,9 @@ class Walker:
         self.xmemo: dict | None = None
         self.suffixes: dict = {}  # what xmemo is set to
         self.stored = 0  # nodes stored in it
+        # The generation before (age_suffixes): a node found there is as valid as one in
+        # suffixes, and moves into suffixes when a walk uses it.
+        self.elder: dict = {}
         self._deps: list[tuple[dict, set]] = []  # per node being computed: its lookups, groups
         self.outputs_cache: dict = {}  # behaviour -> the ports it outputs to (model.corpus)
         # (dpid, in_port, rules, out_port) -> (Hop,): the hops of one-rule switches, shared by
@@ -513,9 +518,22 @@ class Walker:
         """Drop the stored suffixes: a walk would no longer give them (a group, a port's
         state or the element that answers for a port changed)."""
         self.suffixes = {}
+        self.elder = {}
         self.stored = 0
         self._entries: dict[Node, SharedEntry] = {}
         self._links: dict[tuple, Link] = {}
+
+    def age_suffixes(self) -> None:
+        """Start a new generation of stored suffixes: those stored so far become the elder
+        one, and the generation before is dropped. Nodes that walks still use move into
+        the new generation as they are found (a lookup and a store, not a walk); those of
+        long-gone forwarding states go with the next ageing. (Dropping every node instead
+        made each later update walk afresh the nodes of classes it did not change.)"""
+        self.elder = self.suffixes
+        self.suffixes = {}
+        self.stored = 0
+        self._entries = {}
+        self._links = {}
 
     def _plan(self, beh):
         """Outputs of a behaviour that only outputs (directly or via groups), else None."""
@@ -628,7 +646,9 @@ class Walker:
         if dpid in self.m.port_dpids:
             entry = None
         else:
-            entry = self._memo_entry(res, dpid, class_id) or self._shared_entry(res, dpid, class_id)
+            entry = self._memo_entry(res, dpid, class_id) or self._shared_entry(
+                res, dpid, class_id, looked=True
+            )
         if entry is None:
             return [iv[0] for iv in ivs]
         first, down = entry[1], self.topo.down
@@ -693,16 +713,19 @@ class Walker:
             return None
         owners = self.part.owners[class_id]
         el = self.m.element_for(dpid, 0, None)
-        at = xmemo.get((dpid, None, owners.get(el.idx) if el is not None else None))
+        key = (dpid, None, owners.get(el.idx) if el is not None else None)
+        at = xmemo.get(key)
         node = _trie_find(at, owners, _LEAF) if at else None
         if node is None:
-            return None
+            node = self._from_elder(key, owners)
+            if node is None:
+                return None
         if node.groups:
             res.groups |= node.groups
         self._linked(node)
         return node, node.first_ports(), []
 
-    def _shared_entry(self, res: WalkResult, dpid: int, class_id: int):
+    def _shared_entry(self, res: WalkResult, dpid: int, class_id: int, looked: bool = False):
         """The outcomes of class `class_id` entering switch dpid at any edge port, shared by its
         ingresses, and the ports its first hop outputs to; None when they depend on the port.
 
@@ -710,10 +733,11 @@ class Walker:
         came in on, except that the port itself joins Verify_Port and names the first hop
         (both filled in per ingress when expanded, WalkResult.entries), and outputs to
         IN_PORT, FLOOD and ALL, or back to that port (walked per ingress instead).
+        looked: _memo_entry found no stored node (the suffix memos need not be asked again).
         """
         self._port_dependent = False
         st = State((dpid, None), dpid, None, class_id, None, None, 0, 0, (), frozenset())
-        node = self._suffix(res, st, False)
+        node = self._suffix(res, st, False, looked)
         if node is None or self._port_dependent:
             return None
         return node, node.first_ports(), []  # the node, its first hop's ports, its ingresses
@@ -751,9 +775,10 @@ class Walker:
             link = self._links[key] = Link(st.ingress, (), st.vport, st.alternative, suffix)
         return link
 
-    def _suffix(self, res: WalkResult, st: State, local: bool) -> Node | None:
+    def _suffix(self, res: WalkResult, st: State, local: bool, looked: bool = False) -> Node | None:
         """The Node from this switch on (zero tags, no history); None if not shareable.
-        Taken from xmemo when a node walked for another class is valid for this one."""
+        Taken from xmemo when a node walked for another class is valid for this one (looked:
+        xmemo and the elder generation were just searched for it, in vain)."""
         xmemo = self.xmemo
         if xmemo is None or local or self._identity:
             return self._suffix_walk(res, st, local)
@@ -763,11 +788,13 @@ class Walker:
         el = self.m.element_for(st.dpid, 0, st.in_port)
         key = (st.dpid, st.in_port, owners.get(el.idx) if el is not None else None)
         at = xmemo.get(key)
-        if at:
+        if not looked:
             # The first node whose every element has the class's action there; a level has
             # one element as a rule (a walk's actions fix which it consults next), several
             # when nodes were stored in different orders: searched depth-first (in C).
-            node = _trie_find(at, owners, _LEAF)
+            node = _trie_find(at, owners, _LEAF) if at else None
+            if node is None:
+                node = self._from_elder(key, owners)
             if node is not None:
                 if node.groups:
                     res.groups |= node.groups
@@ -789,9 +816,25 @@ class Walker:
         node.deps = tuple(deps.values())
         node.groups = frozenset(groups) if groups else _NO_GROUPS  # one shared empty set
         if st.in_port is not None or not self._port_dependent:  # see _shared_entry
+            at = xmemo.get(key)  # (_from_elder may have made it)
             if at is None:
                 at = xmemo[key] = {}
-            _trie_add(at, elems, node.deps, node)
+            _trie_add_c(at, elems, node.deps, node, _LEAF)
+            self.stored += 1
+        return node
+
+    def _from_elder(self, key: tuple, owners: dict) -> Node | None:
+        """The elder generation's node for a class with these owners from `key` on, now
+        stored in xmemo too, if xmemo is the current generation (age_suffixes); else None."""
+        old = self.elder.get(key)
+        if not old or self.xmemo is not self.suffixes:
+            return None
+        node = _trie_find(old, owners, _LEAF)
+        if node is not None:
+            at = self.xmemo.get(key)
+            if at is None:
+                at = self.xmemo[key] = {}
+            _trie_add_c(at, node.elems, node.deps, node, _LEAF)
             self.stored += 1
         return node
 
@@ -799,8 +842,9 @@ class Walker:
         """The node being computed links to node: it depends on what node depends on."""
         if self._deps:
             frame = self._deps[-1]
-            frame[0].update(zip(node.elems, node.deps, strict=True))
-            frame[1].update(node.groups)
+            _merge_deps(frame[0], node.elems, node.deps)
+            if node.groups:
+                frame[1].update(node.groups)
 
     def _suffix_walk(self, res: WalkResult, st: State, local: bool) -> Node | None:
         """_suffix without the cross-class memo.
@@ -1168,10 +1212,8 @@ _LEAF = object()  # a trie level's key for the node whose elements end there
 
 def _trie_add(trie: dict, elems: tuple, actions: tuple, node) -> None:
     """Store node under its consulted elements and their actions, level by level:
-    trie = {element: {action there: next level}, _LEAF: node}."""
-    for elem, act in zip(elems, actions, strict=True):
-        trie = trie.setdefault(elem, {}).setdefault(act, {})
-    trie.setdefault(_LEAF, node)
+    trie = {element: {action there: next level}, _LEAF: node} (in C, cpc/_walkc.c)."""
+    _trie_add_c(trie, tuple(elems), tuple(actions), node, _LEAF)
 
 
 def _outcome(

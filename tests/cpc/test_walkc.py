@@ -12,7 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc._walkc import entry_changes, memo_entries, pairs, same_objects, split_via, trie_find
+from cpc._walkc import (
+    entry_changes,
+    memo_entries,
+    merge_deps,
+    pairs,
+    same_objects,
+    split_via,
+    trie_add,
+    trie_find,
+)
 from cpc.results import Hop
 from cpc.walk import _LEAF, Link, Node, Outcome, SharedEntry, _trie_add
 
@@ -207,6 +216,52 @@ def test_trie_find_as_the_python_search(case):
     assert trie_find(trie, owners, _LEAF) is py_trie_find(trie, owners)
 
 
+def py_trie_add(trie: dict, elems: tuple, actions: tuple, node) -> None:
+    """cpc.walk._trie_add as it read in Python."""
+    for elem, act in zip(elems, actions, strict=True):
+        trie = trie.setdefault(elem, {}).setdefault(act, {})
+    trie.setdefault(_LEAF, node)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", None])), max_size=5),
+        max_size=8,
+    )
+)
+def test_trie_add_as_the_python_loop(paths):
+    """The same trie, node for node (the first node stored under a path stays)."""
+    got: dict = {}
+    want: dict = {}
+    nodes = [object() for _ in paths]
+    for path, node in zip(paths, nodes, strict=True):
+        elems, actions = tuple(e for e, _ in path), tuple(a for _, a in path)
+        trie_add(got, elems, actions, node, _LEAF)
+        py_trie_add(want, elems, actions, node)
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 9), st.sampled_from("abc")),
+    st.lists(st.tuples(st.integers(0, 9), st.sampled_from("abc")), max_size=8),
+)
+def test_merge_deps_as_dict_update(frame, deps):
+    elems, actions = tuple(e for e, _ in deps), tuple(a for _, a in deps)
+    want = dict(frame)
+    want.update(zip(elems, actions, strict=True))
+    merge_deps(frame, elems, actions)
+    assert frame == want and list(frame) == list(want)  # the same order of first insertion
+
+
+def test_trie_add_and_merge_deps_refuse_unequal_lengths():
+    with pytest.raises(ValueError):
+        trie_add({}, (1, 2), ("a",), object(), _LEAF)
+    with pytest.raises(ValueError):
+        merge_deps({}, (1,), ())
+
+
 def test_a_stored_node_is_found_by_its_own_actions():
     trie: dict = {}
     a, b = object(), object()
@@ -233,6 +288,8 @@ def test_no_reference_is_leaked():
         split_via(outcomes, links, entries, frozenset({1}), memo)
         split_via(outcomes, links, entries, frozenset({9}), {})
         trie_find(trie, {1: "x"}, _LEAF)
+        trie_add(trie, (1,), ("x",), leaf, _LEAF)
+        merge_deps(memo, (node,), (True,))
         assert len(pairs(outcomes, links, entries, None, frozenset())) == 2
         pairs(outcomes, links, entries, {1}, {(2, 1)})
     after = [sys.getrefcount(x) for x in objs]
