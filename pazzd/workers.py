@@ -118,7 +118,7 @@ def relay_flows_and_suspects(daemon, flows, suspects) -> None:
             break
         port = (f.dpid, f.port)
         if f.report:
-            t.note_report(port, f.header, f.now, f.sampling_rate)
+            t.note_report(port, f.header, f.now, f.sampling_rate, probe=bool(f.probe))
         else:
             t.blackholes.on_ingress(port, f.header, f.now, f.sampling_rate)
     for s in suspects:

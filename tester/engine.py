@@ -565,9 +565,10 @@ class Tester:
             self.rlog.warning("undecodable", "report without a complete Verify/IPv4 header")
             return None
         hdr = pf.header
-        if self.blackholes is not None and not pf.marked:
-            # A marked report is a probe's (reported 1/1): not the flow's production rate.
-            self.note_report(egress, hdr, now, sampling_rate)
+        if self.blackholes is not None:
+            # A marked report is a probe's (reported 1/1): proof of delivery, and what the
+            # probe rule counts, but not the flow's production rate.
+            self.note_report(egress, hdr, now, sampling_rate, probe=pf.marked)
         cls, held = self._classify(hdr, now)
         if held:
             st.held_transient += 1
@@ -781,9 +782,18 @@ class Tester:
             self._record(*a)
         return True
 
-    def note_report(self, egress: Port, hdr: dict, now: float, sampling_rate: int) -> None:
-        """Feed a report to the blackhole timers; a report of an alarmed flow starts its resolution."""
-        for flow in self.blackholes.on_report(egress, hdr, now, sampling_rate):
+    def note_report(
+        self, egress: Port, hdr: dict, now: float, sampling_rate: int, probe: bool = False
+    ) -> None:
+        """Feed a report (probe: a marked probe's) to the blackhole timers; a report of an
+        alarmed flow starts its resolution."""
+        bh = self.blackholes
+        flows = (
+            bh.on_probe_report(egress, hdr, now)
+            if probe
+            else bh.on_report(egress, hdr, now, sampling_rate)
+        )
+        for flow in flows:
             fid = self._blackhole_fault.get("flow:" + flow.name)
             if fid is not None and self._since.get(fid, 0) is None:
                 self._since[fid] = now

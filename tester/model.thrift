@@ -88,6 +88,7 @@ struct FlowSeen {
   4: map<string, i64> header,
   5: double now,
   6: i32 sampling_rate,
+  7: bool probe = false,      // a report of one of the fuzzer's marked probes
 }
 
 // A fault's first sample: pazzd has the fuzzer send its header again (corroboration),

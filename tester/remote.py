@@ -312,14 +312,18 @@ class FlowRelay:
         self.flows = flows
         self.outbox = outbox
 
-    def _seen(self, report: bool, port: Port, header: dict, now: float, rate: int) -> None:
+    def _seen(self, report: bool, port: Port, header: dict, now: float, rate: int, probe=False):
         if any(f.matches(header) for f in self.flows):
             h = {k: int(v) for k, v in header.items()}
-            self.outbox.flows.append(THRIFT.FlowSeen(report, port[0], port[1], h, now, rate))
+            self.outbox.flows.append(THRIFT.FlowSeen(report, port[0], port[1], h, now, rate, probe))
 
     def on_report(self, egress: Port, header: dict, now: float, sampling_rate: int) -> list:
         self._seen(True, egress, header, now, sampling_rate)
         return []  # alarms and their recovery are pazzd's
+
+    def on_probe_report(self, egress: Port, header: dict, now: float) -> list:
+        self._seen(True, egress, header, now, 1, probe=True)
+        return []
 
     def on_ingress(self, ingress: Port, header: dict, now: float, sampling_rate: int) -> None:
         self._seen(False, ingress, header, now, sampling_rate)

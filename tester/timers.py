@@ -22,7 +22,9 @@ flow's measured rate (the derivation, with numbers, is in docs/tester.md):
   row, sent after its last report and old enough for their reports to be in, have none:
   at most `per_hour` false alarms per flow-hour if at most PROBE_LOSS of the probe reports
   are lost on the way. The rule arms once a report of one of its probes has come (the
-  probe path works) and does not depend on the sampling rate: a blackhole is found in
+  probe path works; `on_probe_report`: a probe report also starts the flow's silence
+  again, but is not counted in its production rate) and does not depend on the sampling
+  rate: a blackhole is found in
   about that many probe periods plus the batch allowances, at 1/100 and 1/1000 alike.
 - The flow's `timeout` is a floor on every silence that alarms.
 
@@ -87,7 +89,9 @@ class _FlowState:
     egress_match: tuple[dict, ...] = ()
     version: int | None = None  # model version egress_match was derived for
     probes: deque = field(default_factory=lambda: deque(maxlen=256))  # when probes were sent
-    probe_reported: bool = False  # a report at sampling rate 1 came: the probe path works
+    probe_reported: bool = False  # a report of one of its probes came: the probe path works
+    last_probe_report: float | None = None
+    probe_alarm: bool = False  # the alarm raised is the probe rule's
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,6 @@ class BlackholeMonitor:
         for st in self._by_egress.get(egress, ()):
             if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
                 st.reports.add(now, max(1, sampling_rate))
-                st.probe_reported |= sampling_rate <= 1
                 self._keep(st.reports, now)
                 st.last_report = now if st.last_report is None else max(st.last_report, now)
                 if st.first_seen is None:
@@ -252,6 +255,21 @@ class BlackholeMonitor:
                 ok = True
             self._meant[key] = ok
         return ok
+
+    def on_probe_report(self, egress: Port, header: dict, now: float) -> list[CriticalFlow]:
+        """A report of one of the fuzzer's marked probes at egress: the probe rule arms
+        and its run starts again (an alarm of that rule clears). The production rules do
+        not see it: it is not the flow's traffic. Returns the flows it clears."""
+        recovered = []
+        for st in self._by_egress.get(egress, ()):
+            if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
+                st.probe_reported = True
+                last = st.last_probe_report
+                st.last_probe_report = now if last is None else max(last, now)
+                if st.alarmed and st.probe_alarm:
+                    st.alarmed = False
+                    recovered.append(st.flow)
+        return recovered
 
     def on_probe(self, ingress: Port, header: dict, now: float) -> None:
         """The fuzzer sent a marked probe of a flow (its header, from its ingress) at now.
@@ -346,13 +364,6 @@ class BlackholeMonitor:
     def _judge(self, st: _FlowState, since: float, now: float) -> BlackholeAlarm | None:
         silence = now - since
         gap = self.expected_gap(st)
-        if self.probe_reports and st.probe_reported and st.flow.period_s > 0:
-            need = probe_run_needed(st.flow.period_s, self.per_hour / 2, self.probe_loss)
-            m = self._probes_unreported(st, since, now)
-            if m >= need:
-                detail = "probes of the flow not reported at egress"
-                wait = need * st.flow.period_s + self.batch + self.latency + PROBE_FLIGHT
-                return BlackholeAlarm(st.flow, since, now, wait, gap, detail, 0, need, m)
         if st.ingress:
             # Ingress samples taken after the last report, whose own report would be in.
             late = self.batch + self.latency
@@ -374,6 +385,24 @@ class BlackholeMonitor:
             return BlackholeAlarm(st.flow, since, now, self.max_silence, gap, detail)
         return None
 
+    def _probe_alarm(self, st: _FlowState, now: float) -> BlackholeAlarm | None:
+        """The probe rule: probe_run_needed of the flow's probes in a row, sent after its
+        last report (production or probe) and old enough to be in, have none."""
+        if not (self.probe_reports and st.probe_reported and st.flow.period_s > 0):
+            return None
+        grace = self.grace if st.flow.grace is None else st.flow.grace
+        seen = [t for t in (st.last_report, st.last_probe_report) if t is not None]
+        since = max([st.start + grace, *seen])
+        if now - since <= st.flow.timeout:
+            return None
+        need = probe_run_needed(st.flow.period_s, self.per_hour / 2, self.probe_loss)
+        m = self._probes_unreported(st, since, now)
+        if m < need:
+            return None
+        wait = need * st.flow.period_s + self.batch + self.latency + PROBE_FLIGHT
+        detail = "probes of the flow not reported at egress"
+        return BlackholeAlarm(st.flow, since, now, wait, self.expected_gap(st), detail, 0, need, m)
+
     def check(self, now: float) -> list[BlackholeAlarm]:
         """New alarms since the last call (each outage alarms once)."""
         out = []
@@ -381,6 +410,12 @@ class BlackholeMonitor:
             return out
         for st in self._states:
             if st.alarmed:
+                continue
+            alarm = self._probe_alarm(st, now)
+            if alarm is not None:
+                st.alarmed = st.probe_alarm = True
+                st.alarms += 1
+                out.append(alarm)
                 continue
             since = st.last_report if st.last_report is not None else st.first_seen
             if since is None and not st.flow.expect_traffic:
@@ -398,7 +433,7 @@ class BlackholeMonitor:
                 alarm = self._judge(st, since, now)
                 if alarm is None:
                     continue
-            st.alarmed = True
+            st.alarmed, st.probe_alarm = True, False
             st.alarms += 1
             out.append(alarm)
         return out

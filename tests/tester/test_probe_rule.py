@@ -58,7 +58,7 @@ def _run(hours: float, loss: float, told: float, per_hour: float, seed: int, sto
         t += 1.0
         while tick <= t:
             while pending and pending[0] <= tick:
-                mon.on_report(EGRESS, HDR, pending.pop(0), 1)
+                mon.on_probe_report(EGRESS, HDR, pending.pop(0))
             alarms += [tick for _ in mon.check(tick)]
             tick += 1.0
     return alarms
@@ -103,12 +103,57 @@ def test_no_alarm_without_a_probe_report_or_with_probes_not_sent():
         mon.on_probe(INGRESS, HDR, float(t))
         assert mon.check(float(t) + 0.5) == []
     mon = BlackholeMonitor([_flow()], now=0.0, probe_reports=True)
-    mon.on_report(EGRESS, HDR, 1.0, 1)
+    mon.on_probe_report(EGRESS, HDR, 1.0)
     for t in range(2, 60):  # reported once, then the fuzzer stopped: nothing was lost
         assert mon.check(float(t)) == []
+    # Production reports at rate 1 (sFlow 1/1) do not arm it: only a probe's report does.
+    mon = BlackholeMonitor([_flow()], now=0.0, probe_reports=True)
+    mon.on_report(EGRESS, HDR, 1.0, 1)
+    for t in range(2, 12):
+        mon.on_probe(INGRESS, HDR, float(t))
+        assert mon.check(float(t) + 0.5) == []
     # Off (the switches do not report probes 1 in 1): the rule never judges.
     mon = BlackholeMonitor([_flow()], now=0.0, probe_reports=False)
-    mon.on_report(EGRESS, HDR, 1.0, 1)
+    mon.on_probe_report(EGRESS, HDR, 1.0)
     for t in range(2, 60):
         mon.on_probe(INGRESS, HDR, float(t))
         assert mon.check(float(t) + 0.5) == []
+
+
+def test_the_testers_marked_reports_reach_the_probe_rule(tmp_path):
+    """End to end through Tester.process_datagram: the flow's probes reported marked (as
+    patched OVS reports them), then not at all; the alarm names the probes."""
+    from tester_helpers import line_model
+
+    from cpc.refdp import RefDataPlane
+    from tester.detect import BLACKHOLE
+    from tester.emit import ReferenceEmitter, synthetic_ifmap
+    from tester.engine import Tester
+    from tester.store import FaultStore
+
+    m = line_model(INGRESS, EGRESS)
+    for d in (1, 2, 3):
+        m.add_flow(d, "priority=10,ip,nw_dst=10.0.3.0/24,actions=output:2")
+    topo = m.topo
+    ports = [(d, p) for d in sorted(topo.switches) for p in topo.ports_of(d)]
+    hdr = {"eth_type": 0x0800, "ipv4_dst": 0x0A000302, "ipv4_src": 0x0A000101}
+    f = CriticalFlow("f", INGRESS, EGRESS, {"ipv4_dst": 0x0A000302}, 3.0, hdr)
+    mon = BlackholeMonitor([f], now=0.0, model=m, probe_reports=True)
+    store = FaultStore(str(tmp_path / "f.db"))
+    t = Tester(m, store, synthetic_ifmap(ports), ports=ports, blackholes=mon)
+    ref = RefDataPlane(topo, m.entries(), m.groups())
+    em = ReferenceEmitter(sampling_rate=1000)
+    for s in range(40):
+        mon.on_probe(INGRESS, hdr, s + 0.1)
+        if s < 20:  # the route is there: the probe is reported at the egress, marked
+            for d, out in ref.send_with_headers(INGRESS, hdr):
+                em.add(d.egress, out, d.verify_port, d.verify_rule, marked=True)
+        for dg in em.flush():
+            t.process_datagram(dg, s + 1.0)
+        t.tick(s + 1.5)
+        if s < 20:
+            assert store.faults() == [], s
+    (fault,) = store.faults()
+    assert fault.kind == BLACKHOLE
+    assert fault.localization["detail"] == "probes of the flow not reported at egress"
+    assert fault.first_seen - 20.0 <= probe_run_needed(1.0, 5e-7) + 4.0
