@@ -49,8 +49,8 @@ from pazzapi import ApiError, call  # noqa: E402
 from pazzdata.detectnet import FAULT_KINDS, Churn, FaultSpec, make_faults, random_network  # noqa: E402
 from pazzlab.demo import start_traffic, wait_for_model, wait_for_pazzd  # noqa: E402
 from pazzlab.lab import Lab, ovs_prefix  # noqa: E402
-from pazzlab.natsserver import NatsServer  # noqa: E402
 from pazzlab.ovs import free_tcp_port, free_udp_port, start_controller, stop_processes  # noqa: E402
+from pazzlab.scaleout import SHARDS, start_components, start_nats  # noqa: E402
 
 AUDIT = "audit"
 
@@ -204,7 +204,6 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
     net.write(topo_file, rules_file)
     lab = Lab.from_files(prefix, workdir / "lab", topo_file, rules_file, sampling=a.sampling)
     procs: list[subprocess.Popen] = []
-    nats = None
     churn = ChurnThread(Churn(net, seed), workdir / "updates.jsonl", a.churn_rate)
     out = {
         "seed": seed,
@@ -241,16 +240,15 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
         # raised false blackholes of a critical flow with a few packets per second.
         del cfg["tester"]["blackhole_k"]
         if a.scaleout:  # the lab's sFlow to a collector; workers judge; pazzd stores
-            nats = NatsServer(str(workdir / "nats"))
-            nats.start()
-            cfg["scaleout"] = {"nats": nats.url, "shards": 4}
+            nats = start_nats(workdir, procs)
+            cfg["scaleout"] = {"nats": nats.url, "shards": SHARDS}
             lab_target = cfg["sflow"]["listen"]
             cfg["sflow"]["listen"] = f"127.0.0.1:{free_udp_port()}"
         pz = spawn_pazzd(cfg, workdir)
         procs.append(pz)
         if a.scaleout:
             conf = str(workdir / "pazzd.yaml")
-            procs += _scaleout(conf, lab_target, a.scaleout, workdir)
+            procs += start_components(conf, lab_target, a.scaleout, workdir)
         t_start = time.time()
         wait_for_pazzd(pz, sock)
         lab.set_controller(f"tcp:127.0.0.1:{proxy_port}")
@@ -294,33 +292,12 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
             raise RuntimeError(f"pazzd exited with status {pz.returncode}")
     finally:
         churn.stop_event.set()
-        stop_processes(procs)
-        if nats is not None:
-            nats.stop()
+        stop_processes(procs)  # nats-server, the first started, last
         lab.stop()
         if a.keep:
             say(f"work directory kept: {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    return out
-
-
-def _scaleout(conf: str, listen: str, workers: int, workdir: Path) -> list[subprocess.Popen]:
-    """`pazzd collector` on the lab's sFlow target and `workers` `pazzd worker`s."""
-    out = []
-    for args, name in [
-        (["collector", "--config", conf, "--listen", listen], "collector"),
-        *((["worker", "--config", conf, "--name", f"w{i}"], f"w{i}") for i in range(workers)),
-    ]:
-        with open(workdir / f"{name}.log", "w") as log:
-            out.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "pazzd", *args],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
     return out
 
 

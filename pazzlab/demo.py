@@ -41,7 +41,8 @@ from pazzapi import ApiError, call
 from pazzdata import workloads
 
 from .lab import Lab, LabError, dotted, load_network, ovs_prefix
-from .ovs import free_tcp_port, start_controller, stop_processes
+from .ovs import AGENT, free_tcp_port, free_udp_port, start_controller, stop_processes
+from .scaleout import SHARDS, start_components, start_nats
 
 TOPOLOGIES = {
     "grid4": ("grid", 2, 100, 2, 100),  # kind, size, rules, acls, pps per host
@@ -781,6 +782,7 @@ def bring_up(
     fuzz_inject: bool = True,
     extra: dict | None = None,
     apps: list[dict] | None = None,
+    scaleout: int = 0,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -803,9 +805,15 @@ def bring_up(
     controller process per item {"name", "apps": "router,acl", "lb_cookie"} (the first is
     the default controller; every switch connects to each through the proxy); `updates`
     is then the file the lb app follows.
+    `scaleout`: this many `pazzd worker`s judge the samples (docs/scaling.md): a private
+    nats-server, `scaleout.nats` in pazzd's config, and a `pazzd collector` on the lab's
+    sFlow target (pazzd listens elsewhere); all on `procs`.
     """
     _, traffic = build_faults(lab)  # traffic and critical flow do not depend on rule IDs
     sock = str(workdir / "pazzd.sock")
+    if scaleout:
+        nats = start_nats(workdir, procs)
+        extra = {**(extra or {}), "scaleout": {"nats": nats.url, "shards": SHARDS}}
     common = dict(
         api_socket=sock,
         database=str(workdir / "faults.db"),
@@ -815,6 +823,7 @@ def bring_up(
         ui_listen=ui_listen,
         fuzz_inject=fuzz_inject,
         extra=extra,
+        sflow_port=free_udp_port() if scaleout else None,
     )
     cfg_path = workdir / "pazzd.yaml"
     ctl = None
@@ -875,6 +884,9 @@ def bring_up(
     )
     log.close()
     procs.append(pz)
+    if scaleout:
+        procs += start_components(cfg_path, f"{AGENT}:{lab.sflow_port}", scaleout, workdir)
+        say(f"scale-out: nats-server, a collector and {scaleout} workers judge the samples")
     status = wait_for_pazzd(pz, sock)
     if controller:
         t0 = time.monotonic()

@@ -45,10 +45,10 @@ class NatsServer:
             f"listen: 127.0.0.1:{self.port}\nmax_payload: {self.max_payload}\n"
             f'jetstream {{ store_dir: "{self.store / "js"}" }}\n'
         )
-        self.log = open(self.store / "server.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            ["nats-server", "-c", str(conf)], stdout=self.log, stderr=subprocess.STDOUT
-        )
+        with open(self.store / "server.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                ["nats-server", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -74,7 +74,6 @@ class NatsServer:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-        self.log.close()
 
     def restart(self) -> None:
         """Stop (SIGTERM: JetStream flushes its files) and start on the same port and store."""

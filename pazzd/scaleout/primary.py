@@ -45,6 +45,13 @@ class PrimaryLink:
 
     def handle(self, rep) -> None:
         self.reports += 1
+        t = self.d.tester
+        # The reports the worker judged reached the tester, as they do in single-host mode:
+        # the probe service tells a probe dropped (or dropped as the model says) from one
+        # that could not be judged by reports arriving at all during its round.
+        before = self.workers.get(rep.worker, {}).get("stats", {}).get("reports", 0)
+        now = rep.stats.get("reports", 0)
+        t.stats.reports += now - before if now >= before else now  # else: it restarted
         self.workers[rep.worker] = {
             "seen": time.time(),
             "lag": rep.lag,
@@ -53,7 +60,6 @@ class PrimaryLink:
             "stats": dict(rep.stats),
         }
         relay_flows_and_suspects(self.d, rep.flows or (), rep.suspects or ())
-        t = self.d.tester
         # The worker asked for the re-probes of its fault samples already (its suspects):
         # not twice. A probe's report is the primary's to judge whole (its watches too).
         suspect, unexplained = t.on_suspect, t.on_unexplained

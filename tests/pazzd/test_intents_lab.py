@@ -49,16 +49,21 @@ class Controller:
                 f.write(json.dumps({"dpid": dpid, "flow": flow, "command": command}) + "\n")
 
 
-@pytest.fixture
-def lab_run(tmp_path):
+@contextlib.contextmanager
+def controlled_lab(tmp_path: Path, tag: str, **bring_up_kw):
+    """grid_lab with the controller app following a file of FlowMods: yields (lab, run,
+    Controller, workdir); bring_up_kw go to pazzlab.demo.bring_up (scaleout=2, say)."""
     updates = tmp_path / "updates.jsonl"
     updates.touch()
-    with grid_lab("intents-lab", updates=updates, fuzz_rate=200, resolve_after=8) as (
-        lab,
-        run,
-        workdir,
-    ):
+    kw = dict(updates=updates, fuzz_rate=200, resolve_after=8) | bring_up_kw
+    with grid_lab(tag, **kw) as (lab, run, workdir):
         yield lab, run, Controller(updates), workdir
+
+
+@pytest.fixture
+def lab_run(tmp_path):
+    with controlled_lab(tmp_path, "intents-lab") as out:
+        yield out
 
 
 def reload_with(run, intents: dict) -> None:

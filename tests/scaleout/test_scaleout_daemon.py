@@ -122,6 +122,10 @@ def test_workers_judge_and_the_primary_records_once_across_failures(cluster):
     assert ok, (_scaleout(primary), _logs(tmp))
     assert _sum(primary, "reports") == _sum(primary, "consistent") == n
     assert _sum(primary, "fault_samples") == 0 and _faults(primary) == []
+    # The primary counts the reports its workers judged (its probe rounds tell "nothing
+    # arrived" from "the probe was dropped" by them), though it received none itself.
+    assert _status_tester(primary)["reports"] == n, _status_tester(primary)
+    assert _status_tester(primary)["datagrams"] == 0
     # A probe's report (marked) is passed on unjudged, and judged by the primary (where
     # the probes' watches are): its tester counts it, consistent.
     before = _status_tester(primary)
@@ -133,6 +137,7 @@ def test_workers_judge_and_the_primary_records_once_across_failures(cluster):
     after = _wait(lambda: (x := _status_tester(primary))["consistent"] > before["consistent"] and x)
     assert after and after["consistent"] == before["consistent"] + 1, (before, after)
     assert after["fault_samples"] == before["fault_samples"]
+    assert after["reports"] == n + 1, after
     assert _sum(primary, "consistent") == n  # received by a worker, not judged there
     shards = [set(w) for w in _scaleout_shards(primary)]
     assert len(shards) == 2 and all(shards) and not (shards[0] & shards[1]), shards
