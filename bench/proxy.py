@@ -34,6 +34,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import struct
 import sys
@@ -320,7 +321,8 @@ async def run(args) -> dict:
         else:
             ctx = mp.get_context("spawn")
             q = ctx.Queue()
-            db = os.path.join(tempfile.mkdtemp(prefix="pazz-bench-"), "proxy.db")
+            tmpdir = tempfile.mkdtemp(prefix="pazz-bench-proxy-")
+            db = os.path.join(tmpdir, "proxy.db")
             target = run_proxy if mode == "proxy" else run_relay
             profile = args.profile if mode == "proxy" else None
             proc = ctx.Process(
@@ -350,6 +352,7 @@ async def run(args) -> dict:
                 await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
                 if proc.exitcode is None:
                     proc.kill()
+                shutil.rmtree(tmpdir, ignore_errors=True)  # the proxy's rule database
             for c, srv in [(ctl, server), *idle]:
                 srv.close()
                 await c.close()
