@@ -186,43 +186,27 @@ def run_network(
                     },
                 }
             )
-            for r in range(runs):
-                t0 = WARMUP_S + SPACING_S * r
-                for mode in modes:
-                    for system in probers:
-                        for n in samplings:
-                            tag = f"{key} {setting} {f.name} {r} {mode} {system} {n}"
-                            res = simulate(
-                                sc,
-                                system,
-                                n,
-                                t0,
-                                horizon,
-                                seed=zlib.crc32(tag.encode()),
-                                fuzz_hits=streams[_stream(streams, system, mode)]["hits"][f.name]
-                                if system in streams
-                                else None,
-                                mode=mode,
-                            )
-                            rows.append(
-                                {
-                                    "net": key,
-                                    "setting": setting,
-                                    "mode": mode,
-                                    "fault": f.name,
-                                    "family": f.family,
-                                    "type": f.type,
-                                    "system": system,
-                                    "sampling": n,
-                                    "run": r,
-                                    "detect_s": res["detect_s"],
-                                    "first_s": res["first_s"],
-                                    "by_hop": res["by_hop"],
-                                    "verdicts": res["verdicts"],
-                                    "samples": res["samples"],
-                                    "seen": res["seen"],
-                                }
-                            )
+            cells = (runs, modes, probers, samplings, streams, horizon)
+            for r, mode, system, n, res in _runs(sc, f"{key} {setting}", *cells):
+                rows.append(
+                    {
+                        "net": key,
+                        "setting": setting,
+                        "mode": mode,
+                        "fault": f.name,
+                        "family": f.family,
+                        "type": f.type,
+                        "system": system,
+                        "sampling": n,
+                        "run": r,
+                        "detect_s": res["detect_s"],
+                        "first_s": res["first_s"],
+                        "by_hop": res["by_hop"],
+                        "verdicts": res["verdicts"],
+                        "samples": res["samples"],
+                        "seen": res["seen"],
+                    }
+                )
             if clean_runs:
                 clean_control(sc, clean_runs, horizon, modes, probers, samplings, streams, st)
             say(f"{key} {setting}: {f.name} done at {time.perf_counter() - t:.0f} s")
@@ -237,32 +221,39 @@ def clean_control(sc, runs, horizon, modes, probers, samplings, streams, st) -> 
     ctl = Scenario(
         sc.net, dataclasses.replace(sc.fault, entries=[]), probe_ingresses=sc.probe_ingresses
     )
+    cells = (runs, modes, probers, samplings, streams, horizon)
+    for r, mode, system, n, res in _runs(ctl, "clean", *cells):
+        st["clean"]["runs"] += 1
+        if res["detect_s"] is not None:
+            st["clean"]["false_alarms"].append(
+                {"match_of": sc.fault.name, "run": r, "mode": mode, "system": system}
+                | {"sampling": n, "after_s": res["detect_s"]}
+                | {"verdicts": res["verdicts"]}
+            )
+
+
+def _runs(sc, tag, runs, modes, probers, samplings, streams, horizon):
+    """(run, mode, prober, sampling, result) of every cell of one scenario, each seeded by
+    its tag, the run's injection moment WARMUP_S + SPACING_S * run."""
     name = sc.fault.name
     for r in range(runs):
         t0 = WARMUP_S + SPACING_S * r
         for mode in modes:
             for system in probers:
                 for n in samplings:
-                    tag = f"clean {name} {r} {mode} {system} {n}"
                     res = simulate(
-                        ctl,
+                        sc,
                         system,
                         n,
                         t0,
                         horizon,
-                        seed=zlib.crc32(tag.encode()),
+                        seed=zlib.crc32(f"{tag} {name} {r} {mode} {system} {n}".encode()),
                         fuzz_hits=streams[_stream(streams, system, mode)]["hits"][name]
                         if system in streams
                         else None,
                         mode=mode,
                     )
-                    st["clean"]["runs"] += 1
-                    if res["detect_s"] is not None:
-                        st["clean"]["false_alarms"].append(
-                            {"match_of": name, "run": r, "mode": mode, "system": system}
-                            | {"sampling": n, "after_s": res["detect_s"]}
-                            | {"verdicts": res["verdicts"]}
-                        )
+                    yield r, mode, system, n, res
 
 
 def _groups(by_area: dict) -> dict:

@@ -221,17 +221,22 @@ class BlackholeMonitor:
     ) -> list[CriticalFlow]:
         """Note a report at egress; returns the flows whose alarm this report clears."""
         recovered = []
+        for st in self._at_egress(egress, header):
+            st.reports.add(now, max(1, sampling_rate))
+            self._keep(st.reports, now)
+            st.last_report = now if st.last_report is None else max(st.last_report, now)
+            if st.first_seen is None:
+                st.first_seen = now
+            if st.alarmed:
+                st.alarmed = False
+                recovered.append(st.flow)
+        return recovered
+
+    def _at_egress(self, egress: Port, header: dict):
+        """The flows whose reports at egress this header is (their egress headers)."""
         for st in self._by_egress.get(egress, ()):
             if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
-                st.reports.add(now, max(1, sampling_rate))
-                self._keep(st.reports, now)
-                st.last_report = now if st.last_report is None else max(st.last_report, now)
-                if st.first_seen is None:
-                    st.first_seen = now
-                if st.alarmed:
-                    st.alarmed = False
-                    recovered.append(st.flow)
-        return recovered
+                yield st
 
     def _meant_for_egress(self, st: _FlowState, header: dict) -> bool:
         """Does the model deliver this ingress header to the flow's egress? (True without
@@ -261,14 +266,13 @@ class BlackholeMonitor:
         and its run starts again (an alarm of that rule clears). The production rules do
         not see it: it is not the flow's traffic. Returns the flows it clears."""
         recovered = []
-        for st in self._by_egress.get(egress, ()):
-            if any(all(header.get(k) == v for k, v in m.items()) for m in self.egress_match(st)):
-                st.probe_reported = True
-                last = st.last_probe_report
-                st.last_probe_report = now if last is None else max(last, now)
-                if st.alarmed and st.probe_alarm:
-                    st.alarmed = False
-                    recovered.append(st.flow)
+        for st in self._at_egress(egress, header):
+            st.probe_reported = True
+            last = st.last_probe_report
+            st.last_probe_report = now if last is None else max(last, now)
+            if st.alarmed and st.probe_alarm:
+                st.alarmed = False
+                recovered.append(st.flow)
         return recovered
 
     def on_probe(self, ingress: Port, header: dict, now: float) -> None:
