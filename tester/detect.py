@@ -261,16 +261,16 @@ def compare_hop(
     of the paths that arrive there; via: those of the paths through upstream, cut after
     its hop (Model.expected_at, expected_via).
 
-    When the model brings the header there, this is compare() over the prefixes. When it
-    never does, the packet left upstream by a link the model does not send it down: with
-    tags the model allows as it leaves upstream, upstream misrouted it (Type-p action);
-    otherwise compare() over the prefixes through upstream says what went wrong up to
-    there (no such prefix: Type-a).
+    - Tags the model allows as the packet leaves upstream (a prefix through it, exactly):
+      all went as intended up to upstream, which sent it down a link the model does not
+      send it down from where it came in. Upstream misrouted it (Type-p action), whether
+      or not the model brings the header here from other ingresses.
+    - Otherwise, when the model brings the header here, compare() over those prefixes;
+      when it never does, compare() over the prefixes through upstream says what went
+      wrong up to there (no such prefix: Type-a).
     """
     if (verify_port, verify_rule) in here.tags:
         return None
-    if here.expected:
-        return compare(here, verify_port, verify_rule, ports, rules_at)
     for e in via.expected:
         if (e.verify_port, e.verify_rule) == (verify_port, verify_rule):
             return Verdict(
@@ -280,6 +280,8 @@ def compare_hop(
                 upstream,
                 e,
                 len(e.hops),
-                f"dpid {upstream} sent it on by a link the model never sends it down",
+                f"dpid {upstream} sent it on by a link the model does not send it down",
             )
+    if here.expected:
+        return compare(here, verify_port, verify_rule, ports, rules_at)
     return compare(via, verify_port, verify_rule, ports, rules_at)

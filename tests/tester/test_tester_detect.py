@@ -10,6 +10,7 @@ from tester.detect import (
     TYPE_P_MATCH,
     Alternatives,
     compare,
+    compare_hop,
     first_missing_hop,
 )
 
@@ -102,3 +103,25 @@ def test_a_detour_whose_extra_bits_name_no_hop_keeps_the_expected_switches() -> 
     v = compare(Alternatives([expected(GOOD)]), vp | 1 << spare, vr, ALL_PORTS)
     assert v.kind == TYPE_P_ACTION and v.location.startswith("detour:")
     assert set(v.candidates) == {h.dpid for h in GOOD} and v.location != "detour:"
+
+
+def test_hop_misroute_onto_a_link_other_ingresses_take() -> None:
+    """A per-hop sample at s4:1 of a packet that came in at s1:1 and that s1 sent out of
+    port 3. The model brings the header to s4:1 too, but only from another ingress (s1:5,
+    routed by in_port). The tags are those of the intended path as it leaves s1, so s1
+    misrouted it: Type-p action at s1, not a Type-a fault for the ingress it came from."""
+    r1b = rule(20, 11)
+    other = path((1, 5, 3, r1b))  # ingress s1:5, sent to s4 on purpose
+    ports = ALL_PORTS + [(1, 5)]
+    here = Alternatives([expected(other)])
+    via = Alternatives([expected(GOOD[:1]), expected(other)])
+    actual = path((1, 1, 3, R1))  # R1 matched, out of the wrong port
+    v = compare_hop(here, via, 1, *tags_of(actual), ports)
+    assert (v.kind, v.culprit, v.location) == (TYPE_P_ACTION, 1, "dpid:1")
+    assert v.expected.ingress == (1, 1)
+    # Tags no prefix through s1 has (another entry matched at s1): compare() over the
+    # prefixes that do arrive here, whose ingress is not in the filter: Type-a.
+    stray = path((1, 1, 3, rule(30, 12)))
+    assert compare_hop(here, via, 1, *tags_of(stray), ports).kind == TYPE_A
+    # The intended arrival from s1:5 is consistent.
+    assert compare_hop(here, via, 1, *tags_of(other), ports) is None
