@@ -663,15 +663,23 @@ class Tester:
         return self._fault(verdict, labels, cls, port, hdr, raw, pf, now, True, ident)
 
     def hop_alternatives(self, port: Port, hdr: dict) -> tuple[Alternatives, Alternatives] | None:
-        """(prefixes arriving at port, prefixes through the switch the link comes from),
-        cached per (port, header) and model version; None when the model cannot say."""
+        """(prefixes arriving at port, prefixes through the switch the link comes from, those
+        of the paths that end there included), cached per (port, header) and model version;
+        None when the model cannot say."""
         key = (port, tuple(hdr.items()))
         ver = self.model.version
         hit = self._hop_cache.get(key)
         if hit is not None and hit[0] == ver:
             return hit[1]
         here = self.model.expected_at(port, hdr)
-        via = self.model.expected_via(self.links[port][0], hdr) if here is not None else None
+        up = self.links[port][0]
+        via = self.model.expected_via(up, hdr) if here is not None else None
+        if via is not None:
+            # The paths that end at an edge port of upstream go through it too: a packet
+            # of them that upstream sent down a link has their tags as it leaves.
+            for p in self.ports:
+                if p[0] == up and p not in self.links:
+                    via = via + list(self.model.expected(p, hdr) or ())
         got = None if here is None or via is None else (Alternatives(here), Alternatives(via))
         if len(self._hop_cache) >= self.CACHE_MAX:
             self._hop_cache.clear()
