@@ -145,18 +145,34 @@ class FaultEvents:
         ans = await self.localizer.localize(row)
         self.metrics.localize.observe(time.monotonic() - t0)
         into = self._same_cause(fid, ans)
+        if into is not None and _names_culprit(row) and not _names_culprit(self.store.get(into)):
+            # This fault names the switch that went wrong, the older one only candidates (a
+            # misrouted packet judged further on): the older is folded into this one.
+            self._fold(self.store.get(into), fid)
+            into = None
         if into is not None:
             ans = {**ans, "merged_into": into}
         if self.tester is not None:
             self.tester.answer_localization(fid, ans)
-        if into is not None and row.state == OPEN and self.store.resolve(fid, time.time()):
-            log.info("fault #%d resolved: localized to the entry of fault #%d, merged", fid, into)
+        if into is not None:
+            self._fold(row, into, ans)
         return ans
+
+    def _fold(self, row, into: int, ans: dict | None = None) -> None:
+        """Fault `row` is the same as open fault `into`: marked merged_into and resolved."""
+        if ans is None:
+            ans = {**(row.polled if isinstance(row.polled, dict) else {}), "merged_into": into}
+            if self.tester is not None:
+                self.tester.answer_localization(row.id, ans)
+        if row.state == OPEN and self.store.resolve(row.id, time.time()):
+            log.info(
+                "fault #%d resolved: localized to the entry of fault #%d, merged", row.id, into
+            )
 
     def _same_cause(self, fid: int, ans: dict) -> int | None:
         """An older open fault localized to the same switch and entry as this answer: the
-        same fault seen through other samples (a detour of a misroute, say), which this one
-        is folded into."""
+        same fault seen through other samples (a detour of a misroute, say). The younger is
+        folded into the older, unless only the younger names the switch that went wrong."""
         key = _cause_key(ans)
         if key is None:
             return None
@@ -164,6 +180,12 @@ class FaultEvents:
             if r.id < fid and r.kind != AUDIT and _cause_key(r.polled) == key:
                 return r.id
         return None
+
+
+def _names_culprit(row) -> bool:
+    """Does the fault's verdict name the switch that went wrong (not only candidates)?"""
+    loc = row.localization if row is not None and isinstance(row.localization, dict) else {}
+    return loc.get("culprit") is not None
 
 
 def _cause_key(ans) -> tuple | None:

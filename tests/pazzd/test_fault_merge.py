@@ -91,3 +91,43 @@ def test_a_second_fault_with_the_same_cause_is_folded_into_the_first(tmp_path):
     _record(store, "detour:1,2,3")
     ev.fault(FaultEvent(b, "type_p_action", "detour:1,2,3", "cls:3", (3, 5), {}, (1,), True))
     assert store.get(b).state == OPEN and metrics.faults_detected.n == 1
+
+
+def test_an_older_fault_without_a_culprit_is_folded_into_one_that_names_it(tmp_path):
+    """A misrouted packet judged a hop further on names only candidates (Type-a there);
+    the sample right after the misroute names the switch. Same entry: the one that names
+    the switch stays open, whichever came first."""
+    store = FaultStore(str(tmp_path / "faults.db"))
+    metrics = SimpleNamespace(
+        localize=Counter(), faults_detected=Counter(), detection_latency=Counter()
+    )
+    changed = {"dpid": 2, "switch": "s2", "finding": "changed", "cause": CAUSE}
+    loc = Localizer({"hop:3:2": changed, "dpid:2": changed})
+    ev = FaultEvents(store, metrics, loc, None)
+    ev.tester = SimpleNamespace(answer_localization=store.set_polled)
+    now = time.time()
+    a, _ = store.record(
+        "type_a", "hop:3:2", "c3", now, b"", {}, (3, 2), [], None, {"culprit": None}
+    )
+    b, _ = store.record(
+        "type_p_action", "dpid:2", "c3", now, b"", {}, (3, 2), [], None, {"culprit": 2}
+    )
+    asyncio.run(ev.localize(a))
+    ans_b = asyncio.run(ev.localize(b))
+    assert "merged_into" not in ans_b and store.get(b).state == OPEN
+    assert store.get(a).state == RESOLVED and store.get(a).polled["merged_into"] == b
+    assert store.get(a).polled["cause"] == CAUSE  # its own answer kept
+    # Another sample of the Type-a reopens it; it is folded again, uncounted.
+    store.record(
+        "type_a", "hop:3:2", "c3", time.time(), b"", {}, (3, 2), [], None, {"culprit": None}
+    )
+    ev.fault(FaultEvent(a, "type_a", "hop:3:2", "c3", (3, 2), {}, (2, 4), True))
+    assert store.get(a).state == RESOLVED and metrics.faults_detected.n == 0
+    # Both without a culprit: the younger is folded into the older, as before.
+    c, _ = store.record("type_a", "hop:4:1", "c9", now, b"", {}, (4, 1), [], None, {})
+    loc.answers["hop:4:1"] = changed
+    store.resolve(b, time.time())
+    d, _ = store.record("type_a", "hop:4:2", "c9", now, b"", {}, (4, 2), [], None, {})
+    loc.answers["hop:4:2"] = changed
+    asyncio.run(ev.localize(c))
+    assert asyncio.run(ev.localize(d))["merged_into"] == c
