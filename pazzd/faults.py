@@ -145,29 +145,29 @@ class FaultEvents:
         ans = await self.localizer.localize(row)
         self.metrics.localize.observe(time.monotonic() - t0)
         into = self._same_cause(fid, ans)
-        if into is not None and _names_culprit(row) and not _names_culprit(self.store.get(into)):
+        older = self.store.get(into) if into is not None else None
+        if older is not None and _names_culprit(row) and not _names_culprit(older):
             # This fault names the switch that went wrong, the older one only candidates (a
             # misrouted packet judged further on): the older is folded into this one.
-            self._fold(self.store.get(into), fid)
+            self._fold(older, fid, older.polled)
             into = None
         if into is not None:
-            ans = {**ans, "merged_into": into}
+            return self._fold(row, into, ans)
         if self.tester is not None:
             self.tester.answer_localization(fid, ans)
-        if into is not None:
-            self._fold(row, into, ans)
         return ans
 
-    def _fold(self, row, into: int, ans: dict | None = None) -> None:
-        """Fault `row` is the same as open fault `into`: marked merged_into and resolved."""
-        if ans is None:
-            ans = {**(row.polled if isinstance(row.polled, dict) else {}), "merged_into": into}
-            if self.tester is not None:
-                self.tester.answer_localization(row.id, ans)
+    def _fold(self, row, into: int, ans: dict) -> dict:
+        """Fault `row`, localized as `ans`, is the same as open fault `into`: its answer is
+        stored marked merged_into, and it is resolved. Returns the marked answer."""
+        ans = {**ans, "merged_into": into}
+        if self.tester is not None:
+            self.tester.answer_localization(row.id, ans)
         if row.state == OPEN and self.store.resolve(row.id, time.time()):
             log.info(
                 "fault #%d resolved: localized to the entry of fault #%d, merged", row.id, into
             )
+        return ans
 
     def _same_cause(self, fid: int, ans: dict) -> int | None:
         """An older open fault localized to the same switch and entry as this answer: the

@@ -28,6 +28,7 @@ import time
 import pytest
 from scapy.all import IP, UDP, Ether, raw
 
+from pazzlab.dpactions import dp_ports
 from tests.ovs.ovsenv import Netns, VethPair, unique_name
 
 pytestmark = pytest.mark.ovs
@@ -60,7 +61,7 @@ def _trace_actions(ovs, flow: str) -> str:
 def _stale_megaflows(ovs) -> list[str]:
     """The datapath flows whose actions differ from ofproto/trace of their own key (in_port
     and IPv4 destination: all that these routes match)."""
-    ofport = {int(dp): int(of) for of, dp in re.findall(r" (\d+)/(\d+):", ovs.appctl("dpif/show"))}
+    ofport = dp_ports(ovs.appctl("dpif/show"), "br1")
     bad = []
     for line in ovs.appctl("dpctl/dump-flows").splitlines():
         m = re.match(r"recirc_id\(0\),in_port\((\d+)\),.*ipv4\(dst=([\d.]+).*actions:(.*)$", line)
