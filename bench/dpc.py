@@ -3,10 +3,11 @@
 
 One userspace bridge (datapath_type=netdev); tcpreplay (--topspeed, or --pps) injects frames from a
 network namespace into port 1, a rule forwards them to port 2 (a veth into a sink
-namespace), and the forwarding rate is port 2's tx_packets delta over a fixed window.
+namespace), and the rate is port 1's rx_packets delta over a fixed window: the packets the
+switch took in (a marked frame ends at port 2, reported, and is not sent: ovs-patches 0008).
 On this machine the sender, not ovs-vswitchd, limits that rate, so each run also reads
 the switch's own cost: the CPU time of all ovs-vswitchd threads over the window
-(/proc/PID/task/*/schedstat, nanoseconds) per forwarded packet. The CPU-time ratio is the
+(/proc/PID/task/*/schedstat, nanoseconds) per packet taken in. The CPU-time ratio is the
 tagging overhead; the pps ratio only shows that forwarding keeps up. (pmd-stats-show
 counts no cycles for the main thread, which polls veth ports.)
 Roles, with the same rules on both builds:
@@ -107,7 +108,7 @@ def cpu_ns(pid: int) -> int:
 
 
 def measure(prefix: str, role: str, size: int, window: float, pcap_dir: Path, pps: int = 0):
-    """(packets per second forwarded, ovs-vswitchd CPU nanoseconds per packet, sFlow flow
+    """(packets per second taken in, ovs-vswitchd CPU nanoseconds per packet, sFlow flow
     samples per second with sampling rate 1 (probe reports), other flow samples per
     second)."""
     wait_for_datapath_free(600)  # another userspace ovs-vswitchd on the machine holds it
@@ -175,11 +176,11 @@ def measure(prefix: str, role: str, size: int, window: float, pcap_dir: Path, pp
         pid = int((Path(rundir) / "ovs-vswitchd.pid").read_text())
         if sink is not None:
             count_reports(sink)  # drop the warm-up's samples
-        t0, s0 = time.monotonic(), ovs.port_stats("br0")[2]["tx_packets"]
+        t0, s0 = time.monotonic(), ovs.port_stats("br0")[1]["rx_packets"]
         c0 = cpu_ns(pid)
         time.sleep(window)
         c1 = cpu_ns(pid)
-        t1, s1 = time.monotonic(), ovs.port_stats("br0")[2]["tx_packets"]
+        t1, s1 = time.monotonic(), ovs.port_stats("br0")[1]["rx_packets"]
         cpp = (c1 - c0) / (s1 - s0) if s1 > s0 else None
         gen.kill()
         gen.wait()

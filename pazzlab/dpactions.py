@@ -3,9 +3,10 @@
 outcomes() runs the actions over a packet state (set(), push_vlan, pop_vlan, clone) and
 returns, per output, the port and the packet as it leaves: the bytes a switch sends, in the
 fields the trace shows. The Verify actions of the patched switch (verify_push, verify_pop,
-verify_port, verify_rule; and of the probe mark verify_push_marked, verify_unmark and the
-report verify_sample) are left out: they only add, mark and remove the Verify header, or
-report the packet.
+verify_port, verify_rule; and of the probe mark verify_push_marked, verify_unmark, the
+report verify_sample and verify_drop_marked) are left out: they only add, mark and remove the
+Verify header, or report the packet, or drop a probe at its exit (the packets traced here
+are not probes).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ VERIFY = (
     "verify_rule",
     "verify_unmark",
     "verify_sample(",
+    "verify_drop_marked",
 )
 
 

@@ -13,12 +13,12 @@ def test_stock_and_patched_forms_agree():
         "push_vlan(vid=5,pcp=0),verify_push,verify_pop,4"
     )
     assert outcomes(stock, PORTS) == outcomes(patched, PORTS) == [(2, ()), (3, (("vlans", (5,)),))]
-    # The probe mark's actions (ovs-patches 0006) at edge ingress and egress.
+    # The probe mark's actions (ovs-patches 0006, 0008) at edge ingress and egress.
     probes = (
         "verify_unmark,verify_push,verify_port(0x08102000),verify_rule(0xe8ea),"
         "clone(verify_push,verify_sample(sample=0.1%,actions(userspace(pid=0,sFlow(vid=0,"
         "pcp=0,output=7,verify_report))),marked(meter(0),userspace(pid=0,sFlow(vid=0,pcp=0,"
-        "output=7,verify_probe_report)))),verify_pop,3),push_vlan(vid=5,pcp=0),"
+        "output=7,verify_probe_report)))),verify_drop_marked,verify_pop,3),push_vlan(vid=5,pcp=0),"
         "verify_push_marked,verify_pop,4"
     )
     assert outcomes(probes, PORTS) == outcomes(stock, PORTS)

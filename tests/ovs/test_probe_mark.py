@@ -160,12 +160,17 @@ class Net:
         st = self.ovs.port_stats("br2")[2]
         return st["tx_packets"] + st["tx_dropped"]
 
-    def phase(self, host: str, frame: bytes, n: int) -> int:
-        """Send n copies of frame from host; return how many reached h2's port."""
-        before = self.delivered()
+    def marked(self) -> int:
+        """Packets with the probe mark that have left an edge port of br2 so far."""
+        return self.probe_stats()["marked"]
+
+    def phase(self, host: str, frame: bytes, n: int) -> tuple[int, int]:
+        """Send n copies of frame from host; return how many reached h2's port and how
+        many left br2 for it with the probe mark (reported and dropped there)."""
+        before = self.delivered(), self.marked()
         self.send(host, [(frame, n)])
         time.sleep(0.3)
-        return self.delivered() - before
+        return self.delivered() - before[0], self.marked() - before[1]
 
     def reports(self) -> tuple[list[dict], list[dict]]:
         """(exit reports, all flow samples) as tshark decodes them: source id class and
@@ -215,7 +220,7 @@ def net(ovs, cleanup, tmp_path):
     return Net(ovs, cleanup, tmp_path)
 
 
-def test_marked_probes_are_reported_every_time_unmarked_at_1_in_1000(net):
+def test_marked_probes_are_reported_every_time_and_never_delivered_unmarked_at_1_in_1000(net):
     caps = {
         "link": Capture(net.link, net.tmp / "link.pcap"),
         "h2": Capture("eth0", net.tmp / "h2.pcap", ns=net.h["h2"][0]),
@@ -223,7 +228,7 @@ def test_marked_probes_are_reported_every_time_unmarked_at_1_in_1000(net):
     try:
         for c in caps.values():
             c.wait_ready()
-        n = {
+        phases = {
             # h1 is a probe port: a plain frame gets a marked header ...
             1000: net.phase("h1", udp_frame(H1_MAC, H1_IP, 1000), 400),
             # ... and a marked one keeps its mark.
@@ -238,7 +243,11 @@ def test_marked_probes_are_reported_every_time_unmarked_at_1_in_1000(net):
             c.stop()
     stats = net.probe_stats()
     reports, samples = net.reports()
-    # Frames may be lost before br2 on a loaded machine; n counts those br2 output to h2.
+    # Frames may be lost before br2 on a loaded machine; n counts those that left br2 for
+    # h2: probes by the meter's count of marked packets (none of them is output), the
+    # rest by the port's counters (none of them carries the mark there).
+    n = {1000: phases[1000][1], 1001: phases[1001][1], 2000: phases[2000][0], 2001: phases[2001][0]}
+    assert phases[1000][0] == phases[1001][0] == phases[2000][1] == phases[2001][1] == 0, phases
     assert min(n[1000], n[1001]) > 100 and min(n[2000], n[2001]) > 5000, n
 
     by = {}
@@ -274,18 +283,15 @@ def test_marked_probes_are_reported_every_time_unmarked_at_1_in_1000(net):
         link.setdefault(udp_sport(f), set()).add(f[12:14])
     assert link[1000] == link[1001] == {b"\x08\x21"}
     assert link[2000] == link[2001] == {b"\x08\x20"}
-    # Neither the shim nor the mark reaches a host: h2 gets every frame clean.
+    # A probe ends at the network's edge: h2 gets none of h1's frames. Neither the shim
+    # nor the mark reaches a host: h2 gets every other frame clean.
     got = {}
     for f in caps["h2"].frames():
         assert f[12:14] not in (b"\x08\x20", b"\x08\x21"), f.hex()
         got.setdefault(udp_sport(f), set()).add(f)
-    for sport, mac, ip in (
-        (1000, H1_MAC, H1_IP),
-        (1001, H1_MAC, H1_IP),
-        (2000, H3_MAC, H3_IP),
-        (2001, H3_MAC, H3_IP),
-    ):
-        assert got[sport] == {udp_frame(mac, ip, sport)}, sport
+    assert 1000 not in got and 1001 not in got, sorted(got)
+    for sport in (2000, 2001):
+        assert got[sport] == {udp_frame(H3_MAC, H3_IP, sport)}, sport
 
 
 def _expected_tags():
@@ -351,6 +357,61 @@ def test_packet_out_keeps_its_mark(net):
     }
 
 
+def test_a_probe_ends_only_at_the_edge_ports_it_leaves_by(net):
+    """br1 sends h2's traffic down the link and out of h3's edge port. Packet-outs from h1's
+    probe port keep their header: of a marked one, h3's copy is dropped (br1 has no sFlow)
+    while the link's copy goes on, marked, to be reported 1/1 at br2 and dropped there; an
+    unmarked one reaches h3, clean, and h2."""
+    net.ovs.ofctl(
+        "add-flow",
+        "br1",
+        f"priority={PRIO + 1},cookie={COOKIE['br1']:#x},udp,nw_dst={H2_IP},tp_src=7000/0xfffe,"
+        f"actions=set_verify_rule:{RULE_ID['br1']},output:2,output:3",
+    )
+    caps = {
+        "link": Capture(net.link, net.tmp / "link.pcap"),
+        "h3": Capture("eth0", net.tmp / "h3.pcap", ns=net.h["h3"][0]),
+        "h2": Capture("eth0", net.tmp / "h2.pcap", ns=net.h["h2"][0]),
+    }
+    try:
+        for c in caps.values():
+            c.wait_ready()
+        time.sleep(1.0)  # tcpdump says it listens a little before it sees packets
+        tx = {
+            br: {p: st["tx_packets"] for p, st in net.ovs.port_stats(br).items()}
+            for br in ("br1", "br2")
+        }
+        for sport, shim in ((7000, PLAIN), (7001, MARKED)):
+            frame = udp_frame(H1_MAC, H1_IP, sport, shim)
+            for _ in range(10):
+                net.ovs.ofctl("packet-out", "br1", f"in_port=1 packet={frame.hex()} actions=table")
+        time.sleep(1.0)
+        sent = {
+            (br, p): st["tx_packets"] - tx[br][p]
+            for br in ("br1", "br2")
+            for p, st in net.ovs.port_stats(br).items()
+            if (br, p) in (("br1", 2), ("br1", 3), ("br2", 2))
+        }
+    finally:
+        for c in caps.values():
+            c.stop()
+    # The switches' counters: all 20 down the link, the 10 unmarked ones to h3 and to h2.
+    assert sent == {("br1", 2): 20, ("br1", 3): 10, ("br2", 2): 10}, sent
+    reports, _ = net.reports()
+    frames = {
+        name: [f for f in c.frames() if udp_sport(f) in (7000, 7001)] for name, c in caps.items()
+    }
+    ports = {name: sorted({udp_sport(f) for f in fs}) for name, fs in frames.items()}
+    assert ports == {"link": [7000, 7001], "h3": [7000], "h2": [7000]}, ports
+    assert (
+        {f for f in frames["h3"]} == {f for f in frames["h2"]} == {udp_frame(H1_MAC, H1_IP, 7000)}
+    )
+    assert sum(udp_sport(f) == 7001 for f in frames["link"]) == 10
+    assert {f[12:14] for f in frames["link"] if udp_sport(f) == 7001} == {b"\x08\x21"}
+    marked = [s for s in reports if udp_sport(s["header"]) == 7001]
+    assert len(marked) == 10 and {s["rate"] for s in marked} == {1}
+
+
 def test_a_flood_of_marked_packets_is_rate_limited(net):
     rate, burst = 200, 50
     net.ovs.vsctl(
@@ -362,7 +423,7 @@ def test_a_flood_of_marked_packets_is_rate_limited(net):
     )
     assert net.probe_stats()["rate"] == rate
     frame = udp_frame(H1_MAC, H1_IP, 5000, MARKED)
-    before = net.delivered()
+    before = net.delivered(), net.marked()
     t0 = time.monotonic()
     for i in range(3):  # three floods, 0.5 s apart
         if i:
@@ -370,7 +431,8 @@ def test_a_flood_of_marked_packets_is_rate_limited(net):
         net.send("h1", [(frame, 4000)])
     elapsed = time.monotonic() - t0
     time.sleep(0.3)
-    n = net.delivered() - before
+    n = net.marked() - before[1]
+    assert net.delivered() == before[0]  # reported or not, no probe reaches h2
     stats = net.probe_stats()
     reports, _ = net.reports()
     got = sum(1 for s in reports if udp_sport(s["header"]) == 5000)
@@ -390,14 +452,15 @@ def test_a_trust_port_keeps_marks_and_adds_none(net):
     cap = Capture(net.link, net.tmp / "link.pcap")
     try:
         cap.wait_ready()
-        n_marked = net.phase("h3", udp_frame(H3_MAC, H3_IP, 6001, MARKED), 300)
-        n_plain = net.phase("h3", udp_frame(H3_MAC, H3_IP, 6000), 6000)
+        (none, n_marked) = net.phase("h3", udp_frame(H3_MAC, H3_IP, 6001, MARKED), 300)
+        (n_plain, _) = net.phase("h3", udp_frame(H3_MAC, H3_IP, 6000), 6000)
     finally:
         cap.stop()
     reports, _ = net.reports()
     marked = [s for s in reports if udp_sport(s["header"]) == 6001]
     plain = [s for s in reports if udp_sport(s["header"]) == 6000]
     assert n_marked > 200 and len(marked) == n_marked and {s["rate"] for s in marked} == {1}
+    assert none == 0  # the prober's marked frames end at br2, reported
     lo, hi = binomial_range(n_plain, 1 / 1000)
     assert lo <= len(plain) <= hi and all(s["rate"] == 1000 for s in plain)
     link = {}
