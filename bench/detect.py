@@ -232,7 +232,8 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
             proxy_listen=f"127.0.0.1:{proxy_port}",
             controller=f"127.0.0.1:{ctl_port}",
         )
-        cfg["fuzz"]["delivered_share"] = a.delivered_share
+        if a.delivered_share is not None:  # else pazzd's default
+            cfg["fuzz"]["delivered_share"] = a.delivered_share
         if a.audit_interval is not None:  # 0: the data plane and the checks alone
             cfg["controller"]["audit_interval"] = a.audit_interval
         # pazzd's own defaults, as an operator runs it: the lab's demo config shortens the
@@ -492,8 +493,8 @@ def options(argv=None) -> argparse.Namespace:
     ap.add_argument(
         "--delivered-share",
         type=float,
-        default=0.0,
-        help="fuzz.delivered_share: probes into the space the rules deliver",
+        default=None,
+        help="fuzz.delivered_share: probes into the space the rules deliver (default: pazzd's)",
     )
     ap.add_argument(
         "--audit-interval",

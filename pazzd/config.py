@@ -107,8 +107,9 @@ class FuzzConfig:
     rate: float = option(1000.0, lo=0.0, hi=1e6)  # probes/s
     # an area counts as covered while probed within this many seconds
     window: float = option(10.0, lo=0.1, hi=DAY)
-    # Of the probes, into delivered space (they reach hosts).
-    delivered_share: float = option(0.0, lo=0.0, hi=0.9, restart=True)
+    # Of the probes, into delivered space. None: 0.2 with marked reports (the switches
+    # report each probe and drop it at the network's edge), else 0 (they would reach hosts).
+    delivered_share: float | None = option(None, lo=0.0, hi=0.9, restart=True)
     pairs: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
     inject: dict[tuple[int, int], str] = field(default_factory=dict)
     # The host's MAC behind each edge port: the probes' source MAC from there (else the

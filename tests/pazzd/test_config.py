@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from pazzd.config import ConfigError, load_config
+from pazzd.wiring import DELIVERED_SHARE, delivered_share
 
 from .helpers import base_config, write_config
 
@@ -115,9 +116,13 @@ def test_good_config_and_defaults(tmp_path):
     ]
     cfg["fuzz"] = {"enabled": True, "rate": 50, "pairs": [["s1:5", "s2:5"]]}
     c = load_config(write_config(tmp_path / "c.yaml", cfg))
-    assert c.fuzz.delivered_share == 0.0  # probes into delivered space only when asked
+    # Probes into delivered space by default only where the switches drop them at the exit.
+    assert c.fuzz.delivered_share is None and delivered_share(c) == DELIVERED_SHARE > 0
+    cfg["sflow"] = {**cfg.get("sflow", {}), "marked_reports": False}
+    assert delivered_share(load_config(write_config(tmp_path / "c.yaml", cfg))) == 0.0
     cfg["fuzz"]["delivered_share"] = 0.1
-    assert load_config(write_config(tmp_path / "c.yaml", cfg)).fuzz.delivered_share == 0.1
+    assert delivered_share(load_config(write_config(tmp_path / "c.yaml", cfg))) == 0.1
+    del cfg["sflow"]["marked_reports"]
     assert c.edge_ports == [(1, 5), (2, 5), (3, 5), (4, 5)]
     assert c.fuzz.pairs == [((1, 5), (2, 5))] and c.fuzz.rate == 50.0
     (cf,) = c.critical_flows
