@@ -164,8 +164,16 @@ def random_network(seed: int) -> DetectNet:
     n_hosts = rng.randint(3, 5)
     # Hosts on at most n_sw - 1 switches: at least one switch is transit only.
     host_sw = [rng.randrange(1, n_sw + 1) for _ in range(n_hosts)]
-    while len(set(host_sw)) == n_sw:
-        host_sw[0] = host_sw[1]
+    if len(set(host_sw)) == n_sw:
+        # Move a host whose switch has no other (the first host, where it can be: moving
+        # one that shares its switch would free none) to the second host's switch, or the
+        # first after it with a free port.
+        i = next(i for i, d in enumerate(host_sw) if host_sw.count(d) == 1 and d != host_sw[1])
+        to = [host_sw[1], *sorted(set(host_sw))]
+        host_sw[i] = next(d for d in to if d != host_sw[i] and host_sw.count(d) < len(free[d]))
+    for i, d in enumerate(host_sw):
+        if host_sw[: i + 1].count(d) > len(free[d]):  # no port left: another host switch
+            host_sw[i] = next(e for e in sorted(set(host_sw)) if host_sw.count(e) < len(free[e]))
     edge = sorted((d, free[d].pop(0)) for d in host_sw)
     topo = Topology()  # every switch with the ports it uses, no more
     for d in range(1, n_sw + 1):

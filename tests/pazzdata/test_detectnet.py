@@ -140,3 +140,15 @@ def test_churn_is_benign_for_production_traffic(seed):
         tags_changed |= outcomes(entries, tags=True) != tags0
     assert churn.count > 16
     assert tags_changed  # hot churn did touch production traffic's rules
+
+
+def test_every_seed_places_its_hosts_and_keeps_a_transit_switch():
+    """Host placement terminates for every seed: where the draw puts a host on every switch
+    (one would hang here before, e.g. 7128 and 8412) or more hosts on a switch than it has
+    free ports (7108), hosts are moved among the host switches; at least one switch stays
+    transit only, and every host has a port of its own."""
+    for seed in [*range(7000, 7400), *range(8400, 8600)]:
+        net = random_network(seed)
+        ports = list(net.hosts.values())
+        assert len(set(ports)) == len(ports), seed
+        assert len({p[0] for p in ports}) < len(net.topo.switches), seed
