@@ -13,9 +13,10 @@ sets and its uncovered space), and PAZZ with other random shares of the fuzzer
 (--random-shares; pazz_r50 for 0.5), at sFlow sampling 1/100 and 1/1000. The fuzzer's
 stream of one network and setting is shared by its faults (they are hidden from the model
 it plans on). pazz takes the shares pazzd takes: in mode U those for the sFlow rate
-(sparse), in mode P those for sampling 1 (every probe is reported;
-pazzd.wiring.probe_sampling), so it has a stream per mode; --jobs simulates networks in
-parallel processes.
+(sparse), in mode P those for sampling 1 with pazzd's delivered share (every probe is
+reported, and the switches drop probes at the exit, so pazzd probes delivered space too;
+pazzd.wiring.probe_sampling, delivered_share), so it has a stream per mode; --jobs
+simulates networks in parallel processes.
 Prints one JSON object (--out FILE writes it too); --figures DIR draws the figures
 (bench/paperplot.py, the `pazz[eval]` extra).
 
@@ -41,7 +42,8 @@ from concurrent.futures import ProcessPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from bench.common import median, pct, rss_mb  # noqa: E402
-from fuzzer.plan import DEFAULT_SHARES, IngressPlan  # noqa: E402
+from fuzzer.plan import DEFAULT_SHARES, IngressPlan, shares_with_delivered  # noqa: E402
+from pazzd.wiring import DELIVERED_SHARE  # noqa: E402
 from pazzlab.paperfaults import paper_pair  # noqa: E402
 from pazzlab.papersim import (  # noqa: E402
     FUZZ_PPS,
@@ -155,9 +157,11 @@ def run_network(
         probers = [s for s in systems if not s.startswith("pazz")] + list(streams)
         if "pazz" in streams and "P" in modes:
             # In mode P every probe is reported, and pazzd then takes the fuzzer's shares
-            # for sampling 1 (pazzd.wiring.probe_sampling): its own stream.
-            streams["pazz/P"] = streams.get("pazz_dense") or fuzz_stream(
-                net, faults, seconds, seed=1, pairs=fuzzer_pairs, shares=DEFAULT_SHARES
+            # for sampling 1 with its delivered share (pazzd.wiring.probe_sampling,
+            # delivered_share): its own stream.
+            p_shares = shares_with_delivered(DELIVERED_SHARE, 1)
+            streams["pazz/P"] = fuzz_stream(
+                net, faults, seconds, seed=1, pairs=fuzzer_pairs, shares=p_shares
             )
         st = {
             "pair": list(pair) if pair else None,
