@@ -140,6 +140,9 @@ class Fuzzer:
         # on_critical(ingress, header): a critical flow's probe was handed to the injector
         # (pazzd: the blackhole monitor counts the probes its egress should report).
         self.on_critical: Callable[[Port, dict], None] | None = None
+        # on_delivered(ingress, header, area): a probe of the delivered group was handed to
+        # the injector (tester.probeloss counts those no exit reports)
+        self.on_delivered: Callable[[Port, dict, str], None] | None = None
         self._reprobes: collections.deque[Probe] = collections.deque(maxlen=256)
         # Confirmation probes: [ingress, header, copies left]; at most CONFIRM_SHARE of a
         # batch, so that random fuzzing never stops (pazzd.confirm).
@@ -403,6 +406,10 @@ class Fuzzer:
             for pr in probes:
                 if pr.area == "critical":
                     self.on_critical(pr.ingress, pr.header)
+        if self.on_delivered is not None:
+            for pr in probes:
+                if pr.area == "delivered":
+                    self.on_delivered(pr.ingress, pr.header, pr.label)
         self.record(probes)
         return len(probes)
 

@@ -77,6 +77,7 @@ class Probe:
     area: str  # "sweep" | "boundary" | "class" | "random" | "critical" | "reprobe" | "confirm"
     pair: tuple[Port, Port] | None = None
     seq: int = 0
+    label: str = ""  # the area's name within its group ("delivered" + the entry's match)
 
 
 @dataclass
@@ -651,7 +652,7 @@ class IngressPlan:
                 continue
             a.sent += 1
             a.last = now
-            return Probe(self.ingress, self._with_src(a, h), group, a.pair)
+            return Probe(self.ingress, self._with_src(a, h), group, a.pair, label=a.name)
         return None
 
     def next_probe(self, now: float | None = None) -> Probe | None:

@@ -134,6 +134,9 @@ class TesterConfig:
     # Judge the ingress samples taken where a link arrives against the beginnings of the
     # model's paths (per-hop samples), in the tester and in its workers.
     judge_hops: bool = option(True)
+    # Blackholes from the delivered group's probes that no exit reports (tester.probeloss),
+    # where the switches report every marked probe; in the tester of this process only.
+    probe_loss: bool = option(True, restart=True)
 
 
 @dataclass(slots=True)

@@ -223,6 +223,9 @@ class Daemon:
         # The probes' watches need their reports judged in this process: so they are by
         # the scale-out workers (they pass them on), not by the local Thrift workers.
         self._start_checks(cfg, judged_here=n_workers == 1)
+        local = self.fuzzer is not None and n_workers == 1 and not cfg.scaleout.nats
+        if local and wiring.watch_probe_loss(cfg, self.model, self.tester, self.fuzzer, self.guard):
+            log.info("probe loss: the delivered group's unreported probes are blackholes")
         if n_workers > 1:
             await self._start_workers(cfg, n_workers)
             await self._step()

@@ -25,6 +25,8 @@ def tester_stats(d, checks: dict) -> dict:
     if d.tester is None:
         return {}
     out = d.tester.stats.as_dict()
+    if d.tester.probe_loss is not None:
+        out.update(d.tester.probe_loss.stats())
     errors = checks.get("audit_store_errors", 0)
     out["fault_store_errors"] = out.get("fault_store_errors", 0) + errors
     if d.workers is not None:

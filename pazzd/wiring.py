@@ -65,6 +65,32 @@ def probe_sampling(cfg) -> int:
 DELIVERED_SHARE = 0.2
 
 
+def watch_probe_loss(cfg, model, tester, fuzzer, guard) -> bool:
+    """Count the delivered group's probes that no exit reports (tester.probeloss), where
+    the switches report every marked probe and the group probes; True when on."""
+    if not (cfg.tester.probe_loss and cfg.sflow.marked_reports and delivered_share(cfg) > 0):
+        return False
+    from tester.engine import watch_key
+    from tester.probeloss import ProbeLoss
+
+    def delivers(ingress, header):
+        outs = model.trace(ingress, header)
+        if not outs or any(d.kind != "egress" for d in outs):
+            return None  # dropped, looped or to the controller somewhere: not a loss
+        return [d.egress for d in outs]
+
+    def held(header, since):
+        return guard.held_until(model.classify(header), header) > since
+
+    # A probe is handed to the injector a little before it leaves (the PACKET_OUT queue).
+    loss = ProbeLoss(delivers, watch_key, held, batch=1.0, latency=1.5)
+    tester.probe_loss = loss
+    fuzzer.on_delivered = lambda ingress, header, area: loss.sent(
+        ingress, header, area, tester.clock()
+    )
+    return True
+
+
 def delivered_share(cfg) -> float:
     """fuzz.delivered_share as configured; by default DELIVERED_SHARE with marked reports,
     where the patched switches report every probe and drop it at the network's edge, so

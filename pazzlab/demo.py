@@ -783,6 +783,7 @@ def bring_up(
     extra: dict | None = None,
     apps: list[dict] | None = None,
     scaleout: int = 0,
+    critical: bool = True,
     say=lambda s: None,
 ) -> Running:
     """Rules, pazzd and production traffic on a started lab.
@@ -805,6 +806,7 @@ def bring_up(
     controller process per item {"name", "apps": "router,acl", "lb_cookie"} (the first is
     the default controller; every switch connects to each through the proxy); `updates`
     is then the file the lb app follows.
+    `critical`: False declares no critical flow (with controller=False).
     `scaleout`: this many `pazzd worker`s judge the samples (docs/scaling.md): a private
     nats-server, `scaleout.nats` in pazzd's config, and a `pazzd collector` on the lab's
     sFlow target (pazzd listens elsewhere); all on `procs`.
@@ -873,7 +875,8 @@ def bring_up(
             f"no controller: the generator's {n} rules and {len(lab.wl.groups)} groups "
             "installed with ovs-ofctl; pazzd loads its model from the same rule file"
         )
-        lab.write_config(cfg_path, critical_flows=[traffic["critical"]], **common)
+        flows = [traffic["critical"]] if critical else []
+        lab.write_config(cfg_path, critical_flows=flows, **common)
         start_traffic(lab, traffic["extra"], workdir, pps, procs)
     log = open(workdir / "pazzd.log", "w")  # noqa: SIM115
     pz = subprocess.Popen(

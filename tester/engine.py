@@ -35,6 +35,7 @@ from .detect import BLACKHOLE, TYPE_A, Alternatives, Verdict, compare, compare_h
 from .ifmap import IfMap
 from .packet import is_report, parse_frame
 from .plausible import implausible, port_masks
+from .probeloss import LossAlarm, ProbeLoss
 from .sflow import IF_FORMAT_SINGLE, Datagram, SflowError, decode
 from .store import FaultStore
 from .timers import BlackholeAlarm, BlackholeMonitor, TransientGuard, flow_paths
@@ -243,6 +244,11 @@ def came_from_first(alts, verify_port: int) -> tuple[Expected, ...]:
     return (*hit, *(e for e in alts if e not in hit))
 
 
+def loss_key(ingress: Port, area: str) -> str:
+    """The header class key of a lost-probes blackhole: one per (ingress, fuzzer area)."""
+    return f"loss:{ingress[0]}:{ingress[1]}:{area}"
+
+
 def _tags(e: Expected) -> dict:
     return {
         "ingress": list(e.ingress),
@@ -294,6 +300,9 @@ class Tester:
         self._ports = list(ports) if ports is not None else None
         self.guard = guard
         self.blackholes = blackholes
+        # Lost probes of the fuzzer's delivered group (tester.probeloss): set by the caller
+        # where the switches report every marked probe.
+        self.probe_loss: ProbeLoss | None = None
         self.resolve_after = resolve_after
         self.on_fault = on_fault
         self.localization_queue: queue.SimpleQueue[LocalizationRequest] = queue.SimpleQueue()
@@ -565,6 +574,8 @@ class Tester:
             self.rlog.warning("undecodable", "report without a complete Verify/IPv4 header")
             return None
         hdr = pf.header
+        if pf.marked and self.probe_loss is not None:
+            self.probe_loss.seen(egress, hdr, pf.verify_port)
         if self.blackholes is not None:
             # A marked report is a probe's (reported 1/1): proof of delivery, and what the
             # probe rule counts, but not the flow's production rate.
@@ -1000,16 +1011,48 @@ class Tester:
             "silent_since": alarm.since,
         }
         hdr = flow.header or dict(flow.match)
+        self._open_blackhole(key, location, flow.egress, hdr, exp_list, cands, localization, now)
+
+    def _lost_probes(self, loss: LossAlarm, now: float) -> None:
+        """A blackhole from the delivered group's lost probes (tester.probeloss): localized
+        to the switches of the model's path of the latest lost probe."""
+        exp_list: list = []
+        try:
+            exp_list = [
+                d for d in self.model.trace(loss.ingress, loss.header) if d.kind == "egress"
+            ]
+        except Exception:  # the model may have changed under the header: still alarm
+            log.exception("path of lost probe %s", loss.header)
+        cands = tuple(dict.fromkeys(h.dpid for e in exp_list for h in e.hops))
+        egress = loss.exits[0]
+        i = loss.ingress
+        to = f"{egress[0]}:{egress[1]}"
+        localization = {
+            "candidates": list(cands),
+            "detail": "probes into delivered space not reported at any exit",
+            "area": loss.area,
+            "header": format_header(loss.header),
+            "lost": loss.lost,
+            "judged": loss.judged,
+            "others_reported": loss.others,
+            "silent_since": loss.since,
+        }
+        key = loss_key(i, loss.area)
+        location = f"route:{i[0]}:{i[1]}->{to}"
+        self._open_blackhole(key, location, egress, loss.header, exp_list, cands, localization, now)
+
+    def _open_blackhole(
+        self, key: str, location: str, egress, hdr: dict, exp_list, cands, localization, now
+    ) -> None:
+        """Store a blackhole fault (or bump the open one of `key`) and ask for its location."""
         self.stats.blackhole_alarms += 1
 
         def recorded(fid: int, new: bool) -> None:
             self._blackhole_fault[key] = fid
             self._note_fault(fid, key, BLACKHOLE, now, new)
             self._emit(
-                FaultEvent(fid, BLACKHOLE, location, key, flow.egress, hdr, cands, new),
-                LocalizationRequest(fid, BLACKHOLE, cands, hdr, flow.egress, location)
-                if new
-                else None,
+                FaultEvent(fid, BLACKHOLE, location, key, egress, hdr, cands, new),
+                LocalizationRequest(fid, BLACKHOLE, cands, hdr, egress, location) if new else None,
             )
 
         self._store_record(
@@ -1020,7 +1063,7 @@ class Tester:
                 now,
                 b"",
                 hdr,
-                flow.egress,
+                egress,
                 [_tags(e) for e in exp_list],
                 None,
                 localization,
@@ -1036,6 +1079,14 @@ class Tester:
         if self.blackholes is not None:
             for alarm in self.blackholes.check(now):
                 self._blackhole(alarm, now)
+        if self.probe_loss is not None:
+            lost, recovered = self.probe_loss.check(now)
+            for loss in lost:
+                self._lost_probes(loss, now)
+            for ingress, area in recovered:
+                fid = self._blackhole_fault.get(loss_key(ingress, area))
+                if fid is not None and self._since.get(fid, 0) is None:
+                    self._since[fid] = now
         done = []
         for fid, since in self._since.items():
             kind, last = self._last_fault[fid]
