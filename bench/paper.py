@@ -42,8 +42,12 @@ from concurrent.futures import ProcessPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from bench.common import median, pct, rss_mb  # noqa: E402
-from fuzzer.plan import DEFAULT_SHARES, IngressPlan, shares_with_delivered  # noqa: E402
-from pazzd.wiring import DELIVERED_SHARE  # noqa: E402
+from fuzzer.plan import (  # noqa: E402
+    DEFAULT_SHARES,
+    DELIVERED_SHARE_MARKED,
+    IngressPlan,
+    shares_with_delivered,
+)
 from pazzlab.paperfaults import paper_pair  # noqa: E402
 from pazzlab.papersim import (  # noqa: E402
     FUZZ_PPS,
@@ -159,7 +163,7 @@ def run_network(
             # In mode P every probe is reported, and pazzd then takes the fuzzer's shares
             # for sampling 1 with its delivered share (pazzd.wiring.probe_sampling,
             # delivered_share): its own stream.
-            p_shares = shares_with_delivered(DELIVERED_SHARE, 1)
+            p_shares = shares_with_delivered(DELIVERED_SHARE_MARKED, 1)
             streams["pazz/P"] = fuzz_stream(
                 net, faults, seconds, seed=1, pairs=fuzzer_pairs, shares=p_shares
             )

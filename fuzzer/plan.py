@@ -255,6 +255,13 @@ def default_shares(sampling: int = 1) -> dict[str, float]:
     return dict(SPARSE_SHARES if sampling >= SPARSE_SAMPLING else DEFAULT_SHARES)
 
 
+# The delivered group's share where probes are marked: the switches report each probe at
+# its exit and drop it there, so probes into delivered space reach no host (pazzd's default
+# fuzz.delivered_share then; docs/fuzzer.md, "The delivered group"). It found 13 of 16 lab
+# faults by the data plane where the default shares found 8 (docs/detection.md).
+DELIVERED_SHARE_MARKED = 0.2
+
+
 def shares_with_delivered(share: float, sampling: int = 1) -> dict[str, float]:
     """The default shares (at sampling 1/sampling) with `share` of the probes
     (0 <= share < 1) going to the delivered group and the rest split as by default."""

@@ -60,11 +60,6 @@ def probe_sampling(cfg) -> int:
     return 1 if cfg.sflow.marked_reports else cfg.sflow.sampling_rate
 
 
-# fuzz.delivered_share by default where probes are marked (docs/fuzzer.md, "The delivered
-# group"): the share that found 13 of 16 lab faults by the data plane where 8 were without.
-DELIVERED_SHARE = 0.2
-
-
 def watch_probe_loss(cfg, model, tester, fuzzer, guard) -> bool:
     """Count the delivered group's probes that no exit reports (tester.probeloss), where
     the switches report every marked probe and the group probes; True when on."""
@@ -92,12 +87,16 @@ def watch_probe_loss(cfg, model, tester, fuzzer, guard) -> bool:
 
 
 def delivered_share(cfg) -> float:
-    """fuzz.delivered_share as configured; by default DELIVERED_SHARE with marked reports,
-    where the patched switches report every probe and drop it at the network's edge, so
-    that probes into delivered space reach no host; else 0."""
+    """fuzz.delivered_share as configured; by default fuzzer.plan.DELIVERED_SHARE_MARKED with
+    marked reports, where the patched switches report every probe and drop it at the
+    network's edge, so that probes into delivered space reach no host; else 0."""
     if cfg.fuzz.delivered_share is not None:
         return cfg.fuzz.delivered_share
-    return DELIVERED_SHARE if cfg.sflow.marked_reports else 0.0
+    if not cfg.sflow.marked_reports:
+        return 0.0
+    from fuzzer.plan import DELIVERED_SHARE_MARKED  # the fuzzer is optional (scapy)
+
+    return DELIVERED_SHARE_MARKED
 
 
 @contextlib.contextmanager

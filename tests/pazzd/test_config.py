@@ -9,8 +9,9 @@ import sys
 import pytest
 import yaml
 
+from fuzzer.plan import DELIVERED_SHARE_MARKED
 from pazzd.config import ConfigError, load_config
-from pazzd.wiring import DELIVERED_SHARE, delivered_share
+from pazzd.wiring import delivered_share
 
 from .helpers import base_config, write_config
 
@@ -117,7 +118,7 @@ def test_good_config_and_defaults(tmp_path):
     cfg["fuzz"] = {"enabled": True, "rate": 50, "pairs": [["s1:5", "s2:5"]]}
     c = load_config(write_config(tmp_path / "c.yaml", cfg))
     # Probes into delivered space by default only where the switches drop them at the exit.
-    assert c.fuzz.delivered_share is None and delivered_share(c) == DELIVERED_SHARE > 0
+    assert c.fuzz.delivered_share is None and delivered_share(c) == DELIVERED_SHARE_MARKED > 0
     cfg["sflow"] = {**cfg.get("sflow", {}), "marked_reports": False}
     assert delivered_share(load_config(write_config(tmp_path / "c.yaml", cfg))) == 0.0
     cfg["fuzz"]["delivered_share"] = 0.1
