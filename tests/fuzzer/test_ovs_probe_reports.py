@@ -4,12 +4,15 @@ by real patched OVS while the network samples at 1/1000.
 The 2x2 grid of tests/fuzzer/test_ovs_fuzz.py (the workload's flows, hosts on port 5), sFlow
 at 1/1000 on every bridge, h1's port other_config:verify-probe=trust as pazzlab sets it.
 The fuzzer probes h1 -> every other host through a raw socket in h1's namespace, with
-confirmation copies of routed headers among its probes. Oracles:
-the switches' own port counters (how many probes left an edge port) and the model's tags.
+confirmation copies of routed headers among its probes. Oracles: the switches' own counts
+of marked packets that left an edge port (their probe-report meters), their edge ports'
+counters (a probe ends at the exit, ovs-patches 0008: none is sent to a host) and the
+model's tags.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -38,6 +41,14 @@ def _edge_tx(ovs, bridges, hosts) -> int:
     )
 
 
+def _marked(ovs, bridges) -> int:
+    """Marked packets that left an edge port of any bridge (ofproto/verify-probe-reports)."""
+    return sum(
+        int(re.search(r"marked=(\d+)", ovs.appctl("ofproto/verify-probe-reports", br)).group(1))
+        for br in sorted(set(bridges.values()))
+    )
+
+
 def test_namespace_injected_probes_are_reported_one_for_one(ovs, grid_net):  # noqa: F811
     wl, bridges, sflow, ifindex, of, hosts = grid_net
     (rec,) = ovs.vsctl("--bare", "--columns=_uuid", "list", "sflow").split()  # shared by all
@@ -55,7 +66,7 @@ def test_namespace_injected_probes_are_reported_one_for_one(ovs, grid_net):  # n
             assert fz.confirm((1, 5), parse_header(f"nw_dst={dotted(net + 9)},udp_dst=53"), 3)
     inj = RawSocketInjector(sockets={(1, 5): netns_packet_socket(ns.name, "eth0")})
     try:
-        before = _edge_tx(ovs, bridges, hosts)
+        before = _edge_tx(ovs, bridges, hosts), _marked(ovs, bridges)
         sent = 0
         while sent < 600:
             probes = fz.next_probes(50)
@@ -64,7 +75,8 @@ def test_namespace_injected_probes_are_reported_one_for_one(ovs, grid_net):  # n
             sent += len(probes)
             time.sleep(0.02)
         time.sleep(0.5)
-        left = _edge_tx(ovs, bridges, hosts) - before
+        delivered = _edge_tx(ovs, bridges, hosts) - before[0]
+        left = _marked(ovs, bridges) - before[1]
     finally:
         inj.close()
     time.sleep(1.5)  # sFlow datagrams are flushed once a second
@@ -85,7 +97,9 @@ def test_namespace_injected_probes_are_reported_one_for_one(ovs, grid_net):  # n
             e.verify_port == pf.verify_port and e.verify_rule == pf.verify_rule for e in exp
         ), pf.header
         seqs.add(probe_seq(s.header))
-    # Every probe that left an edge port was reported, once per edge port it left on.
+    # Every probe that left an edge port was reported, once per edge port it left on, and
+    # none of them was sent on to a host.
     assert fz.confirm_sent > 50 and left > 50, (fz.confirm_sent, left)
+    assert delivered == 0, delivered
     assert left == len(reports), (left, len(reports), sent)
     print(f"{sent} probes sent, {left} left an edge port, {len(seqs)} distinct reported")
