@@ -12,11 +12,12 @@ probes of the area that came back and those that did not.
 An area alarms when, of its last WINDOW probes judged, at least LOST were lost, while the
 ingress's other probes came back (OTHERS of them since the first of those losses), and
 so many losses are improbable (TAIL) at the loss rate of the ingress's other areas over
-the same time (at least PROBE_LOSS): the loss is the area's, not the collector's, the injector's or the whole
-ingress's. (A blackhole may take part of the other areas too, a /8's probes that land in
-a deleted /24: their losses raise the rate the area is compared with, but a whole area
-lost stands out from any rate short of all.) A window, not a run in a row, because a blackhole may
-take only part of an area (the flows a SELECT group hashes to one bucket). A probe counts
+the same time (at least PROBE_LOSS): the loss is the area's, not the collector's, the
+injector's or the whole ingress's. (A blackhole may take part of the other areas too, a
+/8's probes that land in a deleted /24: their losses raise the rate the area is compared
+with, but a whole area lost stands out from any rate short of all.) A window, not a run
+in a row, because a blackhole may take only part of an area (the flows a SELECT group
+hashes to one bucket). A probe counts
 as lost only when the model delivers it, every exit it would leave by has reported
 something (an exit without sFlow never reports), its report had time to come (the batch,
 the latency and the probe's way) and no model update held its header back meanwhile
@@ -46,6 +47,7 @@ __all__ = ["LOST", "WINDOW", "LossAlarm", "ProbeLoss"]
 WINDOW = 24  # the area's last probes judged
 LOST = 8  # of them lost, to alarm
 OTHERS = 8  # other probes of the ingress reported since the area's first loss
+OTHERS_KEPT = 600.0  # s: how far back an ingress's judged probes are kept for OTHERS
 TAIL = 1e-9  # the area's losses, this improbable at the other areas' loss rate
 
 MAX_PENDING = 200_000  # probes awaiting their reports (beyond: the oldest are forgotten)
@@ -83,7 +85,7 @@ class _Area:
     __slots__ = ("recent", "alarmed")
 
     def __init__(self) -> None:
-        self.recent: deque[tuple[float, bool, dict]] = deque(maxlen=WINDOW)  # (t, lost, hdr)
+        self.recent: deque[tuple[float, bool]] = deque(maxlen=WINDOW)  # (sent, lost)
         self.alarmed = False
 
 
@@ -112,7 +114,7 @@ class ProbeLoss:
         self._pending: deque[_Pending] = deque()
         self._by_key: dict[tuple, list[_Pending]] = {}
         self._areas: dict[tuple[Port, str], _Area] = {}
-        # per ingress: (t, lost) of its probes judged, for the OTHERS rule
+        # per ingress: (sent, lost, area) of its probes judged, for the OTHERS rule
         self._judged: dict[Port, deque[tuple[float, bool, str]]] = {}
         self.reporting: set[Port] = set()  # exits that have reported a probe
         self.sent_total = self.seen_total = self.lost_total = self.unjudged = 0
@@ -152,11 +154,11 @@ class ProbeLoss:
             self.lost_total += lost
             judged = self._judged.setdefault(p.ingress, deque())
             judged.append((p.t, lost, p.area))
-            while judged and judged[0][0] < p.t - 600.0:
+            while judged and judged[0][0] < p.t - OTHERS_KEPT:
                 judged.popleft()
             area = self._areas.setdefault((p.ingress, p.area), _Area())
-            area.recent.append((p.t, lost, p.header))
-            n_lost = sum(1 for _, x, _ in area.recent if x)
+            area.recent.append((p.t, lost))
+            n_lost = sum(x for _, x in area.recent)
             if area.alarmed:
                 if n_lost <= 1:
                     area.alarmed = False
@@ -164,7 +166,7 @@ class ProbeLoss:
                 continue
             if not lost or n_lost < LOST:
                 continue
-            since = next(t for t, x, _ in area.recent if x)
+            since = next(t for t, x in area.recent if x)
             others = [x for t, x, a in judged if t >= since and a != p.area]
             ok = len(others) - sum(others)
             rate = max(PROBE_LOSS, sum(others) / len(others)) if others else 1.0
