@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -116,11 +117,17 @@ def pazzctl(sock: str, *args: str, check: bool = True) -> subprocess.CompletedPr
     return p
 
 
+def faults(sock: str) -> list[dict]:
+    """The fault rows, as `pazzctl faults --json` prints them."""
+    return json.loads(pazzctl(sock, "faults", "--json").stdout)
+
+
 @contextlib.contextmanager
-def grid_lab(tag: str, **bring_up_kw):
-    """The lab's 2x2 grid (100 rules, 2 ACLs, sFlow 1 in 1) on patched OVS, with pazzd and
-    the os-ken controller app through its proxy (pazzlab.demo.bring_up with bring_up_kw);
-    yields (lab, run, workdir) and removes everything afterwards, also on failure."""
+def grid_lab(tag: str, sampling: int = 1, controller: bool = True, **bring_up_kw):
+    """The lab's 2x2 grid (100 rules, 2 ACLs, sFlow 1 in `sampling`) on patched OVS, with
+    pazzd and the os-ken controller app through its proxy, or the rules put on with
+    ovs-ofctl (pazzlab.demo.bring_up with controller and bring_up_kw); yields (lab, run,
+    workdir) and removes everything afterwards, also on failure."""
     import shutil
     import tempfile
 
@@ -130,11 +137,11 @@ def grid_lab(tag: str, **bring_up_kw):
 
     prefix = lab_prefix("tcpreplay")
     workdir = Path(tempfile.mkdtemp(prefix=f"pazz-{tag}-"))
-    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1)
+    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=sampling)
     procs: list[subprocess.Popen] = []
     try:
         lab.start()
-        yield lab, bring_up(lab, workdir, procs, controller=True, **bring_up_kw), workdir
+        yield lab, bring_up(lab, workdir, procs, controller=controller, **bring_up_kw), workdir
     finally:
         stop_processes(procs, timeout=10)
         lab.stop()

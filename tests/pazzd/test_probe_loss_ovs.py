@@ -12,61 +12,34 @@ must name that switch among its candidates."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from pazzlab.demo import bring_up
-from pazzlab.lab import Lab
-from pazzlab.ovs import stop_processes
-
-from .helpers import lab_prefix, pazzctl
+from .helpers import faults, grid_lab, wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.slow]
 
 
-def _faults(sock):
-    return json.loads(pazzctl(sock, "faults", "--json").stdout)
-
-
 def test_a_deleted_route_no_critical_flow_watches_is_a_blackhole_of_lost_probes():
-    prefix = lab_prefix("tcpreplay")
-    workdir = Path(tempfile.mkdtemp(prefix="pazz-probe-loss-"))
-    lab = Lab(prefix, workdir / "lab", kind="grid", size=2, rules=100, acls=2, sampling=1000)
-    procs: list[subprocess.Popen] = []
-    try:
-        lab.start()
-        run = bring_up(
-            lab, workdir, procs, controller=False, pps=20, fuzz_rate=1000.0, critical=False
-        )
+    kw = dict(controller=False, pps=20, fuzz_rate=1000.0, critical=False)
+    with grid_lab("probe-loss", sampling=1000, **kw) as (lab, run, workdir):
         sock = run.sock
         time.sleep(20)  # every exit has reported a probe; a clean stretch
         log = workdir / "pazzd.log"
-        assert _faults(sock) == [], log.read_text()[-3000:]
+        assert faults(sock) == [], log.read_text()[-3000:]
         assert "probe loss: the delivered group's unreported probes" in log.read_text()
         (f,) = [f for f in run.faults if f.key == "delete"]
         t_inj = time.time()
         for cmd, *a in f.inject:
             lab.ofctl(f.dpid, cmd, *a)
-        row, deadline = None, time.monotonic() + 45
-        while row is None and time.monotonic() < deadline:
-            rows = [r for r in _faults(sock) if r["kind"] == "blackhole"]
-            row = rows[0] if rows else None
-            time.sleep(0.3)
-        assert row is not None, log.read_text()[-3000:]
+        rows = wait_for(lambda: [r for r in faults(sock) if r["kind"] == "blackhole"], 45, 0.3)
+        assert rows, log.read_text()[-3000:]
+        row = rows[0]
         loc = row["localization"]
         assert loc["detail"] == ("probes into delivered space not reported at any exit"), loc
         assert row["location"].startswith("route:"), row
         assert f.dpid in loc["candidates"], loc
         # LOST probes of one area, each up to 3 s late (batch, latency, flight), the tick.
         assert row["first_seen"] - t_inj <= 30.0, row["first_seen"] - t_inj
-        assert {r["kind"] for r in _faults(sock)} == {"blackhole"}  # nothing else
-    finally:
-        stop_processes(procs, timeout=10)
-        lab.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        assert {r["kind"] for r in faults(sock)} == {"blackhole"}  # nothing else
