@@ -24,8 +24,12 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 meets it, only with a positive `shares["delivered"]` (default 0): what the
                 model delivers from i that production traffic may still never exercise (a
                 route nobody uses, the rewrite of an idle prefix), one area per entry's
-                match so that a /24 gets as many turns as the /8 around it. These probes
-                reach hosts, as any delivered packet.
+                match so that a /24 gets as many turns as the /8 around it; and one more
+                area, with as many weighted turns as those together, at the edges of
+                every prefix matched (its first and last address and the two outside it:
+                region.MaskEdges), where a mask typed wrong shows. Where probes are marked
+                (ovs-patches 0008) the exit switch drops them; else they reach hosts, as
+                any delivered packet.
 
 Every area is probed forever, not once: a hidden rule can be installed at any moment
 and can sit in any part of an area. The plan is a stride schedule over the area groups
@@ -60,7 +64,7 @@ from .hspace import (
     local_mac,
     valid_headers,
 )
-from .region import BlockEdges, RegionEdges
+from .region import BlockEdges, MaskEdges, RegionEdges
 
 __all__ = ["IngressPlan", "PairArea", "Probe", "boundary_regions"]
 
@@ -317,6 +321,17 @@ class _CellDraw:
         return next(self.it)
 
 
+def _mask_edge_draw(e: MaskEdges, plan: IngressPlan) -> dict | None:
+    h = e.draw()
+    if h is None and e.done:
+        raise _Empty
+    return h
+
+
+def _mask_edge_cell(e: MaskEdges):
+    return e.cell
+
+
 class _FlipDraw:
     """A bit-flip set's draws: every other one uniform over the set's headers, the others
     over its disjoint cubes (a set holds the fat-fingers of /8 and /24 routes alike, and
@@ -468,6 +483,18 @@ class IngressPlan:
             for k, m in sorted((matches or {}).items()):
                 d = _CellDraw(m, delivered)
                 self._add("delivered", f"delivered {k}", d, within=d.within)
+            if matches:
+                # As many weighted turns as all the cells together (about a quarter of the
+                # group's probes): a prefix installed with a wrong mask shows at one of
+                # four points, where a cell's walk would find it by chance.
+                e = MaskEdges(space, matches, delivered, self.cache, rng)
+                self._add(
+                    "delivered",
+                    "delivered edges",
+                    partial(_mask_edge_draw, e),
+                    weight=float(len(matches)),
+                    within=partial(_mask_edge_cell, e),
+                )
         self._random: Sampler | None = None
         self._edges = self.cache.derive(
             ("edges", int(covered), max_cubes),

@@ -15,7 +15,7 @@ from cpc.space import HeaderSpace
 
 from .hspace import CountCache, Sampler, canonicalize
 
-__all__ = ["BlockEdges", "RegionEdges", "field_intervals"]
+__all__ = ["BlockEdges", "MaskEdges", "RegionEdges", "field_intervals"]
 
 _FULL = {f: (1 << w) - 1 for f, w in WIDTH.items()}
 
@@ -216,3 +216,137 @@ class BlockEdges:
             if len(self._edge_smp) < 256:
                 self._edge_smp[v] = smp
         return smp.uniform(self.rng)
+
+
+# Fields whose matches are prefixes, where a mask typed wrong (a fat finger) moves the
+# block's edges.
+_PREFIX_FIELDS = ("ipv4_dst", "ipv4_src")
+# A mask typed wide by up to this many bits is caught by the blocks next to the prefix.
+MASK_SLIP = 4
+
+
+class MaskEdges:
+    """Probes where a prefix installed with a wrong mask forwards otherwise: for each
+    distinct match and each prefix field in it (ipv4_dst, ipv4_src) of length n, with the
+    match's other fields, the *targets* of level j = 1 .. MASK_SLIP:
+    - inside the block, the upper sibling of the /n+j under its value: a mask typed j
+      bits narrower keeps the value's /n+j and leaves these of levels 1 to j to others;
+    - beside it, the sibling of the /n-j+1 around it: a mask typed j bits wider takes
+      these of levels 1 to j.
+    Level 1 alone meets every slip; a deeper level catches one where other entries hold
+    the shallower targets, so level j gets half the turns of level j-1. A target is drawn
+    uniformly inside the ingress's delivered space (`region`), so that where other entries
+    hold part of it, later visits land in other parts. Per level, the first pass goes
+    through the matches from a random start (ingresses do not probe the same targets
+    together) and tests each target against the region, at most `tries` a draw; later
+    passes cycle over those that met it. Nothing is listed up front: a plan over the
+    100k-entry fat-tree's matches costs no more to build."""
+
+    def __init__(
+        self, space: HeaderSpace, matches, region, cache: CountCache, rng: random.Random
+    ) -> None:
+        self.space, self.region, self.cache, self.rng = space, region, cache, rng
+        self.matches = matches
+        self.keys: list | None = None  # the matches, listed at the first draw
+        self.levels = {j: _Level(j) for j in range(1, MASK_SLIP + 1)}
+        self.cell = None  # the last drawn target's header set (the area's `within`)
+
+    def _inside(self, tf):
+        u = self.space.match_bdd(tf) & self.region
+        return None if u == self.space.false else u
+
+    def targets(self, level: int):
+        """Every target of one level, in its first pass's order (for tests)."""
+        self._list()
+        lv = _Level(level)
+        while (tf := lv.next_target(self.keys, self.start)) is not None:
+            yield tf
+
+    def _list(self) -> None:
+        if self.keys is None:
+            self.keys = list(self.matches)
+            self.start = self.rng.randrange(len(self.keys)) if self.keys else 0
+
+    def draw(self, tries: int = 4) -> dict | None:
+        """The next probe; None when `tries` targets in a row missed the region."""
+        self._list()
+        if not self.levels:
+            return None
+        lv = min(self.levels.values(), key=lambda x: (x.stride, x.j))
+        lv.stride += 1 << (lv.j - 1)
+        u = None
+        if not lv.done_first:
+            for _ in range(tries):
+                tf = lv.next_target(self.keys, self.start)
+                if tf is None:
+                    lv.done_first, lv.seen = True, set()
+                    if not lv.live:
+                        del self.levels[lv.j]
+                    break
+                u = self._inside(tf)
+                if u is not None:
+                    lv.live.append(tf)
+                    break
+        else:
+            u = self._inside(lv.live[lv.turn % len(lv.live)])
+            lv.turn += 1
+        if u is None:
+            return None
+        self.cell = u
+        return Sampler(self.space, u, cache=self.cache).uniform(self.rng)
+
+    @property
+    def done(self) -> bool:
+        """Every level's first pass is over and no target met the region."""
+        return not self.levels
+
+
+class _Level:
+    """One level of MaskEdges: its first pass's place and the targets that met the region."""
+
+    __slots__ = ("j", "tested", "pending", "seen", "live", "done_first", "turn", "stride")
+
+    def __init__(self, j: int) -> None:
+        self.j = j
+        self.tested = 0  # matches of the first pass taken
+        self.pending: list[tuple] = []  # targets of the match taken last, not tested yet
+        self.seen: set[tuple] = set()
+        self.live: list[tuple] = []
+        self.done_first = False
+        self.turn = 0
+        self.stride = 0
+
+    def next_target(self, keys: list, start: int) -> tuple | None:
+        """The next target of the first pass not tested yet; None once it is over."""
+        while not self.pending:
+            if self.tested >= len(keys):
+                return None
+            fields = keys[(start + self.tested) % len(keys)]
+            self.tested += 1
+            for i, (f, v, m) in enumerate(fields):
+                if f in _PREFIX_FIELDS and m:
+                    for t in _mask_targets(WIDTH[f], v & m, m, self.j):
+                        tf = fields[:i] + ((f, *t),) + fields[i + 1 :]
+                        if tf not in self.seen:
+                            self.seen.add(tf)
+                            self.pending.append(tf)
+        return self.pending.pop()
+
+
+def _mask_targets(
+    width: int, value: int, mask: int, level: int | None = None
+) -> list[tuple[int, int]]:
+    """(value, mask) of the prefixes MaskEdges probes for the prefix value/mask of length
+    n, of one level j or of all (level None): inside, the upper sibling of the /n+j under
+    the value; beside it, the sibling of the /n-j+1 around it."""
+    full = (1 << width) - 1
+    n = bin(mask).count("1")
+    out = []
+    for j in range(1, MASK_SLIP + 1) if level is None else (level,):
+        if n + j <= width:
+            bit = 1 << (width - n - j)  # the lowest bit of the /n+j prefix
+            out.append((value | bit, (full << (width - n - j)) & full))
+        if j <= n:
+            bit = 1 << (width - n + j - 1)  # the lowest bit of the /n-j+1 prefix
+            out.append(((value & ~(bit - 1) & full) ^ bit, (full << (width - n + j - 1)) & full))
+    return out
