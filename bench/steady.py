@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fuzzer.plan import shares_with_delivered  # noqa: E402
 from pazzlab.steady import FAULT_KINDS, run_case  # noqa: E402
 
 
@@ -39,6 +40,12 @@ def main(argv=None) -> int:
     ap.add_argument("--t-max", type=float, default=40.0, help="latest fault moment (s)")
     ap.add_argument("--churn", type=float, default=2.0, help="seconds between benign changes")
     ap.add_argument("--kinds", default=",".join(FAULT_KINDS))
+    ap.add_argument(
+        "--delivered-share",
+        type=float,
+        default=0.0,
+        help="fuzz.delivered_share (pazzd's default with marked probes: 0.2)",
+    )
     ap.add_argument("--json", action="store_true", help="JSON only")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -48,6 +55,7 @@ def main(argv=None) -> int:
         "churn_s": a.churn,
         "seeds": a.seeds,
         "fault_window_s": [a.t_min, a.t_max],
+        "delivered_share": a.delivered_share,
         "kinds": {},
     }
     for kind in a.kinds.split(","):
@@ -61,6 +69,7 @@ def main(argv=None) -> int:
                 t_max=a.t_max,
                 horizon=a.horizon,
                 churn_s=a.churn,
+                shares=shares_with_delivered(a.delivered_share) if a.delivered_share else None,
             )
             if r["detected"]:
                 secs.append(r["seconds"])

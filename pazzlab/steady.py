@@ -13,6 +13,8 @@ reference data plane only:
   acl_bypass_24 / acl_bypass_32  the same, for one /24 or /32 inside the ACL's destination;
   fat_finger  a route whose prefix has one network bit flipped, on every switch of the path;
   wide        a /8 far from every intended prefix, routed to a random host on every switch.
+  mask        a route installed with its mask 1 to 3 bits wider or narrower on one switch
+              of its path (the intended entry replaced: same priority, cookie and rule ID).
 
 A case runs the real Fuzzer (fuzzer.engine) at `rate` probes/s on a simulated clock:
 warm-up until the fault's moment (uniform in [t_min, t_max] s), then probes until the
@@ -23,6 +25,7 @@ seconds, in the model and the reference alike) runs throughout.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -35,9 +38,17 @@ from pazzdata.workloads import next_hops, random_links
 
 from .sim import detects
 
-__all__ = ["Net", "random_links", "random_network", "make_fault", "run_case", "FAULT_KINDS"]
+__all__ = [
+    "Net",
+    "random_links",
+    "random_network",
+    "make_fault",
+    "fault_plane",
+    "run_case",
+    "FAULT_KINDS",
+]
 
-FAULT_KINDS = ("acl_bypass", "acl_bypass_24", "acl_bypass_32", "fat_finger", "wide")
+FAULT_KINDS = ("acl_bypass", "acl_bypass_24", "acl_bypass_32", "fat_finger", "wide", "mask")
 ACL_PRIORITY = 1000
 _IP = {"eth_type": (0x0800, 0xFFFF)}
 
@@ -187,6 +198,13 @@ def make_fault(net: Net, kind: str, rng: random.Random) -> list[FlowEntry]:
             if not any(_overlap(q, n, w, k) for w, k, _ in net.routes):
                 break
         return _route_everywhere(net, q, n, owner)
+    if kind == "mask":
+        v, n, _ = rng.choice([r for r in net.routes if r[1] < 32])
+        e = rng.choice([x for x in net.entries if x.match.get("ipv4_dst") == (v, _mask(n))])
+        k = min(n + rng.choice((-3, -2, -1, 1, 2, 3)), 32)
+        fields = {f: (val, m) for f, val, m in e.match.fields}
+        fields["ipv4_dst"] = (v & _mask(k), _mask(k))
+        return [dataclasses.replace(e, match=Match.build(fields))]
     if kind == "wide":
         while True:
             q = rng.getrandbits(8) << 24
@@ -194,6 +212,19 @@ def make_fault(net: Net, kind: str, rng: random.Random) -> list[FlowEntry]:
                 break
         return _route_everywhere(net, q, 8, rng.choice(net.topo.edge_ports()))
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _replaced(entries: list[FlowEntry], fault: list[FlowEntry]) -> list[FlowEntry]:
+    """The intended entries a fault's entries replace: same switch, table, priority,
+    cookie and rule ID (a route typed wrong)."""
+    keys = {(e.dpid, e.table, e.priority, e.cookie, e.rule_id) for e in fault}
+    return [e for e in entries if (e.dpid, e.table, e.priority, e.cookie, e.rule_id) in keys]
+
+
+def fault_plane(entries: list[FlowEntry], fault: list[FlowEntry]) -> list[FlowEntry]:
+    """The network's entries with the fault: its entries first, the ones they replace out."""
+    gone = {id(e) for e in _replaced(entries, fault)}
+    return fault + [e for e in entries if id(e) not in gone]
 
 
 class _Clock:
@@ -239,16 +270,19 @@ def run_case(
     churn_s: float = 2.0,
     batch: int = 50,
     network: dict | None = None,
+    shares: dict | None = None,
 ) -> dict:
     """One case; returns {detected, seconds (from the fault to the first detecting probe),
-    probes, t_fault}."""
+    probes, t_fault}. shares: the fuzzer's group shares (None: its defaults)."""
     rng = random.Random(seed)
     net = random_network(seed, **(network or {}))
     model = Model(net.topo)
     model.add_entries(net.entries)
     clock = _Clock()
-    fz = Fuzzer(model, rate=rate, burst=batch, clock=clock, seed=seed, batch=batch)
+    fz = Fuzzer(model, rate=rate, burst=batch, clock=clock, seed=seed, batch=batch, shares=shares)
     fault = make_fault(net, kind, rng)
+    # a probe can reveal the fault only where one of these matches it
+    watch = fault + _replaced(net.entries, fault)
     t_fault = rng.uniform(t_min, t_max)
     live: list[FlowEntry] = []
     next_churn = rng.uniform(0, churn_s)
@@ -266,10 +300,10 @@ def run_case(
         if clock.t < t_fault:
             continue
         if ref is None:
-            ref = RefDataPlane(net.topo, fault + net.entries)
+            ref = RefDataPlane(net.topo, fault_plane(net.entries, fault))
         for pr in probes:
             sent += 1
-            if any(e.match.contains(pr.header, pr.ingress[1]) for e in fault) and detects(
+            if any(e.match.contains(pr.header, pr.ingress[1]) for e in watch) and detects(
                 model, ref, pr.ingress, pr.header
             ):
                 return {

@@ -130,10 +130,9 @@ def _mask_faults(net, rng, count):
         )
 
 
-def _random_hits(model, ref, ports, low, n, rng, tries=1500):
-    """Random headers to the wider of the two blocks, from random hosts: how many reveal
-    the fault (the oracle of whether it can be seen at all)."""
-    hits = 0
+def _visible(model, ref, ports, low, n, rng, tries=800):
+    """Whether one of `tries` random headers to the wider of the two blocks, from random
+    hosts, reveals the fault (the oracle of whether it can be seen at all)."""
     for _ in range(tries):
         h = {
             "eth_type": 0x0800,
@@ -146,8 +145,9 @@ def _random_hits(model, ref, ports, low, n, rng, tries=1500):
             "eth_dst": 0x020000000001,
             "vlan_vid": 0,
         }
-        hits += detects(model, ref, rng.choice(ports), h)
-    return hits
+        if detects(model, ref, rng.choice(ports), h):
+            return True
+    return False
 
 
 @pytest.mark.parametrize("seed", [30, 33])
@@ -172,7 +172,7 @@ def test_targets_reveal_every_visible_mask_fault(seed):
     visible = 0
     for f, low, wide in _mask_faults(net, rng, 4):
         ref = net.ref(f.apply(net.entries))
-        if not _random_hits(model, ref, ports, low, wide, random.Random(seed)):
+        if not _visible(model, ref, ports, low, wide, random.Random(seed)):
             continue  # other entries hide the slip everywhere
         visible += 1
         draw = random.Random(seed)

@@ -12,7 +12,7 @@ from cpc.model import Model
 from cpc.refdp import RefDataPlane
 from fuzzer.engine import Fuzzer
 from pazzlab.sim import detects
-from pazzlab.steady import _churn, make_fault, random_network, run_case
+from pazzlab.steady import _churn, fault_plane, make_fault, random_network, run_case
 
 
 @pytest.mark.parametrize("seed", [7, 8, 9])
@@ -62,3 +62,16 @@ def test_no_false_alarm_during_churn():
             checked += 1
             assert not detects(model, ref, pr.ingress, pr.header), (step, pr)
     assert checked >= 500
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_a_mask_fault_replaces_its_route_on_one_switch(seed):
+    net = random_network(seed)
+    (typed,) = make_fault(net, "mask", random.Random(seed))
+    plane = fault_plane(net.entries, [typed])
+    assert len(plane) == len(net.entries)
+    (gone,) = [e for e in net.entries if e not in plane]
+    assert (gone.dpid, gone.priority, gone.rule_id) == (typed.dpid, typed.priority, typed.rule_id)
+    (v, m), (w, k) = gone.match.get("ipv4_dst"), typed.match.get("ipv4_dst")
+    assert m != k and 1 <= abs(bin(m).count("1") - bin(k).count("1")) <= 3
+    assert (v ^ w) & m & k == 0  # the same value where both masks have it
