@@ -26,8 +26,8 @@ For an ingress i and its selected exits e, from the model's corpus (S_i, S_e):
                 route nobody uses, the rewrite of an idle prefix), one area per entry's
                 match so that a /24 gets as many turns as the /8 around it; and one more
                 area, with as many weighted turns as those together, at the edges of
-                every prefix matched (its first and last address and the two outside it:
-                region.MaskEdges), where a mask typed wrong shows. Where probes are marked
+                every prefix matched, covered or not (the blocks beside and inside it
+                where a mask typed wrong shows: region.MaskEdges). Where probes are marked
                 (ovs-patches 0008) the exit switch drops them; else they reach hosts, as
                 any delivered packet.
 
@@ -485,9 +485,10 @@ class IngressPlan:
                 self._add("delivered", f"delivered {k}", d, within=d.within)
             if matches:
                 # As many weighted turns as all the cells together (about a quarter of the
-                # group's probes): a prefix installed with a wrong mask shows at one of
-                # four points, where a cell's walk would find it by chance.
-                e = MaskEdges(space, matches, delivered, self.cache, rng)
+                # group's probes): a prefix installed with a wrong mask shows in small
+                # blocks next to it, where a cell's walk lands by chance. Drawn over all of
+                # V, covered or not (region.MaskEdges).
+                e = MaskEdges(space, matches, v, self.cache, rng)
                 self._add(
                     "delivered",
                     "delivered edges",

@@ -235,8 +235,10 @@ class MaskEdges:
       these of levels 1 to j.
     Level 1 alone meets every slip; a deeper level catches one where other entries hold
     the shallower targets, so level j gets half the turns of level j-1. A target is drawn
-    uniformly inside the ingress's delivered space (`region`), so that where other entries
-    hold part of it, later visits land in other parts. Per level, the first pass goes
+    uniformly inside `region` (the plan's valid headers V: a slip shows in covered space,
+    where the typed entry takes headers from another, and in uncovered space, where it
+    delivers what was dropped), so that where other entries hold part of it, later visits
+    land in other parts. Per level, the first pass goes
     through the matches from a random start (ingresses do not probe the same targets
     together) and tests each target against the region, at most `tries` a draw; later
     passes cycle over those that met it. Nothing is listed up front: a plan over the

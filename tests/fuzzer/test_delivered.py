@@ -48,16 +48,18 @@ def test_with_the_group_its_share_is_delivered(seed):
     net = random_network(seed)
     ref = net.ref()
     fz = Fuzzer(_model(net), seed=seed, subscribe=False, shares=shares_with_delivered(0.2))
-    delivered = by_area = 0
+    delivered = by_area = cells = 0
     probes = [pr for _ in range(10) for pr in fz.next_probes(100)]
     for pr in probes:
         egress = any(d.kind == "egress" for d in ref.send(pr.ingress, pr.header))
         delivered += egress
         if pr.area == "delivered":
             by_area += 1
-            assert egress, pr  # every probe of the group is one the network delivers
+            if pr.label != "delivered edges":  # the mask edges probe uncovered space too
+                cells += 1
+                assert egress, pr  # every probe of a cell is one the network delivers
     assert 0.15 <= by_area / len(probes) <= 0.25
-    assert delivered >= by_area
+    assert delivered >= cells > 0.5 * by_area
 
 
 @pytest.mark.parametrize("seed", [21, 22, 23])
