@@ -32,6 +32,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -572,6 +573,8 @@ def main(argv=None) -> int:
         return 0
     if os.geteuid() != 0:
         ap.error("run as root (network namespaces, OVS)")
+    # A TERM (kill, a timeout) unwinds like an interrupt: each seed's lab is torn down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     prefix = ovs_prefix("detect")
 
     def say(msg: str) -> None:

@@ -301,6 +301,16 @@ class Fuzzer:
         self._confirm.append(item)
         return item
 
+    def replay(self, ingress: Port, header: Mapping[str, int], label: str, copies: int) -> bool:
+        """Send a lost delivered probe's header again, `copies` times, as probes of its own
+        area (`label`): interleaved with the confirmation copies, handed to on_delivered as
+        any delivered probe, so that the lost-probe count of the area gets them within a
+        second (tester.probeloss). False if the ingress is not fuzzed."""
+        if ingress not in self.state or copies < 1:
+            return False
+        self._confirm.append([ingress, dict(header), copies, label])
+        return True
+
     def sender(self, header: Mapping[str, int]) -> Port | None:
         """The ingress of a recent probe with this header (one of the latest RECENT), or
         None: a sampled probe's sender, to probe it again from where it came."""
@@ -322,7 +332,10 @@ class Fuzzer:
         quota = max(1, int(n * self.confirm_share))
         while self._confirm and len(out) < n and quota > 0:
             item = self._confirm[0]
-            out.append(Probe(item[0], dict(item[1]), "confirm", None))
+            if len(item) > 3:  # a lost probe's replay
+                out.append(Probe(item[0], dict(item[1]), "delivered", None, label=item[3]))
+            else:
+                out.append(Probe(item[0], dict(item[1]), "confirm", None))
             self.confirm_sent += 1
             quota -= 1
             item[2] -= 1

@@ -78,7 +78,7 @@ def watch_probe_loss(cfg, model, tester, fuzzer, guard) -> bool:
         return guard.held_until(model.classify(header), header) > since
 
     # A probe is handed to the injector a little before it leaves (the PACKET_OUT queue).
-    loss = ProbeLoss(delivers, watch_key, held, batch=1.0, latency=1.5)
+    loss = ProbeLoss(delivers, watch_key, held, batch=1.0, latency=1.5, replay=fuzzer.replay)
     tester.probe_loss = loss
     fuzzer.on_delivered = lambda ingress, header, area: loss.sent(
         ingress, header, area, tester.clock()

@@ -23,6 +23,14 @@ something (an exit without sFlow never reports), its report had time to come (th
 the latency and the probe's way) and no model update held its header back meanwhile
 (`TransientGuard`: the switches may have been between two states).
 
+A lost probe's exact header is sent again (`replay`, REPLAY_COPIES copies, as probes of
+its area): a blackhole that takes a few headers of a large area (a route typed wide that
+sends them back where they came from) then fills the area's window within a second, where
+the area's own probes would land there too rarely. A header is replayed at most once in
+REPLAY_AGAIN_S, and an ingress at most REPLAYS_PER_MIN times a minute (at most
+REPLAY_COPIES * REPLAYS_PER_MIN / 60 probes a second on top of the fuzz rate). Copies that
+come back clear the header: a report of one copy counts for all of them.
+
 The false-alarm bound: if reports are lost independently with probability at most
 PROBE_LOSS (1 %), a window of 24 probes holds 8 losses with probability at most
 C(24, 8) * 0.01**8 < 1e-10; at 1,000 probes/s, every one a new window, that is under
@@ -42,7 +50,7 @@ from .detect import in_filter
 from .silence import PROBE_LOSS
 from .timers import PROBE_FLIGHT
 
-__all__ = ["LOST", "WINDOW", "LossAlarm", "ProbeLoss"]
+__all__ = ["LOST", "REPLAY_COPIES", "WINDOW", "LossAlarm", "ProbeLoss"]
 
 WINDOW = 24  # the area's last probes judged
 LOST = 8  # of them lost, to alarm
@@ -51,6 +59,9 @@ OTHERS_KEPT = 600.0  # s: how far back an ingress's judged probes are kept for O
 TAIL = 1e-9  # the area's losses, this improbable at the other areas' loss rate
 
 MAX_PENDING = 200_000  # probes awaiting their reports (beyond: the oldest are forgotten)
+REPLAY_COPIES = LOST  # copies of a lost probe's header: all lost fill the window's LOST
+REPLAY_AGAIN_S = 30.0  # a header is replayed at most once in this time
+REPLAYS_PER_MIN = 30  # lost headers replayed per ingress and minute, at most
 
 
 @dataclass
@@ -106,10 +117,15 @@ class ProbeLoss:
         *,
         batch: float = 1.0,
         latency: float = 0.5,
+        replay: Callable[[Port, dict, str, int], object] | None = None,
     ) -> None:
         self.delivers = delivers
         self.key = key
         self.held = held
+        self.replay = replay  # replay(ingress, header, area, copies): send the header again
+        self._replayed: dict[tuple, float] = {}  # (ingress, key) -> when last replayed
+        self._replay_times: dict[Port, deque[float]] = {}  # per ingress, the last minute's
+        self.replays = 0
         self.late = batch + latency + PROBE_FLIGHT
         self._pending: deque[_Pending] = deque()
         self._by_key: dict[tuple, list[_Pending]] = {}
@@ -156,6 +172,8 @@ class ProbeLoss:
             judged.append((p.t, lost, p.area))
             while judged and judged[0][0] < p.t - OTHERS_KEPT:
                 judged.popleft()
+            if lost and self.replay is not None:
+                self._replay(p, now)
             area = self._areas.setdefault((p.ingress, p.area), _Area())
             area.recent.append((p.t, lost))
             n_lost = sum(x for _, x in area.recent)
@@ -177,6 +195,24 @@ class ProbeLoss:
                     LossAlarm(p.ingress, p.area, p.header, exits, since, now, n_lost, n, ok)
                 )
         return alarms, recovered
+
+    def _replay(self, p: _Pending, now: float) -> None:
+        """Send a lost probe's header again, within the replay budget."""
+        k = (p.ingress, p.key)
+        last = self._replayed.get(k)
+        if last is not None and now - last < REPLAY_AGAIN_S:
+            return
+        times = self._replay_times.setdefault(p.ingress, deque())
+        while times and times[0] <= now - 60.0:
+            times.popleft()
+        if len(times) >= REPLAYS_PER_MIN:
+            return
+        times.append(now)
+        if len(self._replayed) > 10_000:  # forget what is past its REPLAY_AGAIN_S
+            self._replayed = {x: t for x, t in self._replayed.items() if now - t < REPLAY_AGAIN_S}
+        self._replayed[k] = now
+        self.replays += 1
+        self.replay(p.ingress, p.header, p.area, REPLAY_COPIES)
 
     def _judgeable(self, p: _Pending) -> list[Port] | None:
         """The exits of a probe not reported, if it counts as lost: the model delivers it to
@@ -200,4 +236,5 @@ class ProbeLoss:
             "probe_loss_lost": self.lost_total,
             "probe_loss_unjudged": self.unjudged,
             "probe_loss_alarmed_areas": sum(a.alarmed for a in self._areas.values()),
+            "probe_loss_replays": self.replays,
         }

@@ -26,3 +26,28 @@ def test_confirm_copies_share_and_refusal():
         sent += mine
     assert len(sent) == 10 and fz.confirm_sent == 10
     assert all(p.ingress == ing and p.header == hdr for p in sent)
+
+
+def test_replays_go_out_as_probes_of_their_area():
+    """A lost probe's replay (tester.probeloss): its copies go out with the confirmation
+    copies, as delivered probes of the area named, so on_delivered counts them."""
+    wl = generate("grid", 2, 200, rule_ids=True)
+    model = Model(wl.topo)
+    model.add_entries(wl.entries, wl.groups)
+    model.build()
+    fz = Fuzzer(model, rate=1e6, seed=1)
+    ing = wl.topo.edge_ports()[0]
+    hdr = {"eth_type": 0x0800, "ipv4_dst": 0x0A000101, "ip_proto": 6, "tp_dst": 80}
+    assert fz.replay(ing, hdr, "delivered X", 8)
+    assert not fz.replay((99, 1), hdr, "delivered X", 8)
+    handed = []
+    fz.on_delivered = lambda i, h, label: handed.append((i, h, label))
+
+    class Sink:
+        def inject(self, ingress, frames):
+            pass
+
+    for _ in range(10):
+        fz.step(Sink(), max_probes=8)
+    mine = [x for x in handed if x[2] == "delivered X"]
+    assert mine == [(ing, hdr, "delivered X")] * 8

@@ -9,7 +9,15 @@ import random
 
 from cpc.tags import port_bits
 from tester.engine import watch_key
-from tester.probeloss import LOST, OTHERS, WINDOW, ProbeLoss
+from tester.probeloss import (
+    LOST,
+    OTHERS,
+    REPLAY_AGAIN_S,
+    REPLAY_COPIES,
+    REPLAYS_PER_MIN,
+    WINDOW,
+    ProbeLoss,
+)
 
 INGRESSES = [(1, 1), (2, 1), (3, 1), (4, 1)]
 EXIT = (9, 1)
@@ -40,12 +48,24 @@ def _run(
     seed: int = 1,
     pl: ProbeLoss | None = None,
     t0: float = 0.0,
+    replay: bool = False,
+    replayed: list | None = None,
 ):
     """Probes round-robin over ingresses and areas at `rate`/s; each is reported (one
     second later) unless lost at random, blackholed or sent during an outage of the
-    collector. Returns (the ProbeLoss, [(time, alarm)], [(time, recovered)])."""
+    collector. With replay, the copies ProbeLoss asks for go out one per probe slot, on
+    top of the rate (as the fuzzer interleaves them). Returns (the ProbeLoss,
+    [(time, alarm)], [(time, recovered)])."""
     rng = random.Random(seed)
-    pl = pl or ProbeLoss(_delivers, watch_key)
+    copies: list[tuple] = []
+
+    def again(i, h, a, n):
+        if replayed is not None:
+            replayed.append((i, tuple(sorted(h.items()))))
+        copies.extend([(i, dict(h), a)] * n)
+
+    if pl is None:
+        pl = ProbeLoss(_delivers, watch_key, replay=again if replay else None)
     pl.reporting.add(EXIT)
     alarms, recovered = [], []
     n = int(seconds * rate)
@@ -55,10 +75,14 @@ def _run(
         t = t0 + k / rate
         ingress = INGRESSES[k % len(INGRESSES)]
         area = (k // len(INGRESSES)) % areas
-        h = _header(rng, area)
-        pl.sent(ingress, h, f"delivered {area}", t)
-        if not (blackholed(ingress, area, h, t) or outage(t) or rng.random() < loss):
-            reports.append((t + 0.6, h, ingress))
+        sends = [(ingress, _header(rng, area), f"delivered {area}")]
+        if copies:
+            sends.append(copies.pop(0))
+        for ingress, h, label in sends:
+            a = int(label.split()[-1])
+            pl.sent(ingress, h, label, t)
+            if not (blackholed(ingress, a, h, t) or outage(t) or rng.random() < loss):
+                reports.append((t + 0.6, h, ingress))
         while reports and reports[0][0] <= t:
             _, rh, ri = reports.pop(0)
             pl.seen(EXIT, rh, port_bits(*ri))
@@ -147,3 +171,47 @@ def test_a_report_counts_only_for_the_ingress_its_verify_port_names():
     pl.seen(EXIT, h, port_bits(2, 1))
     pl.check(10.0)
     assert (pl.seen_total, pl.lost_total) == (1, 1)
+
+
+def _few_headers(i, a, h, t):
+    """4 of the 256 destinations of area 5, from t = 30 s: one probe of the area in 64."""
+    return a == 5 and t >= 30 and h["ipv4_dst"] & 0xFF < 4
+
+
+def test_a_blackhole_of_a_few_headers_alarms_by_replays():
+    """A blackhole that takes a few headers of a large area (a route typed wide) loses one
+    probe of the area in 64: never 8 of a window of 24 by the area's own probes, but each
+    lost probe's header, sent again, fills the window within seconds."""
+    _, alarms, _ = _run(150, blackholed=_few_headers)
+    assert alarms == []
+    pl, alarms, _ = _run(150, blackholed=_few_headers, replay=True)
+    assert alarms and {x.area for _, x in alarms} == {"delivered 5"}
+    # The first lost probe of an ingress is judged about 2 s after it left, its copies
+    # leave within the next ones and are judged as late: within 8 s of the first loss.
+    first = min(x.since for _, x in alarms)
+    assert first >= 30 and min(t for t, _ in alarms) - first <= 8.0
+    assert pl.replays <= 4 * REPLAYS_PER_MIN * 150 / 60
+
+
+def test_replays_keep_within_their_budget_and_raise_no_false_alarm():
+    """20 minutes at 200 probes/s with 1 % of the reports lost at random, replays on: the
+    copies come back, no alarm, and the replays stay within REPLAYS_PER_MIN an ingress and
+    minute, one per header in REPLAY_AGAIN_S."""
+    asked: list[tuple] = []
+    pl, alarms, _ = _run(1200, loss=0.01, replay=True, replayed=asked)
+    assert alarms == [] and pl.replays == len(asked) > 100
+    assert len(set(asked)) == len(asked)  # random loss: every header once (well within 30 s)
+    per = {i: sum(x == i for x, _ in asked) for i in INGRESSES}
+    assert all(v <= REPLAYS_PER_MIN * 20 for v in per.values())
+    assert REPLAY_COPIES == LOST and REPLAY_AGAIN_S >= 10
+
+
+def test_a_header_is_replayed_at_most_once_in_its_time():
+    calls = []
+    pl = ProbeLoss(_delivers, watch_key, replay=lambda i, h, a, n: calls.append((i, n)))
+    pl.reporting.add(EXIT)
+    h = _header(random.Random(3), 1)
+    for k in range(200):  # the same header lost every 0.1 s for 20 s
+        pl.sent((1, 1), h, "delivered 1", k * 0.1)
+    pl.check(30.0)
+    assert calls == [((1, 1), REPLAY_COPIES)]
