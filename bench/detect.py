@@ -288,7 +288,7 @@ def run_seed(seed: int, a, prefix: str, say) -> dict:
             "consistent": st["tester"].get("consistent"),
             "held": st["tester"].get("held_transient"),
             "probes": (st.get("fuzz") or {}).get("probes_sent_total"),
-        }
+        } | {k: v for k, v in st["tester"].items() if k.startswith("probe_loss_")}
         out["seconds"] = round(time.time() - t_start, 1)
         if pz.poll() is not None:
             raise RuntimeError(f"pazzd exited with status {pz.returncode}")
