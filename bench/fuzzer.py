@@ -35,7 +35,7 @@ from cpc.rules import FlowMod, Match  # noqa: E402
 from fuzzer.craft import Crafter  # noqa: E402
 from fuzzer.engine import Fuzzer  # noqa: E402
 from fuzzer.hspace import CountCache, Sampler, valid_headers  # noqa: E402
-from fuzzer.plan import IngressPlan  # noqa: E402
+from fuzzer.plan import IngressPlan, shares_with_delivered  # noqa: E402
 from pazzdata.workloads import generate  # noqa: E402
 from pazzlab.sim import first_detections, fuzzer_stream, make_faults, uniform_stream  # noqa: E402
 
@@ -102,9 +102,18 @@ def main(argv=None) -> dict:
         default=None,
         help="the random group's share (default: the fuzzer's)",
     )
+    ap.add_argument(
+        "--delivered-share",
+        type=float,
+        default=0.0,
+        help="fuzz.delivered_share (pazzd's default with marked probes: 0.2); the plans then"
+        " have an area per distinct match and the mask edges, and matches_ms times listing"
+        " the matches after an update, as the fuzzer does once per model version",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    shares = shares_with_delivered(args.delivered_share) if args.delivered_share else None
     size = args.k if args.topology == "fattree" else math.isqrt(args.switches)
     wl = generate(args.topology, size, args.rules, seed=args.seed, rule_ids=True)
     t0 = time.perf_counter()
@@ -123,12 +132,25 @@ def main(argv=None) -> dict:
     routes = [e for e in wl.entries if e.table == 0 and list(e.instructions.outputs())]
     classes = model.part.bdd_of  # the class areas, as the Fuzzer builds its plans
     cache = CountCache(space)
+    matches_ms: list[float] = []
+
+    def plan_of(corpora):
+        kw = {}
+        if shares:
+            t = time.perf_counter()
+            kw["matches"] = {
+                f: space.match_bdd(f) for f in {e.match.fields for e in model.entries()}
+            }
+            matches_ms.append((time.perf_counter() - t) * 1e3)
+            kw["shares"] = shares
+        return IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes, **kw)
+
     for ingress in edges[: min(len(edges), 8)]:
         t = time.perf_counter()
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         corpus_ms.append((time.perf_counter() - t) * 1e3)
         t = time.perf_counter()
-        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
+        plan = plan_of(corpora)
         batch = [plan.next_probe() for _ in range(args.batch)]
         plan_cold.append((time.perf_counter() - t) * 1e3)
         assert all(b is not None for b in batch)
@@ -137,7 +159,7 @@ def main(argv=None) -> dict:
             model.apply(fm)
         corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
         t = time.perf_counter()
-        plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
+        plan = plan_of(corpora)
         batch = [plan.next_probe() for _ in range(args.batch)]
         plan_warm.append((time.perf_counter() - t) * 1e3)
         # a route out of another host port of the ingress's switch: covered(i) grows
@@ -153,7 +175,7 @@ def main(argv=None) -> dict:
             corpora = {e: model.corpus(ingress, e) for e in edges if e != ingress}
             assert covered_of(corpora) != before, "the new route did not change covered(i)"
             t = time.perf_counter()
-            plan = IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes)
+            plan = plan_of(corpora)
             batch = [plan.next_probe() for _ in range(args.batch)]
             plan_new.append((time.perf_counter() - t) * 1e3)
         cache = CountCache(space)
@@ -176,7 +198,7 @@ def main(argv=None) -> dict:
     probes_per_s = n / (time.perf_counter() - t)
 
     # Planning throughput in steady state (after every ingress has its plan).
-    fz = Fuzzer(model, seed=args.seed, subscribe=False)
+    fz = Fuzzer(model, seed=args.seed, subscribe=False, shares=shares)
     fz.record(fz.next_probes(4 * len(edges)))
     t = time.perf_counter()
     m = 0
@@ -197,6 +219,8 @@ def main(argv=None) -> dict:
         "corpus_to_plan_ms_max": round(max(plan_warm), 3),
         "corpus_to_plan_ms_new_route": round(median(plan_new), 3) if plan_new else None,
         "corpus_to_plan_ms_cold": round(median(plan_cold), 3),
+        "delivered_share": args.delivered_share,
+        "matches_ms": round(median(matches_ms), 2) if matches_ms else None,
         "probes_per_s": round(probes_per_s),
         "plan_probes_per_s": round(plan_pps),
         "rss_mb": rss_mb(),
