@@ -133,14 +133,14 @@ def main(argv=None) -> dict:
     classes = model.part.bdd_of  # the class areas, as the Fuzzer builds its plans
     cache = CountCache(space)
     matches_ms: list[float] = []
+    # the distinct matches as the fuzzer keeps them (followed from each update's changes)
+    keeper = Fuzzer(model, seed=args.seed, shares=shares) if shares else None
 
     def plan_of(corpora):
         kw = {}
         if shares:
             t = time.perf_counter()
-            kw["matches"] = {
-                f: space.match_bdd(f) for f in {e.match.fields for e in model.entries()}
-            }
+            kw["matches"] = keeper._match_bdds()
             matches_ms.append((time.perf_counter() - t) * 1e3)
             kw["shares"] = shares
         return IngressPlan(space, ingress, corpora, rng=rng, cache=cache, classes=classes, **kw)

@@ -161,6 +161,7 @@ class Fuzzer:
         self.counts = CountCache(self.space)
         self._matches: dict = {}  # match fields -> BDD, for the delivered group
         self._matches_version = -1
+        self._match_count: collections.Counter = collections.Counter()  # entries per match
         self._changed = self.space.false  # region changed since the last coverage trim
         self.set_pairs(pairs)
         if subscribe:
@@ -213,6 +214,26 @@ class Fuzzer:
                     self.state[i].stale = True
         # Every header whose forwarding the update may have changed lies in its region.
         self._changed = self._changed | upd.region
+        if self._matches_version == upd.version - 1:
+            self._follow_matches(upd.changes)
+            self._matches_version = upd.version
+
+    def _follow_matches(self, changes) -> None:
+        """The distinct matches after entry changes (old, new), without reading every entry
+        again (100k on the fat-tree: 90 ms an update)."""
+        count, matches = self._match_count, self._matches
+        for old, new in changes:
+            if old is not None:
+                f = old.match.fields
+                count[f] -= 1
+                if count[f] <= 0:
+                    del count[f]
+                    matches.pop(f, None)
+            if new is not None:
+                f = new.match.fields
+                count[f] += 1
+                if f not in matches:
+                    matches[f] = self.space.match_bdd(f)
 
     def _all_stale(self) -> None:
         for st in self.state.values():
@@ -276,10 +297,12 @@ class Fuzzer:
         delivered group is on (BDDs kept across versions; None when it is off)."""
         if not self.shares or self.shares.get("delivered", 0.0) <= 0:
             return None
-        if self._matches_version != self.model.version:
+        if self._matches_version != self.model.version:  # not followed by on_update
             old = self._matches
-            fields = {e.match.fields for e in self.model.entries()}
-            self._matches = {f: old[f] if f in old else self.space.match_bdd(f) for f in fields}
+            self._match_count = collections.Counter(e.match.fields for e in self.model.entries())
+            self._matches = {
+                f: old[f] if f in old else self.space.match_bdd(f) for f in self._match_count
+            }
             self._matches_version = self.model.version
         return self._matches
 

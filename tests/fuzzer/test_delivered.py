@@ -5,9 +5,12 @@ intended rules; with it, about its share is, and such faults are then found."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from cpc.model import Model
+from cpc.rules import FlowMod
 from fuzzer.engine import Fuzzer
 from fuzzer.plan import DEFAULT_SHARES, shares_with_delivered
 from pazzdata.detectnet import make_faults, random_network
@@ -84,3 +87,29 @@ def test_faults_of_idle_routes_are_found_only_with_the_group(seed):
                     break
         assert found[0.0] is None, (f.title, found)
         assert found[0.2] is not None, (f.title, found)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_the_matches_follow_the_updates(seed):
+    """The delivered group's distinct matches are kept from each update's entry changes,
+    not read from every entry again: after random adds, deletes and re-adds they are the
+    model's own, and the fuzzer never fell back to reading them all."""
+    net = random_network(seed)
+    model = _model(net)
+    fz = Fuzzer(model, seed=seed, shares=shares_with_delivered(0.2))
+    fz.next_probes(10)  # the first plan lists the matches
+    rng = random.Random(seed)
+    gone: list = []
+    for _ in range(60):
+        if gone and rng.random() < 0.4:
+            e = gone.pop(rng.randrange(len(gone)))
+            fm = FlowMod("add", e.dpid, e.table, e.priority, e.match, e.instructions, e.cookie)
+        else:
+            e = rng.choice(model.entries())
+            gone.append(e)
+            fm = FlowMod("delete_strict", e.dpid, e.table, e.priority, e.match)
+        model.apply(fm)
+        assert fz._matches_version == model.version  # followed, not read again
+        assert set(fz._matches) == {x.match.fields for x in model.entries()}
+        for f, u in fz._matches.items():
+            assert u == model.space.match_bdd(f)
