@@ -317,10 +317,11 @@ class Fuzzer:
         """Send this header from this ingress `copies` times, interleaved with the other
         probes (a finding's witness: with sFlow sampling 1/N, about 3N copies make it show
         at an exit with probability 95 %). None: the ingress is not fuzzed. Otherwise the
-        queued item, [ingress, header, copies not sent yet]: 0 once all went out."""
+        queued item, [ingress, header, copies not sent yet, area, label]: copies 0 once
+        all went out."""
         if ingress not in self.state or copies < 1:
             return None
-        item = [ingress, dict(header), copies]
+        item = [ingress, dict(header), copies, "confirm", ""]
         self._confirm.append(item)
         return item
 
@@ -331,7 +332,7 @@ class Fuzzer:
         second (tester.probeloss). False if the ingress is not fuzzed."""
         if ingress not in self.state or copies < 1:
             return False
-        self._confirm.append([ingress, dict(header), copies, label])
+        self._confirm.append([ingress, dict(header), copies, "delivered", label])
         return True
 
     def sender(self, header: Mapping[str, int]) -> Port | None:
@@ -355,10 +356,7 @@ class Fuzzer:
         quota = max(1, int(n * self.confirm_share))
         while self._confirm and len(out) < n and quota > 0:
             item = self._confirm[0]
-            if len(item) > 3:  # a lost probe's replay
-                out.append(Probe(item[0], dict(item[1]), "delivered", None, label=item[3]))
-            else:
-                out.append(Probe(item[0], dict(item[1]), "confirm", None))
+            out.append(Probe(item[0], dict(item[1]), item[3], None, label=item[4]))
             self.confirm_sent += 1
             quota -= 1
             item[2] -= 1

@@ -250,6 +250,7 @@ class MaskEdges:
         self.space, self.region, self.cache, self.rng = space, region, cache, rng
         self.matches = matches
         self.keys: list | None = None  # the matches, listed at the first draw
+        self.start = 0  # where the first pass starts in keys (random, at the first draw)
         self.levels = {j: _Level(j) for j in range(1, MASK_SLIP + 1)}
         self.cell = None  # the last drawn target's header set (the area's `within`)
 

@@ -5,15 +5,21 @@ from cpc.model import Model
 from fuzzer.engine import CONFIRM_SHARE, Fuzzer
 from pazzdata.workloads import generate
 
+HDR = {"eth_type": 0x0800, "ipv4_dst": 0x0A000101, "ip_proto": 6, "tp_dst": 80}
 
-def test_confirm_copies_share_and_refusal():
+
+def _fuzzer():
+    """A fuzzer on a 2x2 grid and its first edge port."""
     wl = generate("grid", 2, 200, rule_ids=True)
     model = Model(wl.topo)
     model.add_entries(wl.entries, wl.groups)
     model.build()
-    fz = Fuzzer(model, rate=1e6, seed=1)
-    ing = wl.topo.edge_ports()[0]
-    hdr = {"eth_type": 0x0800, "ipv4_dst": 0x0A000101, "ip_proto": 6, "tp_dst": 80}
+    return Fuzzer(model, rate=1e6, seed=1), wl.topo.edge_ports()[0]
+
+
+def test_confirm_copies_share_and_refusal():
+    fz, ing = _fuzzer()
+    hdr = HDR
     assert fz.confirm(ing, hdr, 10)
     assert not fz.confirm((99, 1), hdr, 10)  # no such ingress
     assert not fz.confirm(ing, hdr, 0)
@@ -31,13 +37,8 @@ def test_confirm_copies_share_and_refusal():
 def test_replays_go_out_as_probes_of_their_area():
     """A lost probe's replay (tester.probeloss): its copies go out with the confirmation
     copies, as delivered probes of the area named, so on_delivered counts them."""
-    wl = generate("grid", 2, 200, rule_ids=True)
-    model = Model(wl.topo)
-    model.add_entries(wl.entries, wl.groups)
-    model.build()
-    fz = Fuzzer(model, rate=1e6, seed=1)
-    ing = wl.topo.edge_ports()[0]
-    hdr = {"eth_type": 0x0800, "ipv4_dst": 0x0A000101, "ip_proto": 6, "tp_dst": 80}
+    fz, ing = _fuzzer()
+    hdr = HDR
     assert fz.replay(ing, hdr, "delivered X", 8)
     assert not fz.replay((99, 1), hdr, "delivered X", 8)
     handed = []

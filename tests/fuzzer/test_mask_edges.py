@@ -150,18 +150,29 @@ def _visible(model, ref, ports, low, n, rng, tries=800):
     return False
 
 
-@pytest.mark.parametrize("seed", [30, 33])
-def test_targets_reveal_every_visible_mask_fault(seed):
+def _network(seed):
     net = random_network(seed)
     model = Model(net.topo)
     model.add_entries(net.entries, net.groups)
+    return net, model
+
+
+def _targets(model, seed) -> list:
+    """The header sets (in V) of every mask-edge target of the model's distinct matches."""
+    sp = model.space
+    matches = {f: sp.match_bdd(f) for f in {e.match.fields for e in model.entries()}}
+    me = MaskEdges(sp, matches, valid_headers(sp), CountCache(sp), random.Random(seed))
+    tfs = [tf for j in range(1, MASK_SLIP + 1) for tf in me.targets(j)]
+    return [u for u in map(me._inside, tfs) if u is not None]
+
+
+@pytest.mark.parametrize("seed", [30, 33])
+def test_targets_reveal_every_visible_mask_fault(seed):
+    net, model = _network(seed)
     sp = model.space
     ports = model.topo.edge_ports()
-    matches = {f: sp.match_bdd(f) for f in {e.match.fields for e in model.entries()}}
     cache = CountCache(sp)
-    me = MaskEdges(sp, matches, valid_headers(sp), cache, random.Random(seed))
-    tfs = [tf for j in range(1, MASK_SLIP + 1) for tf in me.targets(j)]
-    targets = [u for u in map(me._inside, tfs) if u is not None]
+    targets = _targets(model, seed)
     rng = random.Random(seed)
     visible = 0
     for f, low, wide in _mask_faults(net, rng, 4):
@@ -182,21 +193,15 @@ def test_targets_reveal_every_visible_mask_fault(seed):
 
 @pytest.mark.parametrize("seed", [21, 22])
 def test_the_area_gets_its_turns_at_the_targets(seed):
-    net = random_network(seed)
-    model = Model(net.topo)
-    model.add_entries(net.entries, net.groups)
+    _, model = _network(seed)
     sp = model.space
     fz = Fuzzer(model, seed=seed, subscribe=False, shares=shares_with_delivered(0.2))
     probes = [pr for _ in range(20) for pr in fz.next_probes(100)]
     edges = [pr for pr in probes if pr.label == "delivered edges"]
     group = [pr for pr in probes if pr.area == "delivered"]
     assert 0.15 <= len(edges) / len(group) <= 0.45, (len(edges), len(group))
-    fields = {e.match.fields for e in model.entries()}
     targets = sp.false
-    for f in fields:
-        for i, (name, v, m) in enumerate(f):
-            if name in ("ipv4_dst", "ipv4_src") and m:
-                for t in _mask_targets(32, v & m, m):
-                    targets = targets | sp.match_bdd(f[:i] + ((name, *t),) + f[i + 1 :])
+    for u in _targets(model, seed):
+        targets = targets | u
     for pr in edges:
         assert sp.contains(targets, pr.header), pr
